@@ -1,0 +1,43 @@
+#include "cli/app.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "scout/config.hpp"
+
+namespace scout {
+
+#define SCOUT_COMMAND(id, name, summary) CommandRunner register_##id(CLI::App& command, const GlobalOptions& globals);
+#include "cli/commands.def"
+#undef SCOUT_COMMAND
+
+void build_app(CLI::App& app, GlobalOptions& globals, std::map<std::string, CommandRunner>& runners) {
+  app.require_subcommand(1);
+  app.fallthrough();  // global flags work after the subcommand too
+  app.set_version_flag("--version", version_text(), "Print the version and what was compiled in, then exit");
+  app.add_option("--format", globals.format,
+                 "Output format: json, text, or auto (text on a terminal, json when stdout is a pipe or file)")
+      ->check(CLI::IsMember({"json", "text", "auto"}))
+      ->default_str("auto");
+  app.add_option("--log-level", globals.log_level, "Log level on stderr: trace, debug, info, warn, error, critical, off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
+      ->default_str("warn");
+  app.footer(
+      "Exit status: 0 healthy, 1 fault attributed, 2 usage error, 3 inconclusive or group-scoped,\n"
+      "4 bad input data, 5 unavailable, 70 internal error. See man scout(1).");
+#define SCOUT_COMMAND(id, name, summary) runners[name] = register_##id(*app.add_subcommand(name, summary), globals);
+#include "cli/commands.def"
+#undef SCOUT_COMMAND
+}
+
+std::string version_text() {
+  std::string cuda = SCOUT_WITH_CUDA ? fmt::format("yes (archs {})", SCOUT_CUDA_ARCHS) : std::string("no");
+  return fmt::format(
+      "scout {}\n"
+      "compiled in: cuda {}, nccl {}, torch {}\n"
+      "hash spec v1, verdict schema scout.verdict 1.0",
+      SCOUT_VERSION, cuda, SCOUT_WITH_NCCL ? "yes" : "no",
+      SCOUT_WITH_TORCH ? "yes (LibTorch " SCOUT_TORCH_VERSION ", module loaded on demand)" : "no");
+}
+
+}  // namespace scout
