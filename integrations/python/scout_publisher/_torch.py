@@ -75,6 +75,9 @@ def wrapped_names():
 
 def _op_code(op):
     for value, code in _OPS:
+        if op is value:
+            return code
+    for value, code in _OPS:
         try:
             if op == value:
                 return code
@@ -137,14 +140,17 @@ def _wrap_collective(name, fn):
     params = list(sig.parameters)
     defaults = {k: p.default for k, p in sig.parameters.items()}
 
+    position = {p: i for i, p in enumerate(params)}
+    empty = inspect.Parameter.empty
+
     def arg(args, kwargs, pname):
-        if pname in kwargs:
+        if kwargs and pname in kwargs:
             return kwargs[pname]
-        i = params.index(pname) if pname in params else -1
+        i = position.get(pname, -1)
         if 0 <= i < len(args):
             return args[i]
-        d = defaults.get(pname, None)
-        return None if d is inspect.Parameter.empty else d
+        d = defaults.get(pname)
+        return None if d is empty else d
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -205,7 +211,11 @@ def _wrap_comm_hook(hook, ddp):
         buf = bucket.buffer()
         gid = _group_id(ddp.process_group)
         token = pub.record.enter(gid, _lib.COLLECTIVES["all_reduce"], _dtype(buf), _numel(buf), 0, _next_seq(gid))
-        fut = hook(state, bucket)
+        _tls.inside = True  # the hook's own dist.all_reduce is this same collective
+        try:
+            fut = hook(state, bucket)
+        finally:
+            _tls.inside = False
 
         def done(f):
             pub.record.exit(token)
