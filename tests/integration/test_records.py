@@ -113,6 +113,39 @@ class CleanJob(scoutlib.ScoutTestCase):
             self.assertEqual(recs[1]["record"]["step"], 2)
 
 
+class PythonPackage(scoutlib.ScoutTestCase):
+    def run_module(self, env):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        script = os.path.join(tmp, "train.py")
+        with open(script, "w") as f:
+            f.write("import sys, scout_publisher\n"
+                    "pub = scout_publisher.publisher()\n"
+                    "print(pub.record.segment if pub else 'none')\n"
+                    "print(' '.join(sys.argv[1:]))\n")
+        full = dict(os.environ, PYTHONPATH=th.PYTHON_DIR, SCOUT_PUBLISHER_LIB=th.PUBLISHER_LIB, **env)
+        for k in ("SCOUT_JOB", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"):
+            if k not in env:
+                full.pop(k, None)
+        return subprocess.run([th.PYTHON, "-m", "scout_publisher", script, "--lr", "1"], capture_output=True,
+                              text=True, env=full, timeout=120)
+
+    def test_module_runner_reads_rank_and_mesh_from_the_environment(self):
+        job = f"module-{os.getpid()}"
+        self.addCleanup(remove_job, job)
+        p = self.run_module({"TORCHELASTIC_RUN_ID": job, "RANK": "5", "WORLD_SIZE": "8", "SCOUT_MESH": "dp=4,tp=2"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.split("\n")[:2], [f"scout.{job}.5", "--lr 1"])
+        rec = by_rank(list_records(job))[5]["record"]
+        self.assertEqual(rec["coords"], [2, 0, 1, 0, 0, 0])
+        self.assertEqual(rec["world_size"], 8)
+
+    def test_missing_job_is_a_clear_error(self):
+        p = self.run_module({"RANK": "0", "WORLD_SIZE": "1"})
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("no job id", p.stderr)
+
+
 class FaultRecords(scoutlib.ScoutTestCase):
     """Each fault leaves the record state the observer needs to localize it."""
 
