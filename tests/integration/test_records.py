@@ -5,6 +5,7 @@ Fault ranks and steps are drawn from a seed the harness prints
 ("trainer_harness: seed=..."); rerun one with SCOUT_TEST_SEED=N.
 """
 import ctypes
+import json
 import os
 import random
 import shutil
@@ -140,6 +141,21 @@ class PythonPackage(scoutlib.ScoutTestCase):
         self.assertEqual(rec["coords"], [2, 0, 1, 0, 0, 0])
         self.assertEqual(rec["world_size"], 8)
 
+    def test_phases_and_steps_are_marked_without_code_change(self):
+        job = f"phases-{os.getpid()}"
+        self.addCleanup(remove_job, job)
+        p = subprocess.run([th.PYTHON, os.path.join(th.HERE, "trainers", "phase_probe.py"), job, th.SCOUT_BIN],
+                           capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, PYTHONPATH=th.PYTHON_DIR, SCOUT_PUBLISHER_LIB=th.PUBLISHER_LIB))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        seen = [json.loads(line) for line in p.stdout.splitlines()]
+        seen = [(s["where"], s["phase"], s["step"]) for s in seen]
+        # Two batches of two samples: the dataset is read while the iterator fetches.
+        self.assertEqual(seen, [("dataset", "dataloader", 0), ("dataset", "dataloader", 0), ("forward", "forward", 0),
+                                ("backward", "backward", 0), ("optimizer", "optimizer", 0),
+                                ("dataset", "dataloader", 1), ("dataset", "dataloader", 1), ("forward", "forward", 1),
+                                ("backward", "backward", 1), ("optimizer", "optimizer", 1), ("end", "idle", 2)])
+
     def test_missing_job_is_a_clear_error(self):
         p = self.run_module({"RANK": "0", "WORLD_SIZE": "1"})
         self.assertNotEqual(p.returncode, 0)
@@ -175,6 +191,17 @@ class FaultRecords(scoutlib.ScoutTestCase):
             self.assertEqual(recs[r]["record"]["collective_state"], "inside", logs)
             self.assertEqual(self.pending_seq(recs, r), self.pending_seq(recs, f) + 1, logs)
             self.assertEqual(recs[r]["record"]["pending"]["count"], 1)
+        # Ranks blocked in gloo keep their heartbeat thread beating (gloo waits
+        # release the GIL); the stopped rank's heartbeat stops with it.
+        time.sleep(2.5)
+        later = job.records()
+        for r in range(3):
+            self.assertEqual(later[r]["record"]["progress_ns"], recs[r]["record"]["progress_ns"])
+            beat = later[r]["record"]["heartbeat_ns"] - recs[r]["record"]["heartbeat_ns"]
+            if r == f:
+                self.assertEqual(beat, 0)
+            else:
+                self.assertGreater(beat, 0, "heartbeat of a rank blocked in a collective")
 
     def test_stop_inside_collective_looks_like_a_group_stall(self):
         job, recs, logs = self.run_fault("stop-inside-collective")

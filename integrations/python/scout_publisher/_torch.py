@@ -308,10 +308,11 @@ def _install_phases():
         pub = _pub
         if pub is not None:
             pub.record.phase(4)
-        batch = orig_next(self)
-        if pub is not None:
-            pub.record.phase(7)
-        return batch
+        try:
+            return orig_next(self)
+        finally:  # also at StopIteration: the loader is no longer what the rank waits for
+            if pub is not None:
+                pub.record.phase(7)
 
     functools.update_wrapper(next_, orig_next)
     _patch(dataloader._BaseDataLoaderIter, "__next__", next_)
