@@ -246,7 +246,7 @@ int check_existing(const std::string& path) {
     close(fd);
     return SCOUT_ESYS;
   }
-  if (st.st_uid != getuid()) {
+  if (st.st_uid != geteuid()) {
     close(fd);
     return SCOUT_EPERM;
   }
@@ -328,7 +328,7 @@ int scout_record_create(const scout_record_options* o, scout_record** out) {
     std::uint64_t started_after_boot = hz > 0 ? ticks * (1000000000ULL / static_cast<std::uint64_t>(hz)) : 0;
     h.start_ns.store(ticks != 0 && started_after_boot <= since_boot ? now - (since_boot - started_after_boot) : 0, r);
     h.create_ns.store(now, r);
-    h.uid.store(getuid(), r);
+    h.uid.store(geteuid(), r);
     layout::store_string(h.job, layout::k_job_words, o->job);
     layout::store_string(h.attempt, layout::k_attempt_words, o->attempt ? o->attempt : "");
     char host[256] = {};

@@ -62,7 +62,7 @@ struct Header {
   Word start_ns;         // writer process start, CLOCK_REALTIME ns
   Word start_ticks;      // /proc/<pid>/stat field 22 (clock ticks since boot): detects pid reuse
   Word create_ns;        // when the record was created, CLOCK_REALTIME ns
-  Word uid;              // the writer's real uid (the segment's owner)
+  Word uid;              // the writer's effective uid (the segment's owner)
   Word job[k_job_words];
   Word attempt[k_attempt_words];
   Word host[k_host_words];
