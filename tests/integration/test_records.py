@@ -156,6 +156,24 @@ class PythonPackage(scoutlib.ScoutTestCase):
                                 ("dataset", "dataloader", 1), ("dataset", "dataloader", 1), ("forward", "forward", 1),
                                 ("backward", "backward", 1), ("optimizer", "optimizer", 1), ("end", "idle", 2)])
 
+    def test_forked_children_do_not_write_the_parent_record(self):
+        job = f"fork-{os.getpid()}"
+        self.addCleanup(remove_job, job)
+        code = ("import os, scout_publisher\n"
+                f"scout_publisher.enable(job={job!r}, rank=0, world_size=1, heartbeat_s=0)\n"
+                "scout_publisher.phase('forward')\n"
+                "pid = os.fork()\n"
+                "if pid == 0:\n"
+                "    scout_publisher.phase('checkpoint')\n"
+                "    from scout_publisher import _torch\n"
+                "    os._exit(0 if _torch._pub is None and scout_publisher.publisher() is None else 1)\n"
+                "_, status = os.waitpid(pid, 0)\n"
+                "raise SystemExit(os.waitstatus_to_exitcode(status))\n")
+        p = subprocess.run([th.PYTHON, "-c", code], capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, PYTHONPATH=th.PYTHON_DIR, SCOUT_PUBLISHER_LIB=th.PUBLISHER_LIB))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(by_rank(list_records(job))[0]["record"]["phase"], "forward")
+
     def test_missing_job_is_a_clear_error(self):
         p = self.run_module({"RANK": "0", "WORLD_SIZE": "1"})
         self.assertNotEqual(p.returncode, 0)

@@ -132,6 +132,7 @@ def enable(job=None, rank=None, world_size=None, mesh=None, coords=None, host=No
         pub.lib = lib
         _state["publisher"] = pub
         atexit.register(pub._stop.set)
+        os.register_at_fork(after_in_child=lambda: _state.update(publisher=None))
     if hook_torch:
         from . import _torch
         _torch.install(pub)

@@ -24,6 +24,7 @@ the reduce op code otherwise, and a per-group sequence number counted here.
 """
 import functools
 import inspect
+import os
 import threading
 
 import torch
@@ -318,6 +319,13 @@ def _install_phases():
     _patch(dataloader._BaseDataLoaderIter, "__next__", next_)
 
 
+def _forget_in_child():
+    # A forked child (e.g. a DataLoader worker) is not the rank: it must not
+    # write the parent's record through the inherited mapping.
+    global _pub
+    _pub = None
+
+
 def install(pub):
     """Installs every hook (once) and publishes to `pub`."""
     global _pub, _installed
@@ -325,6 +333,7 @@ def install(pub):
     if _installed:
         return
     _installed = True
+    os.register_at_fork(after_in_child=_forget_in_child)
     for name in wrapped_names():
         original = getattr(c10d, name)
         wrapper = _wrap_collective(name, original)
