@@ -21,6 +21,12 @@
 //    Only meaningful in the writer's pid namespace.
 //  - stale: within one job, the record created last defines the current
 //    attempt; records naming another attempt or world size are stale.
+// Hazard: segments are read through a read-only shared mapping; a process of
+// the same user that truncates a segment while it is being read would make
+// the reader fault (SIGBUS). scout's publisher never truncates a record in
+// place: it writes a new one under a temporary name and renames it.
+// Not thread-safe to mutate ReaderOptions while reading; reads themselves
+// share nothing and may run in parallel.
 #pragma once
 
 #include <chrono>
