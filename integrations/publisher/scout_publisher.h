@@ -72,7 +72,8 @@ typedef struct scout_record_options {
 SCOUT_PUBLISHER_API int scout_record_create(const scout_record_options* options, scout_record** out);
 
 /* Unmaps and frees `record`; removes the segment too when `unlink_segment` is
- * non-zero (normally 0: records outlive their writers for post-mortem probes). */
+ * non-zero (normally 0: records outlive their writers for post-mortem probes).
+ * No other call on `record` may run concurrently with or after it. */
 SCOUT_PUBLISHER_API int scout_record_close(scout_record* record, int unlink_segment);
 
 /* A new training step `step` begins (phase becomes unknown until the next
