@@ -178,6 +178,9 @@ class PythonPackage(scoutlib.ScoutTestCase):
         p = self.run_module({"RANK": "0", "WORLD_SIZE": "1"})
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("no job id", p.stderr)
+        p = self.run_module({"SCOUT_JOB": "j", "RANK": "4", "WORLD_SIZE": "4"})
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("rank 4 is not in [0, world size 4)", p.stderr)
 
 
 class FaultRecords(scoutlib.ScoutTestCase):
