@@ -3,10 +3,9 @@
 // measured in the same run: clock_gettime(CLOCK_REALTIME) alone (every event
 // reads the clock once) and one relaxed atomic store to shared memory. Also
 // the reader's cost for one consistent snapshot (what the observer pays per rank).
+#include <benchmark/benchmark.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <benchmark/benchmark.h>
 
 #include <atomic>
 #include <cstdio>

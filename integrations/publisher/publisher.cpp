@@ -1,8 +1,6 @@
 // Implementation of the C ABI in scout_publisher.h over lib/records/layout.hpp.
 // No exception can leave this file: nothing here throws except std::string
 // allocation during scout_record_create, which is caught there.
-#include "scout_publisher.h"
-
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -16,6 +14,7 @@
 #include <string>
 
 #include "lib/records/layout.hpp"
+#include "scout_publisher.h"
 
 namespace layout = scout::records::layout;
 
@@ -99,7 +98,7 @@ struct scout_record {
   std::string path;
   Mirror mirror;
   std::uint64_t ring_op[layout::k_ring_size] = {};  // op_seq of each slot's enter, private copy
-  layout::Word dropped_unpublished{0};               // events dropped while the lock was held
+  layout::Word dropped_unpublished{0};              // events dropped while the lock was held
   // Exits of collectives whose thread found the lock held (e.g. a gloo
   // completion callback while the main thread publishes): applied by whoever
   // holds the lock next, or by the holder as it unlocks, so a completion is
@@ -241,7 +240,7 @@ bool valid_text(const char* s, std::size_t max_bytes, bool allow_empty) {
 int check_existing(const std::string& path) {
   int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return errno == ENOENT ? SCOUT_OK : SCOUT_ESYS;
-  struct stat st{};
+  struct stat st {};
   if (fstat(fd, &st) != 0) {
     close(fd);
     return SCOUT_ESYS;
@@ -259,8 +258,8 @@ int check_existing(const std::string& path) {
         auto pid = static_cast<long>(rec->header.pid.load(std::memory_order_relaxed));
         std::uint64_t ticks = rec->header.start_ticks.load(std::memory_order_relaxed);
         char state = '?';
-        if (pid > 0 && pid != static_cast<long>(getpid()) && ticks != 0 &&
-            process_start_ticks(pid, &state) == ticks && state != 'Z' && state != 'X')
+        if (pid > 0 && pid != static_cast<long>(getpid()) && ticks != 0 && process_start_ticks(pid, &state) == ticks &&
+            state != 'Z' && state != 'X')
           status = SCOUT_EEXIST;
       }
       munmap(p, sizeof(layout::Record));
@@ -277,7 +276,8 @@ extern "C" {
 int scout_record_create(const scout_record_options* o, scout_record** out) {
   if (out == nullptr || o == nullptr) return SCOUT_EINVAL;
   *out = nullptr;
-  if (!valid_text(o->job, layout::k_max_job_bytes, false) || !valid_text(o->attempt, layout::k_max_attempt_bytes, true) ||
+  if (!valid_text(o->job, layout::k_max_job_bytes, false) ||
+      !valid_text(o->attempt, layout::k_max_attempt_bytes, true) ||
       !valid_text(o->host, layout::k_max_host_bytes, true) || o->world_size <= 0 || o->rank < 0 ||
       o->rank >= o->world_size)
     return SCOUT_EINVAL;
@@ -360,7 +360,7 @@ int scout_record_close(scout_record* record, int unlink_segment) {
   if (unlink_segment) {
     // Only remove the segment when it is still ours (a successor may have replaced it).
     int fd = open(record->path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    struct stat st{};
+    struct stat st {};
     if (fd >= 0 && (fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) != sizeof(layout::Record))) {
       close(fd);
       fd = -1;
@@ -485,16 +485,25 @@ int scout_segment_name(const char* job, int64_t rank, char* buf, size_t size) {
 
 const char* scout_strerror(int status) {
   switch (status) {
-    case SCOUT_OK: return "ok";
-    case SCOUT_EINVAL: return "invalid argument";
-    case SCOUT_EEXIST: return "a live process already publishes this job and rank";
-    case SCOUT_EPERM: return "the existing record segment belongs to another user";
-    case SCOUT_ESYS: return "a system call failed";
-    case SCOUT_EBUSY: return "another thread was writing the record; the event was dropped";
-    default: return "unknown status";
+    case SCOUT_OK:
+      return "ok";
+    case SCOUT_EINVAL:
+      return "invalid argument";
+    case SCOUT_EEXIST:
+      return "a live process already publishes this job and rank";
+    case SCOUT_EPERM:
+      return "the existing record segment belongs to another user";
+    case SCOUT_ESYS:
+      return "a system call failed";
+    case SCOUT_EBUSY:
+      return "another thread was writing the record; the event was dropped";
+    default:
+      return "unknown status";
   }
 }
 
-uint32_t scout_layout_version(void) { return static_cast<uint32_t>(layout::k_layout_version); }
+uint32_t scout_layout_version(void) {
+  return static_cast<uint32_t>(layout::k_layout_version);
+}
 
 }  // extern "C"

@@ -4,13 +4,12 @@
 #include "lib/records/reader.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <fmt/format.h>
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
@@ -123,7 +122,7 @@ TEST(RecordsLayout, ParsesProcStatWithOddCommandNames) {
 TEST(RecordsReader, RoundTripThroughTheCAbi) {
   Published p(unique_job("rt"), 1, 4, "attempt-7");
   ASSERT_EQ(p.status(), SCOUT_OK) << scout_strerror(p.status());
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat(("/dev/shm/" + p.name()).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0600u);
   EXPECT_EQ(st.st_size, static_cast<off_t>(sizeof(L::Record)));
