@@ -78,10 +78,23 @@ struct Finding {
   json evidence = json::object();
 };
 
-bool completed_in_ring(const RankSnapshot& s, const records::Fingerprint& f) {
-  for (const auto& ev : s.recent)
-    if (ev.fingerprint.group == f.group && ev.fingerprint.group_seq == f.group_seq && ev.exit_ns != 0) return true;
-  return false;
+// The event of `s`'s ring for call `seq` of `group`, when the ring still holds it.
+const records::CollectiveEvent* ring_event(const RankSnapshot& s, std::uint64_t group, std::uint64_t seq) {
+  for (auto it = s.recent.rbegin(); it != s.recent.rend(); ++it)
+    if (it->fingerprint.group == group && it->fingerprint.group_seq == seq) return &*it;
+  return nullptr;
+}
+
+bool same_call(const records::Fingerprint& a, const records::Fingerprint& b) {
+  return a.type == b.type && a.dtype == b.dtype && a.count == b.count && a.root_or_op == b.root_or_op;
+}
+
+// A finding for two ranks whose call number `seq` of one group had different arguments.
+std::optional<Finding> call_mismatch(const records::Fingerprint& mine, const records::Fingerprint& theirs, json ev) {
+  ev["mismatched_call"] = {{"rank_call", fingerprint_json(mine)}, {"majority_call", fingerprint_json(theirs)}};
+  if (mine.type != theirs.type || mine.root_or_op != theirs.root_or_op)
+    return Finding{"different_collective", HangKind::control_flow_divergence, std::move(ev)};
+  return Finding{"collective_arguments_differ", HangKind::argument_divergence, std::move(ev)};
 }
 
 // Why outlier `o` differs from the majority `m`; nullopt when the difference is
@@ -118,10 +131,18 @@ std::optional<Finding> classify(const RankSnapshot& o, const RankSnapshot& m) {
   }
   if (of.group_seq < mf.group_seq) {
     if (!oe) return Finding{"never_entered_collective", HangKind::rank_local_divergence, ev};
-    return std::nullopt;  // inside an earlier call the others finished
+    // Inside an earlier call the others finished: a stall, unless they finished a different call.
+    if (const auto* theirs = ring_event(m, of.group, of.group_seq); theirs && !same_call(of, theirs->fingerprint))
+      return call_mismatch(of, theirs->fingerprint, std::move(ev));
+    return std::nullopt;
   }
-  // Ahead of the majority in the same group.
-  if (me && completed_in_ring(o, mf)) return std::nullopt;  // it finished what the others wait in
+  // Ahead of the majority in the same group: it either finished the call the
+  // others wait in (a stall), finished a different call under that number
+  // (its arguments differed), or never made that call (skipped it).
+  if (const auto* mine = ring_event(o, mf.group, mf.group_seq)) {
+    if (same_call(mine->fingerprint, mf)) return std::nullopt;
+    return call_mismatch(mine->fingerprint, mf, std::move(ev));
+  }
   return Finding{"skipped_collective", HangKind::control_flow_divergence, ev};
 }
 

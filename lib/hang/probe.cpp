@@ -152,11 +152,11 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
     using HS = ProbeOptions::HostStore;
     const bool tcp = uri.kind == transport::StoreUri::Kind::tcp;
     const bool try_host = tcp && (o.host_store == HS::always || (o.host_store == HS::auto_observer0 && *index == 0));
-    auto store = transport::open_store(uri, try_host, budget / 2);
+    auto store = transport::open_store(uri, try_host, budget * 3 / 4);
     if (!store && try_host && o.host_store == HS::auto_observer0) {
       // Someone (the launcher, or a store-host observer) already serves it: join.
       spdlog::info("hosting {} failed ({}); joining it", uri.text, store.error().why);
-      store = transport::open_store(uri, false, budget / 2);
+      store = transport::open_store(uri, false, budget * 3 / 4);
     }
     transport_details["store_hosted_here"] = store.ok() && try_host && (*store)->describe().find("hosted") != std::string::npos;
     std::vector<std::string> notes;

@@ -213,6 +213,7 @@ Result<GatherResult> gather_blobs(KeyValueStore& kv, const GatherOptions& o, con
         off += counts[i];
       }
       members = present;
+      spdlog::info("gather: all-gathered {} blobs in round {}", present.size(), round);
       break;
     } catch (const std::exception& e) {
       // The context is poisoned; survivors re-form without whoever is gone.
@@ -227,6 +228,14 @@ Result<GatherResult> gather_blobs(KeyValueStore& kv, const GatherOptions& o, con
 
   kv.cleanup();
   (void)kv.set(fmt::format("{}/closed/{}", base, o.observer), std::vector<char>(one, one + 1));
+  // Leave only when the others are done with the store too: an observer that
+  // hosts it takes it down on exit, and a peer still cleaning up would then
+  // wait out its timeout. Bounded: a peer that died is not waited for long.
+  std::vector<std::string> closed_keys;
+  for (auto m : members)
+    if (m != o.observer) closed_keys.push_back(fmt::format("{}/closed/{}", base, m));
+  (void)await_keys(kv, closed_keys, Clock::now() + std::min(milliseconds(2000), left(deadline)));
+  spdlog::info("gather: generation {} closed", gen);
   return result;
 }
 

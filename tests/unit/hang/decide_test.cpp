@@ -174,6 +174,25 @@ TEST_F(DecideTest, SkippedCollectiveAheadInSequenceIsControlFlowDivergence) {
   EXPECT_EQ(v.suspects[0].reason, "skipped_collective");
 }
 
+TEST_F(DecideTest, SkipperWhoseNextCallWasMatchedAgainstTheOthersIsNamed) {
+  // Observed on gloo: the skipper's next call (another size) was paired with the
+  // others' call of the same number and completed on its side only; it is one
+  // call ahead, done, while the others are inside.
+  World w(pick(3, 16));
+  std::int64_t bad = pick(0, w.size - 1);
+  SCOPED_TRACE(testing::Message() << "world " << w.size << " rank " << bad << " seed " << seed);
+  auto& s = w[bad].snapshot;
+  records::Fingerprint its_call = s.pending;
+  its_call.count = 178;
+  s.recent.push_back({its_call, s.op_seq, k_now - 10 * k_s, k_now - 10 * k_s + 5});
+  s.pending = its_call;
+  s.pending.group_seq += 1;
+  s.collective_state = CollectiveState::done;
+  Verdict v = decide(w.input());
+  EXPECT_EQ(suspect_ranks(v), std::vector<std::int64_t>{bad});
+  EXPECT_EQ(v.suspects[0].reason, "collective_arguments_differ");
+}
+
 TEST_F(DecideTest, DifferentShapeIsArgumentDivergence) {
   World w(pick(3, 16));
   std::int64_t bad = pick(0, w.size - 1);
