@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "lib/consensus/c3.hpp"
 
@@ -308,38 +309,21 @@ Verdict decide(const DecisionInput& in) {
   details["silent_s"] = seconds(std::max<std::int64_t>(silent_ns, 0));
   details["stalled"] = stalled;
 
-  json rank_rows = json::array();
-  for (std::int64_t r = 0; r < world; ++r) {
-    const auto& view = views[r];
-    json row = {{"rank", r}};
-    if (view.evidence) {
-      const auto& s = view.evidence->snapshot;
-      row["node"] = view.node;
-      row["step"] = s.step;
-      row["op_seq"] = s.op_seq;
-      row["phase"] = records::phase_name(s.phase);
-      row["pending"] = fingerprint_json(s.pending);
-      row["collective_state"] = records::collective_state_name(s.collective_state);
-      row["silent_s"] = seconds(std::max<std::int64_t>(in.now_ns - last_progress(s), 0));
-      row["writer_alive"] = view.evidence->writer_alive;
-      row["process"] = process_json(view.evidence->process, s.pid);
-    } else if (view.issue) {
-      row["record_problem"] = view.issue->problem;
-      row["writer_alive"] = view.issue->writer_alive;
-    } else {
-      row["record_problem"] = view.unreachable ? "unreachable" : "missing";
-    }
-    rank_rows.push_back(std::move(row));
-  }
-  details["ranks"] = rank_rows;
 
   auto node_for = [&](std::int64_t r) { return views[r].node; };
-  auto value_of = [&](std::int64_t r) -> std::string {
-    const auto& view = views[r];
-    if (view.evidence) return position_key(view.evidence->snapshot);
-    if (view.issue) return fmt::format("record {} (rank {})", view.issue->problem, r);
-    return fmt::format("{} (rank {})", view.unreachable ? "unreachable" : "no record", r);
-  };
+  // Each rank's progress coordinate, as text (shown in the groups) and as an interned id (compared).
+  std::vector<std::string> value_text(static_cast<std::size_t>(world));
+  std::vector<std::uint64_t> value_id(static_cast<std::size_t>(world));
+  {
+    std::unordered_map<std::string, std::uint64_t> ids;
+    for (std::int64_t r = 0; r < world; ++r) {
+      const auto& view = views[r];
+      if (view.evidence) value_text[r] = position_key(view.evidence->snapshot);
+      else if (view.issue) value_text[r] = fmt::format("record {} (rank {})", view.issue->problem, r);
+      else value_text[r] = fmt::format("{} (rank {})", view.unreachable ? "unreachable" : "no record", r);
+      value_id[r] = ids.try_emplace(value_text[r], ids.size()).first->second;
+    }
+  }
 
   // --- progress consensus per peer group and per process group -------------------------
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> compared;
@@ -358,14 +342,15 @@ Verdict decide(const DecisionInput& in) {
   bool any_inconclusive = false;
   if (stalled) {
     for (const auto& [kind, members] : compared) {
-      std::vector<std::string> keys;
+      std::vector<std::uint64_t> keys;
+      keys.reserve(members.size());
       json values = json::array();
       for (auto r : members) {
-        keys.push_back(value_of(r));
-        values.push_back(keys.back());
+        keys.push_back(value_id[r]);
+        values.push_back(value_text[r]);
       }
-      C3Result res = c3_exact_values<std::string>(keys);
-      GroupRun run = make_group_run(kind, members, C3Mode::exact, res, values);
+      C3Result res = c3_exact(keys);
+      GroupRun run = make_group_run(kind, members, C3Mode::exact, res, std::move(values));
       std::erase_if(run.outliers, [&](std::int64_t r) { return !views[r].evidence; });
       if (res.status == C3Status::inconclusive) any_inconclusive = true;
       if (res.majority_peer >= 0 && res.status != C3Status::inconclusive) {
@@ -531,6 +516,50 @@ Verdict decide(const DecisionInput& in) {
     else
       v.summary = "progress is silent and no strict majority singles out a rank";
   }
+  // Per-rank rows: every rank up to k_max_rank_rows; beyond, only the ranks
+  // that stand out (suspects, victims, processes not alive, no record, or a
+  // progress coordinate other than the most common), so a 100k-rank verdict
+  // stays small and fast.
+  constexpr std::int64_t k_max_rank_rows = 4096;
+  std::set<std::int64_t> notable;
+  for (const auto& s : v.suspects)
+    if (s.rank >= 0) notable.insert(s.rank);
+  for (const auto& x : victims) notable.insert(x.get<std::int64_t>());
+  std::uint64_t common_id = 0;
+  {
+    std::unordered_map<std::uint64_t, std::int64_t> counts;
+    std::int64_t best = -1;
+    for (auto id : value_id)
+      if (++counts[id] > best) best = counts[id], common_id = id;
+  }
+  json rank_rows = json::array();
+  for (std::int64_t r = 0; r < world; ++r) {
+    const auto& view = views[r];
+    if (world > k_max_rank_rows && !notable.count(r) && view.evidence && value_id[r] == common_id &&
+        view.evidence->process.state == ProcessState::alive)
+      continue;
+    json row = {{"rank", r}};
+    if (view.evidence) {
+      const auto& s = view.evidence->snapshot;
+      row["node"] = view.node;
+      row["step"] = s.step;
+      row["op_seq"] = s.op_seq;
+      row["phase"] = records::phase_name(s.phase);
+      row["pending"] = fingerprint_json(s.pending);
+      row["collective_state"] = records::collective_state_name(s.collective_state);
+      row["silent_s"] = seconds(std::max<std::int64_t>(in.now_ns - last_progress(s), 0));
+      row["writer_alive"] = view.evidence->writer_alive;
+      row["process"] = process_json(view.evidence->process, s.pid);
+    } else if (view.issue) {
+      row["record_problem"] = view.issue->problem;
+      row["writer_alive"] = view.issue->writer_alive;
+    } else {
+      row["record_problem"] = view.unreachable ? "unreachable" : "missing";
+    }
+    rank_rows.push_back(std::move(row));
+  }
+  details["ranks_listed"] = world > k_max_rank_rows ? "notable" : "all";
+  details["ranks"] = std::move(rank_rows);
   details["kind"] = hang_kind_name(kind);
   v.details = std::move(details);
   return v;

@@ -226,7 +226,14 @@ class TwoObservers(ScoutTestCase):
         self.assertFalse(docs[1]["details"]["transport"]["store_hosted_here"])
 
     def test_default_store_needs_no_setup(self):
-        self.two_node_probe([])
+        # The default store is a per-user, per-job directory under /dev/shm; remove it afterwards.
+        before = set(os.listdir("/dev/shm"))
+        try:
+            self.two_node_probe([])
+        finally:
+            for name in set(os.listdir("/dev/shm")) - before:
+                if name.startswith("scout-store-"):
+                    shutil.rmtree(os.path.join("/dev/shm", name), ignore_errors=True)
 
     def test_observer_killed_mid_probe_is_unreachable_and_survivor_decides(self):
         rng = random.Random()
