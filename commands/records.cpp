@@ -1,9 +1,9 @@
 #include "commands/records.hpp"
 
+#include <fmt/format.h>
 #include <time.h>
 
 #include <CLI/CLI.hpp>
-#include <fmt/format.h>
 
 #include "lib/records/reader.hpp"
 #include "lib/tensor/dtype.hpp"
@@ -40,7 +40,9 @@ std::int64_t now_realtime_ns() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
 }
 
-std::string hex64(std::uint64_t v) { return fmt::format("{:#018x}", v); }
+std::string hex64(std::uint64_t v) {
+  return fmt::format("{:#018x}", v);
+}
 
 std::string dtype_text(std::uint8_t code) {
   if (code == 0) return "none";
@@ -49,12 +51,9 @@ std::string dtype_text(std::uint8_t code) {
 }
 
 nlohmann::json fingerprint_json(const records::Fingerprint& f) {
-  return {{"group", hex64(f.group)},
-          {"type", records::collective_type_name(f.type)},
-          {"dtype", dtype_text(f.dtype)},
-          {"count", f.count},
-          {"root_or_op", f.root_or_op},
-          {"group_seq", f.group_seq}};
+  return {{"group", hex64(f.group)},      {"type", records::collective_type_name(f.type)},
+          {"dtype", dtype_text(f.dtype)}, {"count", f.count},
+          {"root_or_op", f.root_or_op},   {"group_seq", f.group_seq}};
 }
 
 nlohmann::json read_json(const records::RecordRead& r, std::int64_t now) {
@@ -82,7 +81,8 @@ nlohmann::json read_json(const records::RecordRead& r, std::int64_t now) {
   rec["op_seq"] = s.op_seq;
   rec["phase"] = records::phase_name(s.phase);
   rec["collective_state"] = records::collective_state_name(s.collective_state);
-  rec["pending"] = s.pending.type == records::CollectiveType::none ? nlohmann::json(nullptr) : fingerprint_json(s.pending);
+  rec["pending"] =
+      s.pending.type == records::CollectiveType::none ? nlohmann::json(nullptr) : fingerprint_json(s.pending);
   rec["heartbeat_ns"] = s.heartbeat_ns;
   rec["progress_ns"] = s.progress_ns;
   rec["silent_s"] = s.progress_ns > 0 ? static_cast<double>(now - s.progress_ns) / 1e9 : 0.0;
@@ -152,7 +152,8 @@ int run_records(const RecordsOptions& o) {
     v.summary = fmt::format("{} record(s){}, {} refused or unreadable", reads.size(),
                             o.job.empty() ? "" : fmt::format(" of job {}", o.job), refused);
   } else {
-    auto entries = value_or_throw(records::gc_records(ro, o.dry_run ? records::GcMode::dry_run : records::GcMode::remove));
+    auto entries =
+        value_or_throw(records::gc_records(ro, o.dry_run ? records::GcMode::dry_run : records::GcMode::remove));
     d["action"] = "gc";
     d["dry_run"] = o.dry_run;
     d["segments"] = nlohmann::json::array();

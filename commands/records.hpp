@@ -13,10 +13,10 @@ enum class RecordsAction { list, gc };
 
 struct RecordsOptions {
   RecordsAction action = RecordsAction::list;
-  std::string job;                  // "" = every job
-  bool dry_run = false;             // gc: report only
-  bool allow_other_owner = false;   // read segments of other users too
-  double read_timeout_s = 0.1;      // per-segment budget for a consistent read
+  std::string job;                 // "" = every job
+  bool dry_run = false;            // gc: report only
+  bool allow_other_owner = false;  // read segments of other users too
+  double read_timeout_s = 0.1;     // per-segment budget for a consistent read
   std::string shm_dir = "/dev/shm";
   OutputFormat format = OutputFormat::json;
 };

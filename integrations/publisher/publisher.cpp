@@ -1,8 +1,6 @@
 // Implementation of the C ABI in scout_publisher.h over lib/records/layout.hpp.
 // No exception can leave this file: nothing here throws except std::string
 // allocation during scout_record_create, which is caught there.
-#include "scout_publisher.h"
-
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -16,6 +14,7 @@
 #include <string>
 
 #include "lib/records/layout.hpp"
+#include "scout_publisher.h"
 
 namespace layout = scout::records::layout;
 
@@ -90,6 +89,8 @@ void publish_progress(layout::Progress& p, const Mirror& m) {
   p.dropped.store(m.dropped, r);
 }
 
+void write_slot_exit(layout::RingSlot& slot, std::uint64_t exit_ns);
+
 }  // namespace
 
 struct scout_record {
@@ -97,21 +98,90 @@ struct scout_record {
   std::string path;
   Mirror mirror;
   std::uint64_t ring_op[layout::k_ring_size] = {};  // op_seq of each slot's enter, private copy
-  layout::Word dropped_unpublished{0};               // events dropped while the lock was held
+  layout::Word dropped_unpublished{0};              // events dropped while the lock was held
+  // Exits of collectives whose thread found the lock held (e.g. a gloo
+  // completion callback while the main thread publishes): applied by whoever
+  // holds the lock next, or by the holder as it unlocks, so a completion is
+  // never lost to contention.
+  static constexpr std::size_t k_deferred = 16;
+  std::atomic<std::uint64_t> deferred[k_deferred] = {};
 
+  // Tries to take the writer lock with a bounded spin; never blocks.
   bool lock() {
     for (int i = 0; i < k_lock_spins; ++i) {
       std::uint64_t expected = 0;
-      if (rec->writer_lock.compare_exchange_weak(expected, 1, std::memory_order_acquire, std::memory_order_relaxed))
+      if (rec->writer_lock.compare_exchange_weak(expected, 1, std::memory_order_seq_cst, std::memory_order_relaxed))
         return true;
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
 #endif
     }
-    dropped_unpublished.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
-  void unlock() { rec->writer_lock.store(0, std::memory_order_release); }
+  bool has_deferred() const {
+    for (const auto& d : deferred)
+      if (d.load(std::memory_order_seq_cst) != 0) return true;
+    return false;
+  }
+  // Releases the lock, then applies exits deferred meanwhile unless another
+  // writer took the lock (it drains them itself).
+  void unlock() {
+    rec->writer_lock.store(0, std::memory_order_seq_cst);
+    while (has_deferred()) {
+      std::uint64_t expected = 0;
+      if (!rec->writer_lock.compare_exchange_strong(expected, 1, std::memory_order_seq_cst)) return;
+      std::uint64_t now = now_ns(CLOCK_REALTIME);
+      if (drain(now)) publish(now);
+      rec->writer_lock.store(0, std::memory_order_seq_cst);
+    }
+  }
+  // Queues the exit of `token` for the lock holder; false when the queue is full.
+  bool defer_exit(std::uint64_t token) {
+    for (auto& d : deferred) {
+      std::uint64_t empty = 0;
+      if (d.compare_exchange_strong(empty, token, std::memory_order_seq_cst)) return true;
+    }
+    return false;
+  }
+  // Applies deferred exits; call with the lock held. True when any was applied.
+  bool drain(std::uint64_t now) {
+    bool any = false;
+    for (auto& d : deferred) {
+      if (d.load(std::memory_order_seq_cst) == 0) continue;  // plain load: the common case costs no locked op
+      std::uint64_t t = d.exchange(0, std::memory_order_seq_cst);
+      if (t != 0) any = apply_exit(t, now) || any;
+    }
+    return any;
+  }
+  // Marks the collective entered with `token` complete; call with the lock held.
+  bool apply_exit(std::uint64_t token, std::uint64_t now) {
+    Mirror& m = mirror;
+    if (token > m.op_seq) return false;
+    for (std::size_t back = 0; back < layout::k_ring_size && back < m.events; ++back) {
+      std::size_t slot = (m.events - 1 - back) % layout::k_ring_size;
+      if (ring_op[slot] == token) {
+        write_slot_exit(rec->ring[slot], now);
+        break;
+      }
+    }
+    advance(now);
+    if (m.in_flight > 0) --m.in_flight;
+    if (m.in_flight == 0) {
+      m.state = 3;  // CollectiveState::done
+      if (m.phase == SCOUT_PHASE_COLLECTIVE) m.phase = m.phase_before_collective;
+    }
+    return true;
+  }
+  // Takes the lock and applies deferred exits; false (event dropped and counted) when contended.
+  bool begin(std::uint64_t* now) {
+    if (!lock()) {
+      dropped_unpublished.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    *now = now_ns(CLOCK_REALTIME);
+    drain(*now);
+    return true;
+  }
 
   // Publishes the mirror through the latch; call with the lock held.
   void publish(std::uint64_t now) {
@@ -170,12 +240,12 @@ bool valid_text(const char* s, std::size_t max_bytes, bool allow_empty) {
 int check_existing(const std::string& path) {
   int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return errno == ENOENT ? SCOUT_OK : SCOUT_ESYS;
-  struct stat st{};
+  struct stat st {};
   if (fstat(fd, &st) != 0) {
     close(fd);
     return SCOUT_ESYS;
   }
-  if (st.st_uid != getuid()) {
+  if (st.st_uid != geteuid()) {
     close(fd);
     return SCOUT_EPERM;
   }
@@ -188,8 +258,8 @@ int check_existing(const std::string& path) {
         auto pid = static_cast<long>(rec->header.pid.load(std::memory_order_relaxed));
         std::uint64_t ticks = rec->header.start_ticks.load(std::memory_order_relaxed);
         char state = '?';
-        if (pid > 0 && pid != static_cast<long>(getpid()) && ticks != 0 &&
-            process_start_ticks(pid, &state) == ticks && state != 'Z' && state != 'X')
+        if (pid > 0 && pid != static_cast<long>(getpid()) && ticks != 0 && process_start_ticks(pid, &state) == ticks &&
+            state != 'Z' && state != 'X')
           status = SCOUT_EEXIST;
       }
       munmap(p, sizeof(layout::Record));
@@ -206,7 +276,8 @@ extern "C" {
 int scout_record_create(const scout_record_options* o, scout_record** out) {
   if (out == nullptr || o == nullptr) return SCOUT_EINVAL;
   *out = nullptr;
-  if (!valid_text(o->job, layout::k_max_job_bytes, false) || !valid_text(o->attempt, layout::k_max_attempt_bytes, true) ||
+  if (!valid_text(o->job, layout::k_max_job_bytes, false) ||
+      !valid_text(o->attempt, layout::k_max_attempt_bytes, true) ||
       !valid_text(o->host, layout::k_max_host_bytes, true) || o->world_size <= 0 || o->rank < 0 ||
       o->rank >= o->world_size)
     return SCOUT_EINVAL;
@@ -257,7 +328,7 @@ int scout_record_create(const scout_record_options* o, scout_record** out) {
     std::uint64_t started_after_boot = hz > 0 ? ticks * (1000000000ULL / static_cast<std::uint64_t>(hz)) : 0;
     h.start_ns.store(ticks != 0 && started_after_boot <= since_boot ? now - (since_boot - started_after_boot) : 0, r);
     h.create_ns.store(now, r);
-    h.uid.store(getuid(), r);
+    h.uid.store(geteuid(), r);
     layout::store_string(h.job, layout::k_job_words, o->job);
     layout::store_string(h.attempt, layout::k_attempt_words, o->attempt ? o->attempt : "");
     char host[256] = {};
@@ -289,7 +360,7 @@ int scout_record_close(scout_record* record, int unlink_segment) {
   if (unlink_segment) {
     // Only remove the segment when it is still ours (a successor may have replaced it).
     int fd = open(record->path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    struct stat st{};
+    struct stat st {};
     if (fd >= 0 && (fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) != sizeof(layout::Record))) {
       close(fd);
       fd = -1;
@@ -315,8 +386,8 @@ int scout_record_close(scout_record* record, int unlink_segment) {
 
 int scout_step_begin(scout_record* record, uint64_t step) {
   if (record == nullptr) return SCOUT_EINVAL;
-  if (!record->lock()) return SCOUT_EBUSY;
-  std::uint64_t now = now_ns(CLOCK_REALTIME);
+  std::uint64_t now = 0;
+  if (!record->begin(&now)) return SCOUT_EBUSY;
   record->mirror.step = step;
   record->mirror.phase = SCOUT_PHASE_UNKNOWN;
   record->advance(now);
@@ -327,8 +398,8 @@ int scout_step_begin(scout_record* record, uint64_t step) {
 
 int scout_phase(scout_record* record, uint8_t phase) {
   if (record == nullptr || phase > SCOUT_PHASE_IDLE) return SCOUT_EINVAL;
-  if (!record->lock()) return SCOUT_EBUSY;
-  std::uint64_t now = now_ns(CLOCK_REALTIME);
+  std::uint64_t now = 0;
+  if (!record->begin(&now)) return SCOUT_EBUSY;
   record->mirror.phase = phase;
   if (phase != SCOUT_PHASE_COLLECTIVE) record->mirror.phase_before_collective = phase;
   record->advance(now);
@@ -340,8 +411,8 @@ int scout_phase(scout_record* record, uint8_t phase) {
 int scout_collective_enter(scout_record* record, uint64_t group, uint8_t type, uint8_t dtype, uint64_t count,
                            int64_t root_or_op, uint64_t group_seq, uint64_t* token) {
   if (record == nullptr || type > SCOUT_COLL_OTHER) return SCOUT_EINVAL;
-  if (!record->lock()) return SCOUT_EBUSY;
-  std::uint64_t now = now_ns(CLOCK_REALTIME);
+  std::uint64_t now = 0;
+  if (!record->begin(&now)) return SCOUT_EBUSY;
   Mirror& m = record->mirror;
   record->advance(now);
   if (m.phase != SCOUT_PHASE_COLLECTIVE) m.phase_before_collective = m.phase;
@@ -367,29 +438,26 @@ int scout_collective_enter(scout_record* record, uint64_t group, uint8_t type, u
 
 int scout_collective_exit(scout_record* record, uint64_t token) {
   if (record == nullptr || token == 0) return SCOUT_EINVAL;
-  if (!record->lock()) return SCOUT_EBUSY;
-  std::uint64_t now = now_ns(CLOCK_REALTIME);
-  Mirror& m = record->mirror;
-  if (token > m.op_seq) {
-    record->unlock();
-    return SCOUT_EINVAL;
-  }
-  for (std::size_t back = 0; back < layout::k_ring_size && back < m.events; ++back) {
-    std::size_t slot = (m.events - 1 - back) % layout::k_ring_size;
-    if (record->ring_op[slot] == token) {
-      write_slot_exit(record->rec->ring[slot], now);
-      break;
+  if (!record->lock()) {
+    // Contended: hand the exit to the lock holder instead of dropping it.
+    if (!record->defer_exit(token)) {
+      record->dropped_unpublished.fetch_add(1, std::memory_order_relaxed);
+      return SCOUT_EBUSY;
     }
+    std::uint64_t expected = 0;
+    if (record->rec->writer_lock.compare_exchange_strong(expected, 1, std::memory_order_seq_cst)) {
+      std::uint64_t now = now_ns(CLOCK_REALTIME);
+      if (record->drain(now)) record->publish(now);
+      record->unlock();
+    }
+    return SCOUT_OK;
   }
-  record->advance(now);
-  if (m.in_flight > 0) --m.in_flight;
-  if (m.in_flight == 0) {
-    m.state = 3;  // CollectiveState::done
-    if (m.phase == SCOUT_PHASE_COLLECTIVE) m.phase = m.phase_before_collective;
-  }
+  std::uint64_t now = now_ns(CLOCK_REALTIME);
+  record->drain(now);
+  bool known = record->apply_exit(token, now);
   record->publish(now);
   record->unlock();
-  return SCOUT_OK;
+  return known ? SCOUT_OK : SCOUT_EINVAL;
 }
 
 int scout_heartbeat(scout_record* record) {
@@ -417,16 +485,25 @@ int scout_segment_name(const char* job, int64_t rank, char* buf, size_t size) {
 
 const char* scout_strerror(int status) {
   switch (status) {
-    case SCOUT_OK: return "ok";
-    case SCOUT_EINVAL: return "invalid argument";
-    case SCOUT_EEXIST: return "a live process already publishes this job and rank";
-    case SCOUT_EPERM: return "the existing record segment belongs to another user";
-    case SCOUT_ESYS: return "a system call failed";
-    case SCOUT_EBUSY: return "another thread was writing the record; the event was dropped";
-    default: return "unknown status";
+    case SCOUT_OK:
+      return "ok";
+    case SCOUT_EINVAL:
+      return "invalid argument";
+    case SCOUT_EEXIST:
+      return "a live process already publishes this job and rank";
+    case SCOUT_EPERM:
+      return "the existing record segment belongs to another user";
+    case SCOUT_ESYS:
+      return "a system call failed";
+    case SCOUT_EBUSY:
+      return "another thread was writing the record; the event was dropped";
+    default:
+      return "unknown status";
   }
 }
 
-uint32_t scout_layout_version(void) { return static_cast<uint32_t>(layout::k_layout_version); }
+uint32_t scout_layout_version(void) {
+  return static_cast<uint32_t>(layout::k_layout_version);
+}
 
 }  // extern "C"

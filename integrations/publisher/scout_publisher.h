@@ -31,23 +31,41 @@ extern "C" {
 #endif
 
 #define SCOUT_OK 0
-#define SCOUT_EINVAL (-1)   /* bad argument (NULL, out of range, too long) */
-#define SCOUT_EEXIST (-2)   /* a live process already publishes this job and rank */
-#define SCOUT_EPERM (-3)    /* an existing segment of that name belongs to another user */
-#define SCOUT_ESYS (-4)     /* a system call failed (errno is kept) */
-#define SCOUT_EBUSY (-5)    /* another thread was writing: this event was dropped */
+#define SCOUT_EINVAL (-1) /* bad argument (NULL, out of range, too long) */
+#define SCOUT_EEXIST (-2) /* a live process already publishes this job and rank */
+#define SCOUT_EPERM (-3)  /* an existing segment of that name belongs to another user */
+#define SCOUT_ESYS (-4)   /* a system call failed (errno is kept) */
+#define SCOUT_EBUSY (-5)  /* another thread was writing: this event was dropped */
 
 /* Phases and collective kinds: the numeric values are scout's
  * (lib/records/snapshot.hpp Phase, CollectiveType). */
 enum scout_phase {
-  SCOUT_PHASE_UNKNOWN = 0, SCOUT_PHASE_FORWARD = 1, SCOUT_PHASE_BACKWARD = 2, SCOUT_PHASE_OPTIMIZER = 3,
-  SCOUT_PHASE_DATALOADER = 4, SCOUT_PHASE_CHECKPOINT = 5, SCOUT_PHASE_COLLECTIVE = 6, SCOUT_PHASE_IDLE = 7
+  SCOUT_PHASE_UNKNOWN = 0,
+  SCOUT_PHASE_FORWARD = 1,
+  SCOUT_PHASE_BACKWARD = 2,
+  SCOUT_PHASE_OPTIMIZER = 3,
+  SCOUT_PHASE_DATALOADER = 4,
+  SCOUT_PHASE_CHECKPOINT = 5,
+  SCOUT_PHASE_COLLECTIVE = 6,
+  SCOUT_PHASE_IDLE = 7
 };
 enum scout_collective {
-  SCOUT_COLL_NONE = 0, SCOUT_COLL_ALL_REDUCE = 1, SCOUT_COLL_ALL_GATHER = 2, SCOUT_COLL_ALL_GATHER_INTO_TENSOR = 3,
-  SCOUT_COLL_REDUCE_SCATTER = 4, SCOUT_COLL_REDUCE_SCATTER_TENSOR = 5, SCOUT_COLL_ALL_TO_ALL = 6,
-  SCOUT_COLL_ALL_TO_ALL_SINGLE = 7, SCOUT_COLL_BROADCAST = 8, SCOUT_COLL_REDUCE = 9, SCOUT_COLL_GATHER = 10,
-  SCOUT_COLL_SCATTER = 11, SCOUT_COLL_BARRIER = 12, SCOUT_COLL_SEND = 13, SCOUT_COLL_RECV = 14, SCOUT_COLL_OTHER = 15
+  SCOUT_COLL_NONE = 0,
+  SCOUT_COLL_ALL_REDUCE = 1,
+  SCOUT_COLL_ALL_GATHER = 2,
+  SCOUT_COLL_ALL_GATHER_INTO_TENSOR = 3,
+  SCOUT_COLL_REDUCE_SCATTER = 4,
+  SCOUT_COLL_REDUCE_SCATTER_TENSOR = 5,
+  SCOUT_COLL_ALL_TO_ALL = 6,
+  SCOUT_COLL_ALL_TO_ALL_SINGLE = 7,
+  SCOUT_COLL_BROADCAST = 8,
+  SCOUT_COLL_REDUCE = 9,
+  SCOUT_COLL_GATHER = 10,
+  SCOUT_COLL_SCATTER = 11,
+  SCOUT_COLL_BARRIER = 12,
+  SCOUT_COLL_SEND = 13,
+  SCOUT_COLL_RECV = 14,
+  SCOUT_COLL_OTHER = 15
 };
 
 typedef struct scout_record scout_record;
@@ -72,7 +90,8 @@ typedef struct scout_record_options {
 SCOUT_PUBLISHER_API int scout_record_create(const scout_record_options* options, scout_record** out);
 
 /* Unmaps and frees `record`; removes the segment too when `unlink_segment` is
- * non-zero (normally 0: records outlive their writers for post-mortem probes). */
+ * non-zero (normally 0: records outlive their writers for post-mortem probes).
+ * No other call on `record` may run concurrently with or after it. */
 SCOUT_PUBLISHER_API int scout_record_close(scout_record* record, int unlink_segment);
 
 /* A new training step `step` begins (phase becomes unknown until the next
@@ -88,8 +107,8 @@ SCOUT_PUBLISHER_API int scout_phase(scout_record* record, uint8_t phase);
  * root rank of rooted collectives or the reduce op code (-1 none), `group_seq`
  * the per-group sequence number (1-based). Stores a token for
  * scout_collective_exit in *token (may be NULL). */
-SCOUT_PUBLISHER_API int scout_collective_enter(scout_record* record, uint64_t group, uint8_t type, uint8_t dtype, uint64_t count,
-                           int64_t root_or_op, uint64_t group_seq, uint64_t* token);
+SCOUT_PUBLISHER_API int scout_collective_enter(scout_record* record, uint64_t group, uint8_t type, uint8_t dtype,
+                                               uint64_t count, int64_t root_or_op, uint64_t group_seq, uint64_t* token);
 
 /* The collective entered with `token` completed. */
 SCOUT_PUBLISHER_API int scout_collective_exit(scout_record* record, uint64_t token);

@@ -39,9 +39,9 @@ inline constexpr std::uint64_t k_magic = 0x43455254554f4353ULL;
 // Bumped whenever a field moves or changes meaning; readers refuse others.
 inline constexpr std::uint64_t k_layout_version = 1;
 inline constexpr std::size_t k_ring_size = 64;
-inline constexpr std::size_t k_job_words = 16;      // 128 bytes, NUL padded
-inline constexpr std::size_t k_attempt_words = 8;   // 64 bytes
-inline constexpr std::size_t k_host_words = 8;      // 64 bytes
+inline constexpr std::size_t k_job_words = 16;     // 128 bytes, NUL padded
+inline constexpr std::size_t k_attempt_words = 8;  // 64 bytes
+inline constexpr std::size_t k_host_words = 8;     // 64 bytes
 inline constexpr std::size_t k_max_job_bytes = k_job_words * 8 - 1;
 inline constexpr std::size_t k_max_attempt_bytes = k_attempt_words * 8 - 1;
 inline constexpr std::size_t k_max_host_bytes = k_host_words * 8 - 1;
@@ -54,15 +54,15 @@ inline constexpr std::size_t k_max_job_name_bytes = 200;
 struct Header {
   Word magic;
   Word version;
-  Word size;             // sizeof(Record)
+  Word size;  // sizeof(Record)
   Word rank;
   Word world_size;
-  Word coords[6];        // (d, s, t, p, c, e)
+  Word coords[6];  // (d, s, t, p, c, e)
   Word pid;
-  Word start_ns;         // writer process start, CLOCK_REALTIME ns
-  Word start_ticks;      // /proc/<pid>/stat field 22 (clock ticks since boot): detects pid reuse
-  Word create_ns;        // when the record was created, CLOCK_REALTIME ns
-  Word uid;              // the writer's real uid (the segment's owner)
+  Word start_ns;     // writer process start, CLOCK_REALTIME ns
+  Word start_ticks;  // /proc/<pid>/stat field 22 (clock ticks since boot): detects pid reuse
+  Word create_ns;    // when the record was created, CLOCK_REALTIME ns
+  Word uid;          // the writer's effective uid (the segment's owner)
   Word job[k_job_words];
   Word attempt[k_attempt_words];
   Word host[k_host_words];
@@ -71,49 +71,58 @@ struct Header {
 
 // Packing of the small fields of a fingerprint into one word.
 // bits 0-7 phase, 8-15 collective state, 16-23 collective type, 24-31 dtype.
-inline constexpr std::uint64_t pack_small(std::uint8_t phase, std::uint8_t state, std::uint8_t type, std::uint8_t dtype) {
+inline constexpr std::uint64_t pack_small(std::uint8_t phase, std::uint8_t state, std::uint8_t type,
+                                          std::uint8_t dtype) {
   return std::uint64_t{phase} | std::uint64_t{state} << 8 | std::uint64_t{type} << 16 | std::uint64_t{dtype} << 24;
 }
-inline constexpr std::uint8_t small_phase(std::uint64_t w) { return static_cast<std::uint8_t>(w); }
-inline constexpr std::uint8_t small_state(std::uint64_t w) { return static_cast<std::uint8_t>(w >> 8); }
-inline constexpr std::uint8_t small_type(std::uint64_t w) { return static_cast<std::uint8_t>(w >> 16); }
-inline constexpr std::uint8_t small_dtype(std::uint64_t w) { return static_cast<std::uint8_t>(w >> 24); }
+inline constexpr std::uint8_t small_phase(std::uint64_t w) {
+  return static_cast<std::uint8_t>(w);
+}
+inline constexpr std::uint8_t small_state(std::uint64_t w) {
+  return static_cast<std::uint8_t>(w >> 8);
+}
+inline constexpr std::uint8_t small_type(std::uint64_t w) {
+  return static_cast<std::uint8_t>(w >> 16);
+}
+inline constexpr std::uint8_t small_dtype(std::uint64_t w) {
+  return static_cast<std::uint8_t>(w >> 24);
+}
 
 // One copy of the progress block.
 struct Progress {
   Word step;
-  Word op_seq;           // every published event except heartbeats advances it
-  Word small;            // pack_small(phase, collective state, pending type, pending dtype)
-  Word group;            // pending collective: process-group id
-  Word count;            // element count
-  Word root_or_op;       // int64 stored as two's complement
-  Word group_seq;        // per-group sequence number (1-based)
-  Word pending_op_seq;   // op_seq of the pending collective's enter
-  Word in_flight;        // collectives entered and not yet exited
-  Word progress_ns;      // last time step or op_seq advanced
-  Word events;           // collective events ever written to the ring
-  Word dropped;          // events dropped because another thread held the writer lock
+  Word op_seq;          // every published event except heartbeats advances it
+  Word small;           // pack_small(phase, collective state, pending type, pending dtype)
+  Word group;           // pending collective: process-group id
+  Word count;           // element count
+  Word root_or_op;      // int64 stored as two's complement
+  Word group_seq;       // per-group sequence number (1-based)
+  Word pending_op_seq;  // op_seq of the pending collective's enter
+  Word in_flight;       // collectives entered and not yet exited
+  Word progress_ns;     // last time step or op_seq advanced
+  Word events;          // collective events ever written to the ring
+  Word dropped;         // events dropped because another thread held the writer lock
 };
 
 // One collective event of the ring.
 struct RingSlot {
-  Word seq;              // odd while the slot is being written
-  Word op_seq;           // op_seq of the enter; 0: slot never used
-  Word small;            // pack_small(0, 0, type, dtype)
+  Word seq;     // odd while the slot is being written
+  Word op_seq;  // op_seq of the enter; 0: slot never used
+  Word small;   // pack_small(0, 0, type, dtype)
   Word group;
   Word count;
   Word root_or_op;
   Word group_seq;
   Word enter_ns;
-  Word exit_ns;          // 0 while inside
+  Word exit_ns;  // 0 while inside
 };
 
 struct Record {
   Header header;
-  Word writer_lock;      // 0 free, 1 held (threads of the writing process)
-  Word latch;            // progress latch sequence
+  Word writer_lock;  // 0 free, 1 held (threads of the writing process)
+  Word latch;        // progress latch sequence
   Progress progress[2];
-  Word heartbeat_ns;     // last heartbeat or event, CLOCK_REALTIME ns
+  Word heartbeat_ns;  // last heartbeat or event, CLOCK_REALTIME ns
   Word reserved[7];
   RingSlot ring[k_ring_size];
 };

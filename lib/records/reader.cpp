@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -12,8 +13,6 @@
 #include <cstring>
 #include <map>
 #include <optional>
-
-#include <fmt/format.h>
 
 #include "lib/records/layout.hpp"
 
@@ -121,9 +120,9 @@ bool open_segment(std::string_view name, const ReaderOptions& o, Mapping& m, Rec
   }
   auto size = static_cast<std::size_t>(m.m_stat.st_size);
   if (size < 3 * sizeof(L::Word)) {
-    read = problem(name, RecordProblem::wrong_size,
-                   fmt::format("{} has {} bytes, too small for a record header (a writer may still be creating it)",
-                               path, size));
+    read = problem(
+        name, RecordProblem::wrong_size,
+        fmt::format("{} has {} bytes, too small for a record header (a writer may still be creating it)", path, size));
     return false;
   }
   m.m_size = std::min(size, k_max_map_bytes);
@@ -137,7 +136,7 @@ bool open_segment(std::string_view name, const ReaderOptions& o, Mapping& m, Rec
 }
 
 std::optional<Fingerprint> decode_fingerprint(std::uint64_t small, std::uint64_t group, std::uint64_t count,
-                                               std::uint64_t root_or_op, std::uint64_t group_seq) {
+                                              std::uint64_t root_or_op, std::uint64_t group_seq) {
   Fingerprint f;
   std::uint8_t type = L::small_type(small);
   if (type > static_cast<std::uint8_t>(CollectiveType::other)) return std::nullopt;
@@ -202,8 +201,9 @@ RecordRead read_segment(std::string_view name, const ReaderOptions& o) {
   const auto* words = static_cast<const L::Word*>(m.m_data);
   std::uint64_t magic = words[0].load(std::memory_order_acquire);
   if (magic != L::k_magic)
-    return problem(name, RecordProblem::bad_magic,
-                   fmt::format("{} is not a scout record (magic {:#018x}, expected {:#018x})", path, magic, L::k_magic));
+    return problem(
+        name, RecordProblem::bad_magic,
+        fmt::format("{} is not a scout record (magic {:#018x}, expected {:#018x})", path, magic, L::k_magic));
   std::uint64_t version = words[1].load(k_relaxed);
   if (version != L::k_layout_version)
     return problem(name, RecordProblem::unknown_version,
@@ -283,7 +283,8 @@ RecordRead read_segment(std::string_view name, const ReaderOptions& o) {
   s.phase = static_cast<Phase>(phase);
   s.collective_state = static_cast<CollectiveState>(state);
   s.progress_ns = static_cast<std::int64_t>(p[9]);
-  s.heartbeat_ns = std::max(static_cast<std::int64_t>(rec->heartbeat_ns.load(std::memory_order_acquire)), s.progress_ns);
+  s.heartbeat_ns =
+      std::max(static_cast<std::int64_t>(rec->heartbeat_ns.load(std::memory_order_acquire)), s.progress_ns);
 
   // Ring slots, each behind its own sequence; a slot that stays odd (its
   // writer died mid-write) or never reads consistently is skipped.
@@ -320,7 +321,8 @@ void mark_stale(std::vector<RecordRead>& reads) {
   for (const auto& r : reads) {
     if (!r.snapshot) continue;
     const RankSnapshot*& n = newest[r.snapshot->job];
-    if (n == nullptr || std::tie(r.snapshot->start_ns, r.snapshot->pid) > std::tie(n->start_ns, n->pid)) n = &*r.snapshot;
+    if (n == nullptr || std::tie(r.snapshot->start_ns, r.snapshot->pid) > std::tie(n->start_ns, n->pid))
+      n = &*r.snapshot;
   }
   for (auto& r : reads) {
     if (!r.snapshot) continue;
@@ -358,7 +360,7 @@ Result<std::vector<GcEntry>> gc_records(const ReaderOptions& o, GcMode mode) {
   for (const auto& t : temporaries) {
     std::int64_t pid = *temporary_name_pid(t);
     std::string path = join_path(o.shm_dir, t);
-    struct stat st{};
+    struct stat st {};
     GcEntry e{t, false, ""};
     if (lstat(path.c_str(), &st) != 0 || st.st_uid != geteuid()) {
       e.reason = "temporary file of another user: kept";
@@ -379,7 +381,7 @@ Result<std::vector<GcEntry>> gc_records(const ReaderOptions& o, GcMode mode) {
   if (!names) return names.error();
   for (const auto& name : *names) {
     std::string path = join_path(o.shm_dir, name);
-    struct stat judged{};
+    struct stat judged {};
     if (lstat(path.c_str(), &judged) != 0) continue;  // removed meanwhile
     RecordRead r = read_segment(name, o);
     GcEntry e{name, false, ""};
@@ -403,7 +405,7 @@ Result<std::vector<GcEntry>> gc_records(const ReaderOptions& o, GcMode mode) {
         e.removed = false;
         e.reason = fmt::format("cannot remove: {}", std::strerror(errno));
       } else {
-        struct stat moved{};
+        struct stat moved {};
         if (lstat(aside.c_str(), &moved) == 0 && moved.st_ino == judged.st_ino && moved.st_dev == judged.st_dev) {
           unlink(aside.c_str());
         } else {

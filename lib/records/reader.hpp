@@ -21,6 +21,12 @@
 //    Only meaningful in the writer's pid namespace.
 //  - stale: within one job, the record created last defines the current
 //    attempt; records naming another attempt or world size are stale.
+// Hazard: segments are read through a read-only shared mapping; a process of
+// the same user that truncates a segment while it is being read would make
+// the reader fault (SIGBUS). scout's publisher never truncates a record in
+// place: it writes a new one under a temporary name and renames it.
+// Not thread-safe to mutate ReaderOptions while reading; reads themselves
+// share nothing and may run in parallel.
 #pragma once
 
 #include <chrono>
@@ -38,15 +44,15 @@ namespace scout::records {
 enum class OwnerPolicy { same_user, any_user };
 
 struct ReaderOptions {
-  std::string job;                                   // this job only; "" = every scout segment
-  std::string shm_dir = "/dev/shm";                  // where segments live (tests use a temporary dir)
-  std::chrono::milliseconds read_timeout{100};       // per-segment budget for a consistent read
+  std::string job;                              // this job only; "" = every scout segment
+  std::string shm_dir = "/dev/shm";             // where segments live (tests use a temporary dir)
+  std::chrono::milliseconds read_timeout{100};  // per-segment budget for a consistent read
   OwnerPolicy owner = OwnerPolicy::same_user;
 };
 
 // One segment name split into its parts.
 struct SegmentName {
-  std::string job;     // the sanitized job component
+  std::string job;  // the sanitized job component
   std::int64_t rank = -1;
 };
 
@@ -77,8 +83,8 @@ enum class GcMode { remove, dry_run };
 // What gc did (or would do) with one segment.
 struct GcEntry {
   std::string segment;
-  bool removed = false;     // removed (or would be, in a dry run)
-  std::string reason;       // why removed or kept
+  bool removed = false;  // removed (or would be, in a dry run)
+  std::string reason;    // why removed or kept
 };
 
 // Removes the records (and leftover temporary files of records being created)

@@ -5,6 +5,7 @@ Fault ranks and steps are drawn from a seed the harness prints
 ("trainer_harness: seed=..."); rerun one with SCOUT_TEST_SEED=N.
 """
 import ctypes
+import json
 import os
 import random
 import shutil
@@ -34,8 +35,10 @@ def writer(job, rank, world, mode, env=None):
     if mode != "once":
         line = p.stdout.readline()
         assert line.strip() == "ready", line
+        p.stdout.close()
     else:
-        assert p.wait(timeout=30) == 0
+        p.communicate(timeout=30)
+        assert p.returncode == 0
     return p
 
 
@@ -111,11 +114,80 @@ class CleanJob(scoutlib.ScoutTestCase):
             self.assertEqual(recs[1]["record"]["step"], 2)
 
 
+class PythonPackage(scoutlib.ScoutTestCase):
+    def run_module(self, env):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        script = os.path.join(tmp, "train.py")
+        with open(script, "w") as f:
+            f.write("import sys, scout_publisher\n"
+                    "pub = scout_publisher.publisher()\n"
+                    "print(pub.record.segment if pub else 'none')\n"
+                    "print(' '.join(sys.argv[1:]))\n")
+        full = dict(os.environ, PYTHONPATH=th.PYTHON_DIR, SCOUT_PUBLISHER_LIB=th.PUBLISHER_LIB, **env)
+        for k in ("SCOUT_JOB", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"):
+            if k not in env:
+                full.pop(k, None)
+        return subprocess.run([th.PYTHON, "-m", "scout_publisher", script, "--lr", "1"], capture_output=True,
+                              text=True, env=full, timeout=120)
+
+    def test_module_runner_reads_rank_and_mesh_from_the_environment(self):
+        job = f"module-{os.getpid()}"
+        self.addCleanup(remove_job, job)
+        p = self.run_module({"TORCHELASTIC_RUN_ID": job, "RANK": "5", "WORLD_SIZE": "8", "SCOUT_MESH": "dp=4,tp=2"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.split("\n")[:2], [f"scout.{job}.5", "--lr 1"])
+        rec = by_rank(list_records(job))[5]["record"]
+        self.assertEqual(rec["coords"], [2, 0, 1, 0, 0, 0])
+        self.assertEqual(rec["world_size"], 8)
+
+    def test_phases_and_steps_are_marked_without_code_change(self):
+        job = f"phases-{os.getpid()}"
+        self.addCleanup(remove_job, job)
+        p = subprocess.run([th.PYTHON, os.path.join(th.HERE, "trainers", "phase_probe.py"), job, th.SCOUT_BIN],
+                           capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, PYTHONPATH=th.PYTHON_DIR, SCOUT_PUBLISHER_LIB=th.PUBLISHER_LIB))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        seen = [json.loads(line) for line in p.stdout.splitlines()]
+        seen = [(s["where"], s["phase"], s["step"]) for s in seen]
+        # Two batches of two samples: the dataset is read while the iterator fetches.
+        self.assertEqual(seen, [("dataset", "dataloader", 0), ("dataset", "dataloader", 0), ("forward", "forward", 0),
+                                ("backward", "backward", 0), ("optimizer", "optimizer", 0),
+                                ("dataset", "dataloader", 1), ("dataset", "dataloader", 1), ("forward", "forward", 1),
+                                ("backward", "backward", 1), ("optimizer", "optimizer", 1), ("end", "idle", 2)])
+
+    def test_forked_children_do_not_write_the_parent_record(self):
+        job = f"fork-{os.getpid()}"
+        self.addCleanup(remove_job, job)
+        code = ("import os, scout_publisher\n"
+                f"scout_publisher.enable(job={job!r}, rank=0, world_size=1, heartbeat_s=0)\n"
+                "scout_publisher.phase('forward')\n"
+                "pid = os.fork()\n"
+                "if pid == 0:\n"
+                "    scout_publisher.phase('checkpoint')\n"
+                "    from scout_publisher import _torch\n"
+                "    os._exit(0 if _torch._pub is None and scout_publisher.publisher() is None else 1)\n"
+                "_, status = os.waitpid(pid, 0)\n"
+                "raise SystemExit(os.waitstatus_to_exitcode(status))\n")
+        p = subprocess.run([th.PYTHON, "-c", code], capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, PYTHONPATH=th.PYTHON_DIR, SCOUT_PUBLISHER_LIB=th.PUBLISHER_LIB))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(by_rank(list_records(job))[0]["record"]["phase"], "forward")
+
+    def test_missing_job_is_a_clear_error(self):
+        p = self.run_module({"RANK": "0", "WORLD_SIZE": "1"})
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("no job id", p.stderr)
+        p = self.run_module({"SCOUT_JOB": "j", "RANK": "4", "WORLD_SIZE": "4"})
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("rank 4 is not in [0, world size 4)", p.stderr)
+
+
 class FaultRecords(scoutlib.ScoutTestCase):
     """Each fault leaves the record state the observer needs to localize it."""
 
     def run_fault(self, fault, wait="silent"):
-        job = th.TrainerJob(world=3, steps=5, fault=fault, seed=SEED, pg_timeout=60)
+        job = th.TrainerJob(world=3, steps=5, fault=fault, seed=SEED, pg_timeout=30)
         self.addCleanup(job.teardown)
         job.start()
         if wait == "exit":
@@ -140,6 +212,17 @@ class FaultRecords(scoutlib.ScoutTestCase):
             self.assertEqual(recs[r]["record"]["collective_state"], "inside", logs)
             self.assertEqual(self.pending_seq(recs, r), self.pending_seq(recs, f) + 1, logs)
             self.assertEqual(recs[r]["record"]["pending"]["count"], 1)
+        # Ranks blocked in gloo keep their heartbeat thread beating (gloo waits
+        # release the GIL); the stopped rank's heartbeat stops with it.
+        time.sleep(2.5)
+        later = job.records()
+        for r in range(3):
+            self.assertEqual(later[r]["record"]["progress_ns"], recs[r]["record"]["progress_ns"])
+            beat = later[r]["record"]["heartbeat_ns"] - recs[r]["record"]["heartbeat_ns"]
+            if r == f:
+                self.assertEqual(beat, 0)
+            else:
+                self.assertGreater(beat, 0, "heartbeat of a rank blocked in a collective")
 
     def test_stop_inside_collective_looks_like_a_group_stall(self):
         job, recs, logs = self.run_fault("stop-inside-collective")
@@ -177,7 +260,7 @@ class FaultRecords(scoutlib.ScoutTestCase):
         self.check_death("crash", -signal.SIGABRT)
 
     def test_skip_collective(self):
-        job, recs, logs = self.run_fault("skip-collective", wait="exit")
+        job, recs, logs = self.run_fault("skip-collective")
         f = job.fault_rank
         # The skipping rank went on to the next step's DDP all-reduce: same
         # group sequence number as the others' loss all_reduce, another
@@ -196,7 +279,9 @@ class FaultRecords(scoutlib.ScoutTestCase):
             self.assertEqual(theirs[diverged[0]]["count"], 1)
 
     def test_wrong_shape(self):
-        job, recs, logs = self.run_fault("wrong-shape", wait="exit")
+        # On gloo a mismatched all_reduce size does not fail fast: the ranks
+        # wait until the gloo timeout, so the records are read while they wait.
+        job, recs, logs = self.run_fault("wrong-shape")
         f = job.fault_rank
         mine = {e["group_seq"]: e for e in recs[f]["record"]["recent"]}
         wrong = [s for s, e in mine.items() if e["count"] == 2]

@@ -153,9 +153,10 @@ class TrainerJob:
         return self.returncodes()
 
     def wait_silent(self, quiet_s=1.5, timeout=90):
-        """Waits until every rank has a record and no record advanced (step,
-        op_seq, collective state) and no process changed state for quiet_s
-        seconds; returns records() then. Raises TimeoutError past `timeout`."""
+        """Waits until every rank has a record, every running rank has published
+        an event (start-up, e.g. importing torch, is not silence), and no record
+        advanced (step, op_seq, collective state) and no process changed state
+        for quiet_s seconds; returns records() then. Raises TimeoutError past `timeout`."""
         deadline = time.monotonic() + timeout
         last, since = None, time.monotonic()
         while time.monotonic() < deadline:
@@ -165,7 +166,8 @@ class TrainerJob:
                    tuple(self.state(r) for r in range(self.world)))
             if sig != last:
                 last, since = sig, time.monotonic()
-            elif len(recs) == self.world and time.monotonic() - since >= quiet_s:
+            elif (len(recs) == self.world and time.monotonic() - since >= quiet_s and
+                  all(r["record"]["op_seq"] > 0 or self.state(k) in (None, "T", "Z") for k, r in recs.items())):
                 return recs
             time.sleep(0.1)
         raise TimeoutError(f"records of job {self.job} did not go silent in {timeout} s; logs in {self.logdir}")

@@ -118,6 +118,10 @@ def enable(job=None, rank=None, world_size=None, mesh=None, coords=None, host=No
         if rank is None or world_size is None:
             raise ValueError("no rank or world size: pass rank=/world_size= or set RANK and WORLD_SIZE")
         rank, world_size = int(rank), int(world_size)
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is not in [0, world size {world_size})")
+        if len(job.encode()) > 127:
+            raise ValueError(f"job id {job[:40]!r}... is longer than 127 bytes")
         if coords is None:
             mesh = mesh or os.environ.get("SCOUT_MESH")
             coords = mesh_coords(mesh, rank) if mesh else [rank, 0, 0, 0, 0, 0]
@@ -132,6 +136,7 @@ def enable(job=None, rank=None, world_size=None, mesh=None, coords=None, host=No
         pub.lib = lib
         _state["publisher"] = pub
         atexit.register(pub._stop.set)
+        os.register_at_fork(after_in_child=lambda: _state.update(publisher=None))
     if hook_torch:
         from . import _torch
         _torch.install(pub)

@@ -24,6 +24,7 @@ the reduce op code otherwise, and a per-group sequence number counted here.
 """
 import functools
 import inspect
+import os
 import threading
 
 import torch
@@ -74,6 +75,9 @@ def wrapped_names():
 
 
 def _op_code(op):
+    for value, code in _OPS:
+        if op is value:
+            return code
     for value, code in _OPS:
         try:
             if op == value:
@@ -137,14 +141,17 @@ def _wrap_collective(name, fn):
     params = list(sig.parameters)
     defaults = {k: p.default for k, p in sig.parameters.items()}
 
+    position = {p: i for i, p in enumerate(params)}
+    empty = inspect.Parameter.empty
+
     def arg(args, kwargs, pname):
-        if pname in kwargs:
+        if kwargs and pname in kwargs:
             return kwargs[pname]
-        i = params.index(pname) if pname in params else -1
+        i = position.get(pname, -1)
         if 0 <= i < len(args):
             return args[i]
-        d = defaults.get(pname, None)
-        return None if d is inspect.Parameter.empty else d
+        d = defaults.get(pname)
+        return None if d is empty else d
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -205,7 +212,11 @@ def _wrap_comm_hook(hook, ddp):
         buf = bucket.buffer()
         gid = _group_id(ddp.process_group)
         token = pub.record.enter(gid, _lib.COLLECTIVES["all_reduce"], _dtype(buf), _numel(buf), 0, _next_seq(gid))
-        fut = hook(state, bucket)
+        _tls.inside = True  # the hook's own dist.all_reduce is this same collective
+        try:
+            fut = hook(state, bucket)
+        finally:
+            _tls.inside = False
 
         def done(f):
             pub.record.exit(token)
@@ -298,13 +309,21 @@ def _install_phases():
         pub = _pub
         if pub is not None:
             pub.record.phase(4)
-        batch = orig_next(self)
-        if pub is not None:
-            pub.record.phase(7)
-        return batch
+        try:
+            return orig_next(self)
+        finally:  # also at StopIteration: the loader is no longer what the rank waits for
+            if pub is not None:
+                pub.record.phase(7)
 
     functools.update_wrapper(next_, orig_next)
     _patch(dataloader._BaseDataLoaderIter, "__next__", next_)
+
+
+def _forget_in_child():
+    # A forked child (e.g. a DataLoader worker) is not the rank: it must not
+    # write the parent's record through the inherited mapping.
+    global _pub
+    _pub = None
 
 
 def install(pub):
@@ -314,6 +333,7 @@ def install(pub):
     if _installed:
         return
     _installed = True
+    os.register_at_fork(after_in_child=_forget_in_child)
     for name in wrapped_names():
         original = getattr(c10d, name)
         wrapper = _wrap_collective(name, original)

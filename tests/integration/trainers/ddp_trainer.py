@@ -21,11 +21,17 @@ happens at that collective:
   wrong-shape             call it with 2 elements instead of 1
   none                    no fault
 
-What gloo does next (Debian's torch 1.13): when a rank exits or crashes, the
-others fail within milliseconds ("Connection closed by peer") and exit
-non-zero; when a rank skips a collective or changes its shape, whichever peer
-first receives mismatched data may be the first to fail. A stopped rank makes
-the others wait until --pg-timeout.
+What gloo does next (observed with Debian's torch 1.13, 3 ranks on one host):
+when a rank exits or crashes, the others' pending or next collective raises
+"RuntimeError: [./gloo/transport/tcp/pair.cc:598] Connection closed by peer"
+at once and they exit 1 (all gone within ~2 s, interpreter teardown
+included), so a probe usually runs after every trainer is gone: records
+outlive their writers for that. When a rank calls an all_reduce with another
+size, the ranks do not fail fast: they wait until --pg-timeout ("Timed out
+waiting ... for recv/send operation"); when a rank skips a collective, its
+next collective meets the others' skipped one, and whichever peer first
+receives mismatched data may be the first to fail (a bystander). A stopped
+rank makes the others wait until --pg-timeout.
 """
 import argparse
 import os

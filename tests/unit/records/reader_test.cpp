@@ -4,13 +4,12 @@
 #include "lib/records/reader.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <fmt/format.h>
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
@@ -123,7 +122,7 @@ TEST(RecordsLayout, ParsesProcStatWithOddCommandNames) {
 TEST(RecordsReader, RoundTripThroughTheCAbi) {
   Published p(unique_job("rt"), 1, 4, "attempt-7");
   ASSERT_EQ(p.status(), SCOUT_OK) << scout_strerror(p.status());
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat(("/dev/shm/" + p.name()).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0600u);
   EXPECT_EQ(st.st_size, static_cast<off_t>(sizeof(L::Record)));
@@ -197,12 +196,20 @@ TEST(RecordsReader, ConcurrentWriterNeverYieldsAMixedSnapshot) {
       scout_collective_exit(p.rec(), t);
     }
   });
+  struct Joiner {
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~Joiner() {
+      stop = true;
+      t.join();
+    }
+  } joiner{stop, writer};
   ReaderOptions o = for_job(p.job());
   int consistent = 0;
   for (int k = 0; k < 2000; ++k) {
     RecordRead r = read_segment(p.name(), o);
     ASSERT_TRUE(r.problem == RecordProblem::none || r.problem == RecordProblem::torn) << r.message;
-    if (!r.snapshot) continue;
+    if (!r.snapshot || r.snapshot->pending.type == CollectiveType::none) continue;  // before the first enter
     const Fingerprint& f = r.snapshot->pending;
     ASSERT_EQ(f.group, f.count);
     ASSERT_EQ(f.count, f.group_seq);
@@ -210,9 +217,39 @@ TEST(RecordsReader, ConcurrentWriterNeverYieldsAMixedSnapshot) {
     for (const auto& e : r.snapshot->recent) ASSERT_EQ(e.fingerprint.count, e.fingerprint.group_seq);
     ++consistent;
   }
-  stop = true;
-  writer.join();
   EXPECT_GT(consistent, 0);
+}
+
+TEST(RecordsReader, ExitsAreNeverLostToContention) {
+  Published p(unique_job("contend"), 0, 1);
+  ASSERT_EQ(p.status(), SCOUT_OK);
+  std::atomic<bool> stop{false};
+  std::thread other([&] {
+    while (!stop.load(std::memory_order_relaxed)) scout_phase(p.rec(), SCOUT_PHASE_BACKWARD);
+  });
+  struct Joiner {
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~Joiner() {
+      stop = true;
+      if (t.joinable()) t.join();
+    }
+  } joiner{stop, other};
+  for (std::uint64_t i = 1; i <= 20000; ++i) {
+    std::uint64_t t = 0;
+    while (scout_collective_enter(p.rec(), 1, SCOUT_COLL_ALL_REDUCE, 2, i, 0, i, &t) != SCOUT_OK) {
+    }
+    ASSERT_EQ(scout_collective_exit(p.rec(), t), SCOUT_OK);
+  }
+  stop = true;
+  other.join();
+  ASSERT_EQ(scout_heartbeat(p.rec()), SCOUT_OK);
+  ASSERT_EQ(scout_step_begin(p.rec(), 1), SCOUT_OK);  // drains anything still deferred
+  RecordRead r = read_segment(p.name(), for_job(p.job()));
+  ASSERT_TRUE(r.snapshot);
+  EXPECT_EQ(r.snapshot->collective_state, CollectiveState::done);
+  EXPECT_EQ(r.snapshot->pending.count, 20000u);
+  for (const auto& e : r.snapshot->recent) EXPECT_NE(e.exit_ns, 0) << e.op_seq;
 }
 
 TEST(RecordsReader, LatchKeepsTheLastCompleteCopyWhenTheWriterDiesMidWrite) {
