@@ -48,6 +48,7 @@ for _ in $(seq 1 120); do
   sleep 1
   rc=0
   "$scout" probe-hang --job "$job" --threshold "$threshold" --format json >"$logdir/verdict.json" 2>"$logdir/probe.err" || rc=$?
+  # 0: still training (or starting up); 5: no record yet. Anything else is a verdict.
   if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then break; fi
 done
 

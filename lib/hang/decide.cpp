@@ -296,7 +296,8 @@ Verdict decide(const DecisionInput& in) {
   bool any_bad_process = false;
   for (const auto& view : views) {
     if (view.evidence) {
-      newest_progress = std::max(newest_progress, last_progress(view.evidence->snapshot));
+      // A rank that never published an event is still starting up: its silence is no stall.
+      if (view.evidence->snapshot.op_seq > 0) newest_progress = std::max(newest_progress, last_progress(view.evidence->snapshot));
       auto st = view.evidence->process.state;
       any_bad_process |= st == ProcessState::stopped || is_dead(st);
     } else if (view.issue && !view.issue->writer_alive && view.issue->problem == "torn") {
@@ -456,8 +457,10 @@ Verdict decide(const DecisionInput& in) {
     v.status = VerdictStatus::healthy;
     v.scope = Scope::job;
     v.action = "none";
-    v.summary = fmt::format("progress is not silent (last progress {:.1f} s ago, threshold {:.1f} s)", seconds(silent_ns),
-                            seconds(in.threshold_ns));
+    v.summary = newest_progress == 0
+                    ? std::string("no rank has published progress yet (starting up)")
+                    : fmt::format("progress is not silent (last progress {:.1f} s ago, threshold {:.1f} s)", seconds(silent_ns),
+                                  seconds(in.threshold_ns));
   } else if (!unreachable_obs.empty() && known > 0 && known == known_entered && known * 2 > world &&
              static_cast<std::int64_t>(waiters.size()) == known) {
     // Every visible rank waits in the same collective and they are a strict

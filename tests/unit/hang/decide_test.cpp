@@ -121,6 +121,21 @@ TEST_F(DecideTest, ProgressingJobIsHealthyEvenWhenRanksAreAtDifferentPlaces) {
   EXPECT_EQ(v.details["stalled"], false);
 }
 
+TEST_F(DecideTest, RanksThatNeverPublishedAreStartingUpNotStalled) {
+  World w(pick(2, 8));
+  for (auto& e : w.ranks) {
+    e.snapshot.op_seq = 0;
+    e.snapshot.step = 0;
+    e.snapshot.collective_state = CollectiveState::none;
+    e.snapshot.pending = {};
+    e.snapshot.progress_ns = 0;
+    e.snapshot.heartbeat_ns = k_now - 30 * k_s;
+  }
+  Verdict v = decide(w.input());
+  EXPECT_EQ(v.status, VerdictStatus::healthy) << v.summary;
+  EXPECT_EQ(v.details["stalled"], false);
+}
+
 TEST_F(DecideTest, StoppedBeforeCollectiveIsRankLocalDivergence) {
   World w(pick(3, 32));
   std::int64_t bad = pick(0, w.size - 1);
