@@ -1,0 +1,188 @@
+#include "lib/checkpoint/safetensors.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/hash/tensor_hash.hpp"
+
+namespace scout::checkpoint {
+
+namespace {
+
+// Closes a file descriptor on scope exit.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+Error bad(const std::string& path, std::string what, std::string hint = {}) {
+  return input_error(fmt::format("{}: {}", path, what), {},
+                     hint.empty() ? "the file is not a valid safetensors file; re-save or re-copy it" : std::move(hint));
+}
+
+// Reads exactly `n` bytes at `offset`; false on a short read.
+bool pread_all(int fd, void* buf, std::size_t n, std::uint64_t offset) {
+  auto* p = static_cast<char*>(buf);
+  while (n > 0) {
+    ssize_t got = ::pread(fd, p, n, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    p += got;
+    n -= static_cast<std::size_t>(got);
+    offset += static_cast<std::uint64_t>(got);
+  }
+  return true;
+}
+
+Result<int> open_file(const std::string& path, std::uint64_t& size) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return input_error(fmt::format("cannot open {}", path), std::strerror(errno), "check the path and permissions");
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return input_error(fmt::format("{} is not a regular file", path));
+  }
+  size = static_cast<std::uint64_t>(st.st_size);
+  return fd;
+}
+
+}  // namespace
+
+Result<SafetensorsHeader> read_safetensors_header(const std::string& path) {
+  SafetensorsHeader h;
+  h.path = path;
+  auto opened = open_file(path, h.file_size);
+  if (!opened) return opened.error();
+  Fd fd{*opened};
+  if (h.file_size < 8) return bad(path, fmt::format("file is {} bytes, too short for a safetensors header length", h.file_size));
+  unsigned char len_bytes[8];
+  if (!pread_all(fd.fd, len_bytes, 8, 0)) return bad(path, "cannot read the header length");
+  for (int i = 7; i >= 0; --i) h.header_size = (h.header_size << 8) | len_bytes[i];
+  if (h.header_size == 0 || h.header_size > k_max_safetensors_header)
+    return bad(path, fmt::format("header length {} is invalid (must be 1..{})", h.header_size, k_max_safetensors_header));
+  if (h.header_size > h.file_size - 8)
+    return bad(path, fmt::format("header length {} exceeds the file ({} bytes): truncated or not safetensors", h.header_size, h.file_size));
+  h.data_offset = 8 + h.header_size;
+  std::string text(h.header_size, '\0');
+  if (!pread_all(fd.fd, text.data(), text.size(), 8)) return bad(path, "cannot read the JSON header");
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return bad(path, "the header is not a JSON object");
+  const std::uint64_t data_size = h.file_size - h.data_offset;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& name = it.key();
+    const auto& t = it.value();
+    if (name == "__metadata__") {
+      if (!t.is_object()) return bad(path, "__metadata__ is not an object");
+      for (auto m = t.begin(); m != t.end(); ++m) {
+        if (!m.value().is_string()) return bad(path, fmt::format("__metadata__.{} is not a string", m.key()));
+        h.metadata[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    if (!t.is_object()) return bad(path, fmt::format("tensor '{}': entry is not an object", name));
+    TensorEntry e;
+    e.name = name;
+    if (!t.contains("dtype") || !t["dtype"].is_string()) return bad(path, fmt::format("tensor '{}': dtype missing", name));
+    auto dt = parse_dtype(t["dtype"].get<std::string>());
+    if (!dt) return bad(path, fmt::format("tensor '{}': unknown dtype '{}'", name, t["dtype"].get<std::string>()));
+    e.dtype = *dt;
+    if (!t.contains("shape") || !t["shape"].is_array()) return bad(path, fmt::format("tensor '{}': shape missing", name));
+    if (t["shape"].size() > 16) return bad(path, fmt::format("tensor '{}': rank {} above 16", name, t["shape"].size()));
+    std::uint64_t elements = 1;
+    bool overflow = false;
+    for (const auto& d : t["shape"]) {
+      if (!d.is_number_unsigned()) return bad(path, fmt::format("tensor '{}': shape has a non-integer or negative size", name));
+      std::uint64_t v = d.get<std::uint64_t>();
+      if (v > (std::uint64_t{1} << 62)) overflow = true;
+      e.shape.push_back(static_cast<std::int64_t>(v));
+      if (v != 0 && elements > (std::uint64_t{1} << 62) / v) overflow = true;
+      elements *= v;
+    }
+    if (overflow) return bad(path, fmt::format("tensor '{}': shape is too large", name));
+    const auto& off = t.contains("data_offsets") ? t["data_offsets"] : nlohmann::json();
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      return bad(path, fmt::format("tensor '{}': data_offsets must be [begin, end]", name));
+    e.begin = off[0].get<std::uint64_t>();
+    e.end = off[1].get<std::uint64_t>();
+    if (e.end < e.begin) return bad(path, fmt::format("tensor '{}': data_offsets end {} before begin {}", name, e.end, e.begin));
+    std::uint64_t expect = elements * dtype_size(e.dtype);
+    if (e.byte_size() != expect)
+      return bad(path, fmt::format("tensor '{}': data_offsets span {} bytes but {} x {} needs {}", name, e.byte_size(),
+                                   dtype_name(e.dtype), elements, expect));
+    if (e.end > data_size)
+      return bad(path, fmt::format("tensor '{}': data ends at {} but the data section has {} bytes: file truncated", name, e.end, data_size),
+                 "the file is incomplete; re-copy it or use another replica");
+    h.tensors.push_back(std::move(e));
+  }
+  std::sort(h.tensors.begin(), h.tensors.end(), [](const TensorEntry& a, const TensorEntry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  for (std::size_t i = 1; i < h.tensors.size(); ++i) {
+    const auto& prev = h.tensors[i - 1];
+    const auto& cur = h.tensors[i];
+    if (cur.begin < prev.end && cur.byte_size() > 0 && prev.byte_size() > 0)
+      return bad(path, fmt::format("tensors '{}' and '{}' overlap (bytes {}..{} and {}..{})", prev.name, cur.name, prev.begin, prev.end,
+                                   cur.begin, cur.end));
+  }
+  return h;
+}
+
+Status stream_safetensors(const SafetensorsHeader& h, const ChunkSink& sink, std::size_t chunk_bytes,
+                          const std::function<void(std::uint64_t)>& progress) {
+  std::uint64_t size = 0;
+  auto opened = open_file(h.path, size);
+  if (!opened) return opened.error();
+  Fd fd{*opened};
+  if (size != h.file_size) return bad(h.path, fmt::format("file changed size while reading ({} -> {} bytes)", h.file_size, size), "retry when no writer is active");
+  ::posix_fadvise(fd.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  chunk_bytes = std::max<std::size_t>(chunk_bytes, 4096);
+  std::vector<std::byte> buf(chunk_bytes);
+  std::uint64_t done = 0;
+  for (const auto& e : h.tensors) {
+    std::uint64_t pos = e.begin;
+    if (e.byte_size() == 0) sink(e, {});
+    while (pos < e.end) {
+      std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, e.end - pos));
+      if (!pread_all(fd.fd, buf.data(), n, h.data_offset + pos))
+        return bad(h.path, fmt::format("tensor '{}': read failed at byte {}: file truncated", e.name, h.data_offset + pos));
+      sink(e, std::span<const std::byte>(buf.data(), n));
+      pos += n;
+      done += n;
+      if (progress) progress(done);
+    }
+  }
+  return Ok{};
+}
+
+Result<std::vector<TensorDigest>> hash_safetensors(const SafetensorsHeader& h, const std::function<void(std::uint64_t)>& progress) {
+  std::vector<TensorDigest> out;
+  out.reserve(h.tensors.size());
+  std::vector<hash::TensorHasher> hashers;
+  hashers.reserve(h.tensors.size());
+  for (const auto& e : h.tensors) hashers.emplace_back(e.dtype, e.shape);
+  std::size_t current = 0;
+  auto status = stream_safetensors(
+      h,
+      [&](const TensorEntry& e, std::span<const std::byte> chunk) {
+        while (&h.tensors[current] != &e) ++current;
+        hashers[current].update(chunk);
+      },
+      std::size_t{8} << 20, progress);
+  if (!status) return status.error();
+  for (std::size_t i = 0; i < h.tensors.size(); ++i) {
+    const auto& e = h.tensors[i];
+    out.push_back({e.name, e.dtype, e.shape, e.byte_size(), hashers[i].finish()});
+  }
+  std::sort(out.begin(), out.end(), [](const TensorDigest& a, const TensorDigest& b) { return a.name < b.name; });
+  return out;
+}
+
+}  // namespace scout::checkpoint

@@ -1,0 +1,71 @@
+// A native safetensors reader: header parsing with full validation, and
+// streaming of tensor bytes in file order (never the whole file in memory).
+//
+// Format: 8-byte little-endian header length N, N bytes of JSON
+// {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
+//  "__metadata__": {"k": "v"}}, then the data section; offsets are relative
+// to the start of the data section.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lib/common/error.hpp"
+#include "lib/tensor/dtype.hpp"
+
+namespace scout::checkpoint {
+
+// Largest JSON header accepted (the format's own limit is 100 MB).
+inline constexpr std::uint64_t k_max_safetensors_header = 100u << 20;
+
+struct TensorEntry {
+  std::string name;
+  DType dtype = DType::u8;
+  std::vector<std::int64_t> shape;
+  std::uint64_t begin = 0;  // offsets relative to the data section
+  std::uint64_t end = 0;
+  std::uint64_t byte_size() const { return end - begin; }
+};
+
+struct SafetensorsHeader {
+  std::string path;
+  std::uint64_t file_size = 0;
+  std::uint64_t header_size = 0;   // N
+  std::uint64_t data_offset = 0;   // 8 + N
+  std::vector<TensorEntry> tensors;  // in data order (ascending begin)
+  std::map<std::string, std::string> metadata;
+};
+
+// Reads and validates the header of the safetensors file at `path`. Errors
+// (exit 4, bad input) name the file and the field: bad header length, invalid
+// JSON, unknown dtype, bad shape, offsets out of range or inconsistent with
+// dtype x shape, overlapping tensors, data truncated. Unreadable files are
+// also bad input.
+Result<SafetensorsHeader> read_safetensors_header(const std::string& path);
+
+// Called with consecutive chunks of one tensor's bytes; `entry` says which.
+using ChunkSink = std::function<void(const TensorEntry& entry, std::span<const std::byte> chunk)>;
+
+// Streams every tensor's bytes of a validated file, in data order, through
+// `sink` in chunks of at most `chunk_bytes`. `progress` (optional) gets the
+// bytes done so far. Fails (bad input) if the file changed size or ends early.
+Status stream_safetensors(const SafetensorsHeader& header, const ChunkSink& sink,
+                          std::size_t chunk_bytes = std::size_t{8} << 20,
+                          const std::function<void(std::uint64_t done)>& progress = {});
+
+// Hash of every tensor of a validated file (lib/hash/tensor_hash.hpp), by name.
+struct TensorDigest {
+  std::string name;
+  DType dtype = DType::u8;
+  std::vector<std::int64_t> shape;
+  std::uint64_t bytes = 0;
+  std::uint64_t hash = 0;
+};
+Result<std::vector<TensorDigest>> hash_safetensors(const SafetensorsHeader& header,
+                                                   const std::function<void(std::uint64_t done)>& progress = {});
+
+}  // namespace scout::checkpoint
