@@ -134,32 +134,40 @@ std::uint64_t finalize(std::uint64_t sum, DType dtype, std::span<const std::int6
   return fmix64(sum ^ header_code(dtype, shape, byte_length) ^ k_hash_tag);
 }
 
-std::uint64_t hash_tensor(DType dtype, std::span<const std::int64_t> shape, std::span<const std::byte> bytes,
-                          unsigned threads) {
+namespace {
+
+// partial_sum of `bytes` (starting at word `first_word`) split into
+// contiguous word ranges over `threads` threads. Ranges combine by XOR in any
+// order (proof 4), so the value does not depend on `threads`.
+std::uint64_t parallel_partial_sum(std::span<const std::byte> bytes, std::uint64_t first_word, unsigned threads) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   const std::size_t words = (bytes.size() + 7) / 8;
   threads = static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(1, words)));
-  std::uint64_t sum = 0;
-  if (threads == 1 || bytes.size() < k_parallel_threshold) {
-    sum = partial_sum(bytes, 0);
-  } else {
-    // Contiguous word ranges, one per thread; their sums combine by XOR in
-    // any order (proof 4), so the value does not depend on `threads`.
-    const std::size_t per = (words + threads - 1) / threads;
-    std::vector<std::uint64_t> parts(threads, 0);
-    std::vector<std::thread> pool;
-    pool.reserve(threads);
-    for (unsigned t = 1; t < threads; ++t) {
-      const std::size_t w0 = std::min(words, t * per), w1 = std::min(words, w0 + per);
-      if (w0 == w1) break;
-      const std::size_t b0 = w0 * 8, b1 = std::min(bytes.size(), w1 * 8);
-      pool.emplace_back([&parts, bytes, t, b0, b1, w0] { parts[t] = partial_sum(bytes.subspan(b0, b1 - b0), w0); });
-    }
-    parts[0] = partial_sum(bytes.first(std::min(bytes.size(), per * 8)), 0);
-    for (auto& th : pool) th.join();
-    for (std::uint64_t p : parts) sum = combine(sum, p);
+  if (threads == 1 || bytes.size() < k_parallel_threshold) return partial_sum(bytes, first_word);
+  const std::size_t per = (words + threads - 1) / threads;
+  std::vector<std::uint64_t> parts(threads, 0);
+  std::vector<std::thread> pool;
+  pool.reserve(threads);
+  for (unsigned t = 1; t < threads; ++t) {
+    const std::size_t w0 = std::min(words, t * per), w1 = std::min(words, w0 + per);
+    if (w0 == w1) break;
+    const std::size_t b0 = w0 * 8, b1 = std::min(bytes.size(), w1 * 8);
+    pool.emplace_back([&parts, bytes, t, b0, b1, w0, first_word] {
+      parts[t] = partial_sum(bytes.subspan(b0, b1 - b0), first_word + w0);
+    });
   }
-  return finalize(sum, dtype, shape, bytes.size());
+  parts[0] = partial_sum(bytes.first(std::min(bytes.size(), per * 8)), first_word);
+  for (auto& th : pool) th.join();
+  std::uint64_t sum = 0;
+  for (std::uint64_t p : parts) sum = combine(sum, p);
+  return sum;
+}
+
+}  // namespace
+
+std::uint64_t hash_tensor(DType dtype, std::span<const std::int64_t> shape, std::span<const std::byte> bytes,
+                          unsigned threads) {
+  return finalize(parallel_partial_sum(bytes, 0, threads), dtype, shape, bytes.size());
 }
 
 std::uint64_t hash_strided(DType dtype, std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
@@ -189,7 +197,7 @@ std::uint64_t hash_strided(DType dtype, std::span<const std::int64_t> shape, std
   std::size_t fill = 0;
   std::uint64_t sum = 0, flushed = 0;
   auto flush = [&] {
-    sum = combine(sum, partial_sum(std::span(buffer.data(), fill), flushed / 8));
+    sum = combine(sum, parallel_partial_sum(std::span(buffer.data(), fill), flushed / 8, threads));
     flushed += fill;
     fill = 0;
   };
@@ -248,7 +256,7 @@ void TensorHasher::update(std::span<const std::byte> bytes) {
     word += 1;
   }
   const std::size_t full = bytes.size() / 8 * 8;
-  if (full > 0) m_sum = combine(m_sum, partial_sum(bytes.first(full), word));
+  if (full > 0) m_sum = combine(m_sum, parallel_partial_sum(bytes.first(full), word, 0));
   m_bytes += full;
   m_tail_len = bytes.size() - full;
   std::memcpy(m_tail, bytes.data() + full, m_tail_len);

@@ -119,7 +119,8 @@ class TensorHasher {
  public:
   // Hashes a tensor of `dtype` and `shape` (rank <= 16; throws std::invalid_argument otherwise).
   TensorHasher(DType dtype, std::span<const std::int64_t> shape);
-  // Feeds the next `bytes` of the tensor.
+  // Feeds the next `bytes` of the tensor (chunks of k_parallel_threshold or
+  // more are hashed by all cores).
   void update(std::span<const std::byte> bytes);
   // The hash of everything fed so far (does not reset).
   std::uint64_t finish() const;
