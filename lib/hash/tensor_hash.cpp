@@ -140,7 +140,9 @@ namespace {
 // contiguous word ranges over `threads` threads. Ranges combine by XOR in any
 // order (proof 4), so the value does not depend on `threads`.
 std::uint64_t parallel_partial_sum(std::span<const std::byte> bytes, std::uint64_t first_word, unsigned threads) {
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  // hardware_concurrency() reads /sys on every call: ask once.
+  static const unsigned k_cores = std::max(1u, std::thread::hardware_concurrency());
+  if (threads == 0) threads = k_cores;
   const std::size_t words = (bytes.size() + 7) / 8;
   threads = static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(1, words)));
   if (threads == 1 || bytes.size() < k_parallel_threshold) return partial_sum(bytes, first_word);

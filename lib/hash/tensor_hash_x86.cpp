@@ -12,8 +12,11 @@
 // the loop (the 127-bit products stay congruent mod P). After B blocks lane q
 // holds sum_b pair(b, q) x^(-64T(B-1-b)), so the sum of the B*T words is
 //   x^(64T(B-1)) * sum_q x^(128 q) * reduce(lane q).
+// The registers are first folded onto one with their weights (two vector
+// carry-less multiplies each), then its few lanes are combined.
 #include "lib/hash/tensor_hash_simd.hpp"
 
+#include <array>
 #include <cstring>
 
 #include "lib/hash/gf64.hpp"
@@ -57,6 +60,22 @@ SCOUT_TARGET_PCLMUL std::uint64_t combine_lanes(const std::uint64_t* lanes, std:
   return acc;
 }
 
+// Weights that fold register r (covering words W*r .. W*r+W-1 of a block)
+// onto register 0: lo * x^(64 W r) + hi * x^(64 (W r + 1)).
+template <std::size_t W>
+struct RegisterWeights {
+  static constexpr std::array<std::uint64_t, 16> lo = [] {
+    std::array<std::uint64_t, 16> a{};
+    for (std::size_t r = 0; r < 16; ++r) a[r] = gf64::x64_pow(W * r);
+    return a;
+  }();
+  static constexpr std::array<std::uint64_t, 16> hi = [] {
+    std::array<std::uint64_t, 16> a{};
+    for (std::size_t r = 0; r < 16; ++r) a[r] = gf64::x64_pow(W * r + 1);
+    return a;
+  }();
+};
+
 template <std::size_t T>
 struct FoldConstants {
   static constexpr std::uint64_t k0 = gf64::x64_pow_inverse(T);      // x^(-64T)
@@ -81,9 +100,15 @@ SCOUT_TARGET_PCLMUL std::uint64_t fold_pclmul(const std::byte* p, std::size_t wo
       acc[r] = _mm_xor_si128(_mm_xor_si128(lo, hi), _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16 * r)));
     }
   }
-  alignas(64) std::uint64_t lanes[T];
-  for (std::size_t r = 0; r < R; ++r) _mm_store_si128(reinterpret_cast<__m128i*>(lanes + 2 * r), acc[r]);
-  return mul_fast(combine_lanes(lanes, T / 2), x64_pow_fast(T * (blocks - 1)));
+  using RW = RegisterWeights<2>;
+  __m128i f = acc[0];
+  for (std::size_t r = 1; r < R; ++r) {
+    const __m128i w = _mm_set_epi64x(static_cast<long long>(RW::hi[r]), static_cast<long long>(RW::lo[r]));
+    f = _mm_xor_si128(f, _mm_xor_si128(_mm_clmulepi64_si128(acc[r], w, 0x00), _mm_clmulepi64_si128(acc[r], w, 0x11)));
+  }
+  alignas(64) std::uint64_t lanes[2];
+  _mm_store_si128(reinterpret_cast<__m128i*>(lanes), f);
+  return mul_fast(combine_lanes(lanes, 1), x64_pow_fast(T * (blocks - 1)));
 }
 
 // 8 ymm accumulators: T = 32 words (256 bytes) per step.
@@ -104,9 +129,16 @@ SCOUT_TARGET_AVX2 std::uint64_t fold_avx2(const std::byte* p, std::size_t words,
       acc[r] = _mm256_xor_si256(_mm256_xor_si256(lo, hi), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * r)));
     }
   }
-  alignas(64) std::uint64_t lanes[T];
-  for (std::size_t r = 0; r < R; ++r) _mm256_store_si256(reinterpret_cast<__m256i*>(lanes + 4 * r), acc[r]);
-  return mul_fast(combine_lanes(lanes, T / 2), x64_pow_fast(T * (blocks - 1)));
+  using RW = RegisterWeights<4>;
+  __m256i f = acc[0];
+  for (std::size_t r = 1; r < R; ++r) {
+    const __m256i w = _mm256_set_epi64x(static_cast<long long>(RW::hi[r]), static_cast<long long>(RW::lo[r]),
+                                        static_cast<long long>(RW::hi[r]), static_cast<long long>(RW::lo[r]));
+    f = _mm256_xor_si256(f, _mm256_xor_si256(_mm256_clmulepi64_epi128(acc[r], w, 0x00), _mm256_clmulepi64_epi128(acc[r], w, 0x11)));
+  }
+  alignas(64) std::uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), f);
+  return mul_fast(combine_lanes(lanes, 2), x64_pow_fast(T * (blocks - 1)));
 }
 
 // 8 zmm accumulators: T = 64 words (512 bytes) per step; XOR3 in one vpternlogq.
@@ -130,9 +162,16 @@ SCOUT_TARGET_AVX512 std::uint64_t fold_avx512(const std::byte* p, std::size_t wo
       acc[r] = _mm512_ternarylogic_epi64(lo, hi, _mm512_loadu_si512(q + 64 * r), 0x96);
     }
   }
-  alignas(64) std::uint64_t lanes[T];
-  for (std::size_t r = 0; r < R; ++r) _mm512_store_si512(lanes + 8 * r, acc[r]);
-  return mul_fast(combine_lanes(lanes, T / 2), x64_pow_fast(T * (blocks - 1)));
+  using RW = RegisterWeights<8>;
+  __m512i f = acc[0];
+  for (std::size_t r = 1; r < R; ++r) {
+    const auto h = static_cast<long long>(RW::hi[r]), l = static_cast<long long>(RW::lo[r]);
+    const __m512i w = _mm512_set_epi64(h, l, h, l, h, l, h, l);
+    f = _mm512_ternarylogic_epi64(f, _mm512_clmulepi64_epi128(acc[r], w, 0x00), _mm512_clmulepi64_epi128(acc[r], w, 0x11), 0x96);
+  }
+  alignas(64) std::uint64_t lanes[8];
+  _mm512_store_si512(lanes, f);
+  return mul_fast(combine_lanes(lanes, 4), x64_pow_fast(T * (blocks - 1)));
 }
 
 SCOUT_TARGET_PCLMUL std::uint64_t finish(std::uint64_t main, const std::byte* p, std::size_t n, std::size_t done,
