@@ -140,11 +140,13 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
 
-  std::printf("\nTensor hash v%d summary (active kernel %s, %u threads; GB/s = 1e9 bytes/s)\n",
+  std::printf("\nxxh3 = XXH3_64bits, xxh3_disp = XXH3_64bits_dispatch (AVX2/AVX-512 where present); single-thread\n"
+              "rates from CPU time, all-thread rates from wall time; read_all = all threads summing the words.\n");
+  std::printf("Tensor hash v%d summary (active kernel %s, %u threads; GB/s = 1e9 bytes/s)\n",
               scout::hash::k_hash_spec_version, std::string(scout::hash::kernel_name(scout::hash::active_kernel())).c_str(),
               all_threads());
-  std::printf("%-6s %10s %10s %10s %12s %12s %10s %10s %12s\n", "size", "xxh3", "xxh3_disp", "scout_1t", "1t/xxh3",
-              "1t/xxh3disp", "scout_all", "read_all", "all/read");
+  std::printf("%-6s %9s %9s %9s %9s %11s %9s %9s %9s %9s\n", "size", "xxh3", "xxh3_disp", "scout_1t", "1t/xxh3",
+              "1t/xxh3disp", "scout_all", "all/xxh3", "read_all", "all/read");
   for (const Size& s : k_sizes) {
     const std::string n = s.name;
     auto get = [&](const std::string& name) {
@@ -154,8 +156,8 @@ int main(int argc, char** argv) {
     const double x = get("xxh3_64"), xd = get("xxh3_64_dispatch"), one = get("scout_1thread"),
                  all = get("scout_all_threads"), rd = get("read_all_threads");
     if (x == 0 && one == 0) continue;
-    std::printf("%-6s %10.2f %10.2f %10.2f %12.3f %12.3f %10.2f %10.2f %12.3f\n", s.name, x, xd, one, x ? one / x : 0,
-                xd ? one / xd : 0, all, rd, rd ? all / rd : 0);
+    std::printf("%-6s %9.2f %9.2f %9.2f %9.3f %11.3f %9.2f %9.3f %9.2f %9.3f\n", s.name, x, xd, one, x ? one / x : 0,
+                xd ? one / xd : 0, all, x ? all / x : 0, rd, rd ? all / rd : 0);
   }
 
   auto gpu = scout::hash::gpu_device_count();
