@@ -238,11 +238,8 @@ std::uint64_t hash_strided(DType dtype, std::span<const std::int64_t> shape, std
   return finalize(sum, dtype, shape, flushed);
 }
 
-TensorHasher::TensorHasher(DType dtype, std::span<const std::int64_t> shape) : m_dtype(dtype) {
-  if (shape.size() > 16) throw std::invalid_argument("tensor rank above 16");
-  m_rank = shape.size();
-  std::copy(shape.begin(), shape.end(), m_shape);
-}
+TensorHasher::TensorHasher(DType dtype, std::span<const std::int64_t> shape)
+    : m_dtype(dtype), m_shape(shape.begin(), shape.end()) {}
 
 void TensorHasher::update(std::span<const std::byte> bytes) {
   std::uint64_t word = m_bytes / 8;  // index of the word the tail belongs to
@@ -268,7 +265,7 @@ void TensorHasher::update(std::span<const std::byte> bytes) {
 std::uint64_t TensorHasher::finish() const {
   std::uint64_t sum = m_sum;
   if (m_tail_len > 0) sum = combine(sum, partial_sum(std::span<const std::byte>(m_tail, m_tail_len), m_bytes / 8));
-  return finalize(sum, m_dtype, std::span<const std::int64_t>(m_shape, m_rank), m_bytes);
+  return finalize(sum, m_dtype, m_shape, m_bytes);
 }
 
 }  // namespace scout::hash

@@ -117,7 +117,7 @@ std::uint64_t partial_sum_with(HashKernel kernel, std::span<const std::byte> byt
 // row-major bytes in order, in chunks of any size.
 class TensorHasher {
  public:
-  // Hashes a tensor of `dtype` and `shape` (rank <= 16; throws std::invalid_argument otherwise).
+  // Hashes a tensor of `dtype` and `shape` (any rank).
   TensorHasher(DType dtype, std::span<const std::int64_t> shape);
   // Feeds the next `bytes` of the tensor (chunks of k_parallel_threshold or
   // more are hashed by all cores).
@@ -129,8 +129,7 @@ class TensorHasher {
 
  private:
   DType m_dtype;
-  std::int64_t m_shape[16] = {};
-  std::size_t m_rank = 0;
+  std::vector<std::int64_t> m_shape;
   std::uint64_t m_sum = 0;
   std::uint64_t m_bytes = 0;
   std::byte m_tail[8] = {};
