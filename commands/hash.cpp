@@ -95,7 +95,8 @@ int run_hash(const HashOptions& o) {
   if (o.format == OutputFormat::text) {
     std::string out;
     for (const auto& f : files) {
-      out += fmt::format("# {} ({}, {} bytes, {} tensors)\n", f.path, f.kind, f.bytes, f.tensors.size());
+      out += fmt::format("# {} ({}, {} bytes, {} tensor{})\n", f.path, f.kind, f.bytes, f.tensors.size(),
+                         f.tensors.size() == 1 ? "" : "s");
       std::size_t width = 4;
       for (const auto& t : f.tensors) width = std::max(width, t.name.size());
       for (const auto& t : f.tensors)

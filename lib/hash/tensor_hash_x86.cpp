@@ -91,9 +91,11 @@ SCOUT_TARGET_PCLMUL std::uint64_t fold_pclmul(const std::byte* p, std::size_t wo
   const __m128i k = _mm_set_epi64x(static_cast<long long>(FoldConstants<T>::k1),
                                    static_cast<long long>(FoldConstants<T>::k0));
   __m128i acc[R];
+#pragma GCC unroll 16
   for (std::size_t r = 0; r < R; ++r) acc[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * r));
   for (std::size_t b = 1; b < blocks; ++b) {
     const std::byte* q = p + b * T * 8;
+#pragma GCC unroll 16
     for (std::size_t r = 0; r < R; ++r) {
       const __m128i lo = _mm_clmulepi64_si128(acc[r], k, 0x00);
       const __m128i hi = _mm_clmulepi64_si128(acc[r], k, 0x11);
@@ -102,6 +104,7 @@ SCOUT_TARGET_PCLMUL std::uint64_t fold_pclmul(const std::byte* p, std::size_t wo
   }
   using RW = RegisterWeights<2>;
   __m128i f = acc[0];
+#pragma GCC unroll 16
   for (std::size_t r = 1; r < R; ++r) {
     const __m128i w = _mm_set_epi64x(static_cast<long long>(RW::hi[r]), static_cast<long long>(RW::lo[r]));
     f = _mm_xor_si128(f, _mm_xor_si128(_mm_clmulepi64_si128(acc[r], w, 0x00), _mm_clmulepi64_si128(acc[r], w, 0x11)));
@@ -120,9 +123,11 @@ SCOUT_TARGET_AVX2 std::uint64_t fold_avx2(const std::byte* p, std::size_t words,
   const __m256i k = _mm256_set_epi64x(static_cast<long long>(FoldConstants<T>::k1), static_cast<long long>(FoldConstants<T>::k0),
                                       static_cast<long long>(FoldConstants<T>::k1), static_cast<long long>(FoldConstants<T>::k0));
   __m256i acc[R];
+#pragma GCC unroll 16
   for (std::size_t r = 0; r < R; ++r) acc[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * r));
   for (std::size_t b = 1; b < blocks; ++b) {
     const std::byte* q = p + b * T * 8;
+#pragma GCC unroll 16
     for (std::size_t r = 0; r < R; ++r) {
       const __m256i lo = _mm256_clmulepi64_epi128(acc[r], k, 0x00);
       const __m256i hi = _mm256_clmulepi64_epi128(acc[r], k, 0x11);
@@ -131,6 +136,7 @@ SCOUT_TARGET_AVX2 std::uint64_t fold_avx2(const std::byte* p, std::size_t words,
   }
   using RW = RegisterWeights<4>;
   __m256i f = acc[0];
+#pragma GCC unroll 16
   for (std::size_t r = 1; r < R; ++r) {
     const __m256i w = _mm256_set_epi64x(static_cast<long long>(RW::hi[r]), static_cast<long long>(RW::lo[r]),
                                         static_cast<long long>(RW::hi[r]), static_cast<long long>(RW::lo[r]));
@@ -153,9 +159,11 @@ SCOUT_TARGET_AVX512 std::uint64_t fold_avx512(const std::byte* p, std::size_t wo
       static_cast<long long>(FoldConstants<T>::k1), static_cast<long long>(FoldConstants<T>::k0),
       static_cast<long long>(FoldConstants<T>::k1), static_cast<long long>(FoldConstants<T>::k0));
   __m512i acc[R];
+#pragma GCC unroll 16
   for (std::size_t r = 0; r < R; ++r) acc[r] = _mm512_loadu_si512(p + 64 * r);
   for (std::size_t b = 1; b < blocks; ++b) {
     const std::byte* q = p + b * T * 8;
+#pragma GCC unroll 16
     for (std::size_t r = 0; r < R; ++r) {
       const __m512i lo = _mm512_clmulepi64_epi128(acc[r], k, 0x00);
       const __m512i hi = _mm512_clmulepi64_epi128(acc[r], k, 0x11);
@@ -164,6 +172,7 @@ SCOUT_TARGET_AVX512 std::uint64_t fold_avx512(const std::byte* p, std::size_t wo
   }
   using RW = RegisterWeights<8>;
   __m512i f = acc[0];
+#pragma GCC unroll 16
   for (std::size_t r = 1; r < R; ++r) {
     const auto h = static_cast<long long>(RW::hi[r]), l = static_cast<long long>(RW::lo[r]);
     const __m512i w = _mm512_set_epi64(h, l, h, l, h, l, h, l);
