@@ -123,7 +123,7 @@ class Collect : public benchmark::ConsoleReporter {
  public:
   std::map<std::string, double> ms;
   void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs) ms[r.benchmark_name()] = r.GetAdjustedRealTime() * benchmark::GetTimeUnitMultiplier(r.time_unit) * 1e3;
+    for (const Run& r : runs) ms[r.benchmark_name()] = r.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(r.time_unit) * 1e3;
     ConsoleReporter::ReportRuns(runs);
   }
 };

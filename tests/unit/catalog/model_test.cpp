@@ -36,6 +36,9 @@ TEST(CatalogModel, PaperCaseGivesFourRegimesAndSixteenRepresentatives) {
   EXPECT_EQ(c.regimes.size(), 4u);
   EXPECT_EQ(c.representatives, 16u);
   EXPECT_EQ(c.obligations, 1134224u);
+  // One rotation through the representatives runs 5,960 work items: the
+  // paper's count of "selected execution-path occurrences" for its injections.
+  EXPECT_EQ(c.replay_work_items, 5960u);
   std::vector<std::int64_t> reps;
   for (const auto& r : c.regimes)
     for (std::size_t i : r.representatives) reps.push_back(static_cast<std::int64_t>(i) + 1);
