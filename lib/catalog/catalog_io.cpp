@@ -127,9 +127,9 @@ Result<std::vector<std::int64_t>> parse_rows_spec(std::string_view text) {
     }
     if (lo < 1) return bad("a shape needs at least one row");
     if (hi > k_max_rows) return bad(fmt::format("row counts are at most {}", k_max_rows));
-    if (hi - lo >= 100'000'000) return bad("at most 100,000,000 shapes per range");
+    if (static_cast<std::size_t>(hi - lo) >= k_max_shapes || out.size() + static_cast<std::size_t>(hi - lo) >= k_max_shapes)
+      return bad(fmt::format("a catalog admits at most {} shapes", k_max_shapes));
     for (std::int64_t v = lo; v <= hi; ++v) out.push_back(v);
-    if (out.size() > 400'000'000) return bad("too many shapes");
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
@@ -161,6 +161,7 @@ Result<RowVectors> parse_rows_file(std::string_view text, std::optional<std::int
         v.push_back(*r);
       }
       vectors.push_back(std::move(v));
+      if (vectors.size() > k_max_shapes) return input_error(fmt::format("{} has more than {} shapes", origin, k_max_shapes));
     }
   } else {
     auto lines = split(text, '\n');
@@ -181,6 +182,7 @@ Result<RowVectors> parse_rows_file(std::string_view text, std::optional<std::int
         v.push_back(*r);
       }
       vectors.push_back(std::move(v));
+      if (vectors.size() > k_max_shapes) return input_error(fmt::format("{} has more than {} shapes", origin, k_max_shapes));
     }
   }
   if (vectors.empty()) return input_error(fmt::format("{} has no row vectors", origin), {}, hint);

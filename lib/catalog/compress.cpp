@@ -80,8 +80,9 @@ Result<Compression> compress(const KernelConfig& config, const ShapeSpace& space
     return usage_error(fmt::format("the shape space has {} experts per shape but the kernel serves {}", space.experts(), config.experts),
                        {}, "make --experts match the length of the row vectors");
   if (auto s = space.validate(); !s) return s.error();
-  if (space.size() > std::size_t{0xffffffffu})
-    return input_error(fmt::format("the shape space has {} shapes", space.size()), "at most 4294967295 are supported");
+  if (space.size() > k_max_shapes)
+    return input_error(fmt::format("the shape space has {} shapes", space.size()), fmt::format("at most {} are supported", k_max_shapes),
+                       "split the shape space into several catalogs");
 
   Compression out;
   out.shapes = space.size();

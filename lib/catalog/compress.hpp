@@ -29,6 +29,9 @@
 
 namespace scout::catalog {
 
+// Most shapes one catalog admits (memory: about 40 bytes per shape).
+inline constexpr std::size_t k_max_shapes = 20'000'000;
+
 // The admitted shapes: either one row count for all experts (uniform) or a
 // row vector per shape (heterogeneous), each vector of config.experts entries.
 class ShapeSpace {

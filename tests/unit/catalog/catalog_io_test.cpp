@@ -14,7 +14,7 @@ TEST(CatalogRows, RangesAndLists) {
   auto r = parse_rows_spec("1-5, 3,9");
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(*r, (std::vector<std::int64_t>{1, 2, 3, 4, 5, 9}));
-  for (const char* bad : {"", "0", "-3", "5-2", "1-", "a", "1,,2", "3-x", "0-4", "1-3000000000"}) {
+  for (const char* bad : {"", "0", "-3", "5-2", "1-", "a", "1,,2", "3-x", "0-4", "1-3000000000", "1-20000001", "1-15000000,20000000-26000000"}) {
     auto e = parse_rows_spec(bad);
     ASSERT_FALSE(e.ok()) << bad;
     EXPECT_EQ(e.error().code, ExitCode::usage) << bad;
