@@ -99,14 +99,14 @@ CommandRunner register_catalog(CLI::App& cmd, const GlobalOptions& globals) {
   add_env_flags(*check, c->env, "Compare with");
   check->footer("Example (CI on a new image): scout catalog check catalog.json || rebuild the catalog");
 
-  return [b, c, build, check, &globals]() {
+  // require_subcommand(1): when build was not chosen, check was.
+  return [b, c, build, &globals]() {
     const OutputFormat format = resolve_format(globals.format);
     if (build->parsed()) {
       b->format = format;
       return run_catalog_build(*b);
     }
     c->format = format;
-    (void)check;
     return run_catalog_check(*c);
   };
 }
@@ -221,8 +221,18 @@ int run_catalog_check(const CatalogCheckOptions& o) {
   }
   v.status = VerdictStatus::inconclusive;
   v.action = "rebuild_catalog";
-  v.summary = fmt::format("the catalog was built for another environment: {} differ: {}", diffs.size() == 1 ? "1 field" : fmt::format("{} fields", diffs.size()), listed);
-  emit_verdict(v, o.format);
+  v.summary = fmt::format("the catalog was built for another environment: {}: {}",
+                          diffs.size() == 1 ? std::string("1 field differs") : fmt::format("{} fields differ", diffs.size()), listed);
+  if (o.format == OutputFormat::text) {
+    std::string out = render_text(v);
+    for (const auto& diff : diffs)
+      out += fmt::format("  {:<20} catalog {:<24} here {:<24} ({})\n", env_field_name(diff.field), diff.recorded, diff.current,
+                         env_field_flag(diff.field));
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    std::fflush(stdout);
+  } else {
+    emit_verdict(v, o.format);
+  }
   std::fprintf(stderr,
                "scout catalog: error: the catalog %s does not match this environment; %s; rebuild the catalog on this image with "
                "'scout catalog build' (or pass the environment flags if detection is wrong)\n",
