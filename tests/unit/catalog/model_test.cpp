@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "lib/catalog/compress.hpp"
@@ -71,6 +72,23 @@ TEST(CatalogModel, PaperCaseRegimeBoundariesFollowFromTheTiling) {
                                                           {"underfilled/underfilled/multi_repeat", 3392 - 1728},
                                                           {"one_repeat/one_repeat/multi_repeat", 3457 - 3392}};
   EXPECT_EQ(got, want);
+}
+
+// The paper's grouped configurations: 2 to 16 experts per kernel keep 18 to 48
+// representatives of 2,048 admitted shapes (uniform rows 1..2048, same tiles,
+// H = O = 128, 108 SMs), more as experts are added.
+TEST(CatalogModel, GroupedConfigurationsKeepEighteenToFortyEight) {
+  std::vector<std::uint64_t> kept;
+  for (std::int64_t experts : {2, 4, 8, 16}) {
+    KernelConfig cfg;
+    cfg.experts = experts;
+    auto c = compress(cfg, ShapeSpace::uniform(experts, range(1, 2048)));
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    kept.push_back(c->representatives);
+  }
+  EXPECT_EQ(kept.front(), 18u);
+  EXPECT_EQ(kept.back(), 48u);
+  EXPECT_TRUE(std::is_sorted(kept.begin(), kept.end()));
 }
 
 TEST(CatalogModel, ClosedFormCountsEqualSimulatedScheduler) {
