@@ -67,11 +67,15 @@ Status validate(const KernelConfig& config);
 // Parses "64x64x32" (tile M x N x K); every part a positive integer <= k_max_tile.
 Result<KernelConfig> parse_tile(std::string_view text, KernelConfig base);
 
+// The three kernels of one MoE expert layer step, in count-vector order.
 enum class Kernel { forward = 0, input_grad = 1, weight_grad = 2 };
 inline constexpr std::array<Kernel, 3> k_all_kernels{Kernel::forward, Kernel::input_grad, Kernel::weight_grad};
+// JSON and text name of `kernel`: "forward", "input_grad", "weight_grad".
 std::string_view kernel_name(Kernel kernel);
 
+// Where an item sits in its sequence (tiles of an expert, chunks of a reduction).
 enum class Position { single = 0, first = 1, last = 2, interior = 3 };
+// Name of `position`: "single", "first", "last", "interior".
 std::string_view position_name(Position position);
 // Position of item `index` among `count` items.
 constexpr Position position_of(std::int64_t index, std::int64_t count) {
@@ -108,6 +112,7 @@ constexpr int role_index(const WeightGradRole& r) {
   return (((r.reduction_tail ? 4 : 0) + static_cast<int>(r.reduction_position)) * 4 + static_cast<int>(r.tile_position)) * 2 +
          (r.queue_repeat ? 1 : 0);
 }
+// Inverses of role_index: the role with dense index `index`.
 LinearRole linear_role(int index);
 WeightGradRole weight_grad_role(int index);
 
@@ -131,8 +136,11 @@ constexpr int kernel_offset(Kernel kernel) {
 // Index of (kernel, role) in a CountVector.
 constexpr int count_index(Kernel kernel, int role) { return kernel_offset(kernel) + 1 + role; }
 
+// How a kernel's work items load the persistent grid (see the file comment).
 enum class Pressure { underfilled = 0, one_repeat = 1, multi_repeat = 2 };
+// Name of `pressure`: "underfilled", "one_repeat", "multi_repeat".
 std::string_view pressure_name(Pressure pressure);
+// Inverse of pressure_name; input_error for any other `name`.
 Result<Pressure> parse_pressure(std::string_view name);
 // Pressure of a kernel with `work_items` work items on `sms` persistent CTAs.
 constexpr Pressure pressure_of(std::uint64_t work_items, std::int64_t sms) {
@@ -152,6 +160,7 @@ struct Fingerprint {
   friend bool operator==(const Fingerprint&, const Fingerprint&) = default;
 };
 inline constexpr int k_fingerprint_ids = 27;
+// Inverse of Fingerprint::id for `id` in 0..k_fingerprint_ids.
 Fingerprint fingerprint_from_id(int id);
 // Short label, e.g. "underfilled/underfilled/one_repeat".
 std::string fingerprint_label(const Fingerprint& fingerprint);
