@@ -22,6 +22,7 @@ logdir="$(mktemp -d /tmp/scout-demo-XXXXXX)"
 pids=()
 
 cleanup() {
+  exec 2>/dev/null  # bash would report each killed trainer as "Killed"
   for pid in "${pids[@]}"; do
     kill -CONT "$pid" 2>/dev/null || true
     kill -KILL "$pid" 2>/dev/null || true
