@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "lib/hash/tensor_hash.hpp"
+#include "lib/report/verdict.hpp"
 #include "scout/config.hpp"
 
 namespace scout {
@@ -35,9 +37,10 @@ std::string version_text() {
   return fmt::format(
       "scout {}\n"
       "compiled in: cuda {}, nccl {}, torch {}\n"
-      "hash spec v1, verdict schema scout.verdict 1.0",
+      "hash spec v{}, verdict schema scout.verdict {}",
       SCOUT_VERSION, cuda, SCOUT_WITH_NCCL ? "yes" : "no",
-      SCOUT_WITH_TORCH ? "yes (LibTorch " SCOUT_TORCH_VERSION ", module loaded on demand)" : "no");
+      SCOUT_WITH_TORCH ? "yes (LibTorch " SCOUT_TORCH_VERSION ", module loaded on demand)" : "no",
+      hash::k_hash_spec_version, k_verdict_schema_version);
 }
 
 }  // namespace scout

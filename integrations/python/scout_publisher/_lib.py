@@ -40,6 +40,8 @@ def library_candidates():
     if os.environ.get("SCOUT_BUILD_DIR"):
         out.append(os.path.join(os.environ["SCOUT_BUILD_DIR"], "lib", "libscout_publisher.so"))
     out.append(os.path.normpath(os.path.join(_HERE, "..", "..", "..", "build", "lib", "libscout_publisher.so")))
+    # Installed layout: <prefix>/share/scout/python/scout_publisher -> <prefix>/lib.
+    out.append(os.path.normpath(os.path.join(_HERE, "..", "..", "..", "..", "lib", "libscout_publisher.so")))
     found = ctypes.util.find_library("scout_publisher")
     if found:
         out.append(found)
