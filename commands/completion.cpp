@@ -2,7 +2,9 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <algorithm>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace scout {
 
@@ -30,10 +32,11 @@ std::vector<OptionInfo> options_of(const CLI::App& app) {
     for (const auto& s : opt->get_snames()) info.names.push_back("-" + s);
     if (info.names.empty()) continue;  // positional
     info.description = opt->get_description();
-    info.takes_value = opt->get_type_size() != 0;
-    std::string joined = fmt::format("{}", fmt::join(info.names, " "));
-    info.is_path = joined.find("file") != std::string::npos || joined.find("dir") != std::string::npos ||
-                   joined.find("-o") != std::string::npos;
+    info.takes_value = opt->get_expected_max() > 0;
+    for (const auto& n : info.names) {
+      bool dir = n.size() >= 3 && n.compare(n.size() - 3, 3, "dir") == 0;
+      if (n == "-o" || n == "--output" || n.find("file") != std::string::npos || dir) info.is_path = true;
+    }
     out.push_back(std::move(info));
   }
   return out;
@@ -69,21 +72,35 @@ std::string bash_script(const CommandInfo& root) {
   out += "    esac\n  done\n";
   out += "  case \"$prev\" in\n";
   std::string path_opts;
-  for (const auto& s : root.subcommands)
-    for (const auto& o : s.options)
+  auto add_paths = [&](const std::vector<OptionInfo>& options) {
+    for (const auto& o : options)
       if (o.is_path && o.takes_value)
-        for (const auto& n : o.names) path_opts += (path_opts.empty() ? "" : "|") + n;
+        for (const auto& n : o.names)
+          if (("|" + path_opts + "|").find("|" + n + "|") == std::string::npos) path_opts += (path_opts.empty() ? "" : "|") + n;
+  };
+  for (const auto& s : root.subcommands) {
+    add_paths(s.options);
+    for (const auto& ss : s.subcommands) add_paths(ss.options);
+  }
   if (!path_opts.empty()) out += fmt::format("    {}) COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n", path_opts);
   out += "    --format) COMPREPLY=($(compgen -W \"json text auto\" -- \"$cur\")); return ;;\n";
   out += "    --log-level) COMPREPLY=($(compgen -W \"trace debug info warn error critical off\" -- \"$cur\")); return ;;\n";
   out += "  esac\n  case \"$cmd\" in\n";
   out += fmt::format("    \"\") COMPREPLY=($(compgen -W \"{}{}\" -- \"$cur\")) ;;\n", subs, globals);
   for (const auto& s : root.subcommands) {
-    std::string words;
+    std::vector<std::string> words;
+    auto add = [&](const std::string& w) {
+      if (std::find(words.begin(), words.end(), w) == words.end()) words.push_back(w);
+    };
+    for (const auto& ss : s.subcommands) add(ss.name);
     for (const auto& o : s.options)
-      for (const auto& n : o.names) words += n + " ";
-    for (const auto& ss : s.subcommands) words += ss.name + " ";
-    out += fmt::format("    {}) COMPREPLY=($(compgen -W \"{}{}\" -- \"$cur\")) ;;\n", s.name, words, globals);
+      for (const auto& n : o.names) add(n);
+    for (const auto& ss : s.subcommands)
+      for (const auto& o : ss.options)
+        for (const auto& n : o.names) add(n);
+    for (const auto& o : root.options)
+      for (const auto& n : o.names) add(n);
+    out += fmt::format("    {}) COMPREPLY=($(compgen -W \"{}\" -- \"$cur\")) ;;\n", s.name, fmt::join(words, " "));
   }
   out += "  esac\n}\ncomplete -F _scout scout\n";
   return out;
@@ -115,6 +132,7 @@ std::string zsh_script(const CommandInfo& root) {
   for (const auto& s : root.subcommands) {
     out += fmt::format("    {})\n      _arguments \\\n", s.name);
     out += zsh_args(s.options);
+    for (const auto& ss : s.subcommands) out += zsh_args(ss.options);
     out += zsh_args(root.options);
     out += "        ;;\n";
   }
@@ -128,7 +146,12 @@ std::string fish_script(const CommandInfo& root) {
   for (const auto& s : root.subcommands)
     out += fmt::format("complete -c scout -n '__fish_use_subcommand' -a {} -d '{}'\n", s.name, escape_single(s.description));
   for (const auto& s : root.subcommands) {
-    for (const auto& o : s.options) {
+    for (const auto& ss : s.subcommands)
+      out += fmt::format("complete -c scout -n '__fish_seen_subcommand_from {}' -a {} -d '{}'\n", s.name, ss.name,
+                         escape_single(ss.description));
+    std::vector<OptionInfo> all = s.options;
+    for (const auto& ss : s.subcommands) all.insert(all.end(), ss.options.begin(), ss.options.end());
+    for (const auto& o : all) {
       std::string flags;
       for (const auto& n : o.names) flags += n.rfind("--", 0) == 0 ? fmt::format(" -l {}", n.substr(2)) : fmt::format(" -s {}", n.substr(1));
       out += fmt::format("complete -c scout -n '__fish_seen_subcommand_from {}'{}{} -d '{}'\n", s.name, flags,
