@@ -11,7 +11,9 @@ namespace scout::checkpoint {
 
 Result<std::vector<FileDigest>> digest_files(const std::vector<std::string>& paths, unsigned jobs, const VerifyProgressFn& progress) {
   const std::size_t n = paths.size();
-  if (jobs == 0) jobs = std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()), 4);
+  // Default: 4 files at once even on fewer cores, so that the last files of
+  // a set never leave a core idle (3 files on 2 cores finish together).
+  if (jobs == 0) jobs = std::max<unsigned>(std::thread::hardware_concurrency(), 4);
   jobs = static_cast<unsigned>(std::min<std::size_t>(jobs, std::max<std::size_t>(n, 1)));
   std::uint64_t total = 0;
   for (const auto& p : paths) {

@@ -19,7 +19,7 @@ namespace scout::checkpoint {
 using VerifyProgressFn = std::function<void(std::uint64_t done, std::uint64_t total)>;
 
 struct VerifyOptions {
-  unsigned jobs = 0;                   // files hashed at once; 0 = min(cores, files, 4)
+  unsigned jobs = 0;                   // files hashed at once; 0 = min(files, max(cores, 4))
   const Manifest* manifest = nullptr;  // compare with it when set
   VerifyProgressFn progress;
 };
