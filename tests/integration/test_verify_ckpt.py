@@ -380,6 +380,31 @@ torch.save(dict(m.state_dict()), "{self.dir}/legacy.pt", _use_new_zipfile_serial
         self.assertExit(st, "healthy")
         self.assertEqual(len(st.json()["details"]["checkpoints"]), 3)
 
+    def test_cron_records_an_invalid_checkpoint_and_exits_4(self):
+        root = self.path("ckpts")
+        ledger = self.path("j2.ledger.json")
+        self.write_mesh_checkpoint(os.path.join(root, "step_1"), 2, 1)
+        bad = os.path.join(root, "step_2")
+        self.write_mesh_checkpoint(bad, 2, 1)
+        victim = os.path.join(bad, "model_rank1.safetensors")
+        with open(victim, "r+b") as f:
+            f.truncate(os.path.getsize(victim) - 3)
+        r = run(["verify-ckpt", "--job", "j2", "--ledger", ledger, "--mesh", "dp=2", "--settle", "0", "--quiet", root])
+        self.assertExit(r, "bad_input")
+        doc = r.json()  # the verdict is still printed and valid
+        results = {os.path.basename(c["id"]): c for c in doc["details"]["checkpoints"]}
+        self.assertEqual(results["step_1"]["result"], "intact")
+        self.assertEqual(results["step_2"]["result"], "invalid")
+        self.assertIn(victim, results["step_2"]["summary"])
+        with open(ledger) as f:
+            states = {os.path.basename(c["id"]): c["state"] for c in json.load(f)["checkpoints"]}
+        self.assertEqual(states, {"step_1": "pending", "step_2": "invalid"})
+        # Settling checkpoints are left for a later run.
+        self.write_mesh_checkpoint(os.path.join(root, "step_3"), 2, 1)
+        r = run(["verify-ckpt", "--job", "j2", "--ledger", ledger, "--mesh", "dp=2", "--settle", "3600", root])
+        self.assertExit(r, "healthy")
+        self.assertEqual([c["result"] for c in r.json()["details"]["checkpoints"]], ["settling"])
+
     def test_help_answers(self):
         for args in (["verify-ckpt", "--help"], ["verify-ckpt", "select", "--help"], ["verify-ckpt", "manifest", "write", "--help"]):
             r = run(args, fmt=None)
