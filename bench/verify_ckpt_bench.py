@@ -6,12 +6,12 @@ replicas in a temporary directory, then, in the same run and for each page
 cache state, times `cat FILES > /dev/null` and `scout verify-ckpt --replicas
 FILES`:
   cold: every file's pages are dropped first (posix_fadvise DONTNEED, which
-        needs no root; /proc/sys/vm/drop_caches is used instead when writable);
+        needs no root; --drop-caches uses /proc/sys/vm/drop_caches instead);
   warm: the files were just read, so both read from the page cache.
 Prints MiB/s for both and the ratio scout/cat (target >= 0.80). Repeats
 SCOUT_BENCH_REPEAT times (default 3) and reports the median.
 
-Usage: bench/verify_ckpt_bench.py [--gb N] [--dir DIR] [--keep]
+Usage: bench/verify_ckpt_bench.py [--gb N] [--repeat N] [--dir DIR] [--keep] [--drop-caches]
 """
 import argparse
 import json
@@ -52,13 +52,13 @@ def write_replicas(directory, total_bytes, replicas=3):
     return paths
 
 
-def drop_cache(paths):
-    try:
+def drop_cache(paths, system_wide=False):
+    """Evicts the files' pages: per file with posix_fadvise (no root needed, and
+    nothing else on the machine is disturbed), or system-wide when asked."""
+    if system_wide:
         with open("/proc/sys/vm/drop_caches", "w") as f:
             f.write("1\n")
         return "drop_caches"
-    except OSError:
-        pass
     for p in paths:
         fd = os.open(p, os.O_RDONLY)
         try:
@@ -81,6 +81,7 @@ def main():
     ap.add_argument("--dir", default=None)
     ap.add_argument("--repeat", type=int, default=int(os.environ.get("SCOUT_BENCH_REPEAT", "3")))
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--drop-caches", action="store_true", help="drop the whole page cache (root) instead of the files' pages")
     args = ap.parse_args()
     directory = args.dir or tempfile.mkdtemp(prefix="scout_ckpt_bench_", dir="/var/tmp")
     os.makedirs(directory, exist_ok=True)
@@ -93,13 +94,13 @@ def main():
         for mode in ("cold", "warm"):
             cat_s, scout_s = [], []
             for _ in range(args.repeat):
-                method = drop_cache(paths) if mode == "cold" else "warm"
+                method = drop_cache(paths, args.drop_caches) if mode == "cold" else "warm"
                 t, p = timed(["cat"] + paths, to_null=True)
                 if p.returncode != 0:
                     sys.exit(f"cat failed: {p.stderr}")
                 cat_s.append(t)
                 if mode == "cold":
-                    drop_cache(paths)
+                    drop_cache(paths, args.drop_caches)
                 t, p = timed([SCOUT, "verify-ckpt", "--replicas"] + paths + ["--quiet", "--format", "json"])
                 if p.returncode != 0:
                     sys.exit(f"scout failed rc={p.returncode}: {p.stderr}")
