@@ -45,6 +45,21 @@ TEST(Ledger, CycleBeforeTheCheckpointDoesNotCount) {
   EXPECT_EQ(id(l.verified()), "/c/1");
 }
 
+TEST(Ledger, CycleCountsOnlyForCheckpointsSavedBeforeItBegan) {
+  Ledger l;
+  ledger_add_checkpoint(l, "/c/step_1", CheckpointState::pending, "ok", "t");
+  ledger_add_checkpoint(l, "/c/step_2", CheckpointState::pending, "ok", "t");
+  auto c1 = cycle(1, ReplayOutcome::clean);
+  c1.after = "step_1";  // the cycle began before step_2 was saved
+  ASSERT_TRUE(ledger_apply_replay(l, c1, "t").ok());
+  auto c2 = cycle(2, ReplayOutcome::clean);
+  c2.after = "/c/step_2";
+  ASSERT_TRUE(ledger_apply_replay(l, c2, "t").ok());
+  EXPECT_EQ(id(l.verified()), "/c/step_1");
+  EXPECT_EQ(l.checkpoints[1].clean_cycles, 1);
+  EXPECT_EQ(id(l.candidate()), "/c/step_2");
+}
+
 TEST(Ledger, UnclearCycleOrGapRestartsTheRun) {
   Ledger l;
   ledger_add_checkpoint(l, "/c/1", CheckpointState::pending, "ok", "t");
