@@ -22,24 +22,21 @@ Result<std::vector<FileDigest>> digest_files(const std::vector<std::string>& pat
     if (!ec) total += s;
   }
   std::vector<std::optional<Result<FileDigest>>> results(n);
-  std::vector<std::atomic<std::uint64_t>> done(n);
+  std::atomic<std::uint64_t> done_total{0};
   std::atomic<std::size_t> next{0};
   std::atomic<bool> failed{false};
   std::mutex progress_mutex;
-  auto report = [&] {
-    if (!progress) return;
-    std::uint64_t sum = 0;
-    for (auto& d : done) sum += d.load(std::memory_order_relaxed);
-    std::lock_guard lock(progress_mutex);
-    progress(sum, total);
-  };
   auto worker = [&] {
     while (!failed.load()) {
       std::size_t i = next.fetch_add(1);
       if (i >= n) return;
-      auto r = digest_file(paths[i], [&, i](std::uint64_t d) {
-        done[i].store(d, std::memory_order_relaxed);
-        report();
+      std::uint64_t last = 0;  // this file's bytes already counted; touched by this thread only
+      auto r = digest_file(paths[i], [&](std::uint64_t d) {
+        std::uint64_t sum = done_total.fetch_add(d - last, std::memory_order_relaxed) + (d - last);
+        last = d;
+        if (!progress) return;
+        std::lock_guard lock(progress_mutex);
+        progress(sum, total);
       });
       if (!r) failed.store(true);
       results[i] = std::move(r);
