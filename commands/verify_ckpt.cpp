@@ -43,6 +43,7 @@ CommandRunner register_verify_ckpt(CLI::App& cmd, const GlobalOptions& globals) 
   cmd.add_option("--settle", o->settle_s, "Cron: skip checkpoints with files modified less than this many seconds ago")->default_str("60");
   cmd.add_option("--prometheus", o->prometheus, "Write the ledger's state and this run's result as a node_exporter textfile (atomically)");
   cmd.add_flag("--no-manifest", o->no_manifest, "Do not compare with DIR/scout-ckpt.json");
+  cmd.add_flag("--recheck-invalid", o->recheck_invalid, "Cron: check again checkpoints the ledger records as invalid (e.g. incomplete when first seen)");
 
   auto* check = cmd.add_subcommand("check", "Certify one checkpoint: replica consensus per tensor, and its hash manifest when present");
   check->add_option("dir", o->dirs, "Checkpoint directory (per-rank files)")->expected(0, 1);
@@ -546,7 +547,9 @@ int run_cron(const VerifyCkptOptions& o) {
   bool any_attributed = false, any_inconclusive = false, any_invalid = false;
   for (const auto& cp : found) {
     const std::string id = cp.string();
-    if (known.find(id) && known.find(id)->id == id) continue;
+    const LedgerCheckpoint* seen = known.find(id);
+    const bool recheck = seen && seen->id == id && o.recheck_invalid && seen->state == CheckpointState::invalid;
+    if (seen && seen->id == id && !recheck) continue;
     if (o.settle_s > 0 && age_seconds(cp) < o.settle_s) {
       results.push_back({{"id", id}, {"result", "settling"}, {"summary", "modified recently; checked on a later run"}});
       continue;
@@ -601,6 +604,7 @@ int run_cron(const VerifyCkptOptions& o) {
     ++stats.checked;
     const std::string now = now_rfc3339();
     known = value_or_throw(store.update(o.job, [&](Ledger& l) -> Result<bool> {
+      if (recheck) return ledger_recheck_invalid(l, id, state, summary, now).changed;
       return ledger_add_checkpoint(l, id, state, summary, now).changed;
     }));
     results.push_back(std::move(entry));

@@ -35,6 +35,7 @@ struct VerifyCkptOptions {
   std::string sweep_file;              // select: a full-sweep replay verdict
   std::string prometheus;              // textfile collector output
   double settle_s = 60;                // cron: skip checkpoints modified more recently
+  bool recheck_invalid = false;        // cron: check checkpoints recorded as invalid again
   bool quiet = false;                  // no progress on stderr
   OutputFormat format = OutputFormat::json;
 };

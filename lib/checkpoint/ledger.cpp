@@ -102,6 +102,20 @@ LedgerChange ledger_add_checkpoint(Ledger& ledger, const std::string& id, Checkp
   return change;
 }
 
+LedgerChange ledger_recheck_invalid(Ledger& ledger, const std::string& id, CheckpointState state, const std::string& summary,
+                                    const std::string& now) {
+  LedgerChange change;
+  for (auto& c : ledger.checkpoints) {
+    if (c.id != id || c.state != CheckpointState::invalid) continue;
+    c.state = state;
+    c.summary = summary;
+    c.recorded_at = now;
+    change.changed = state != CheckpointState::invalid;
+    change.note = fmt::format("re-checked {}: {}", id, checkpoint_state_name(state));
+  }
+  return change;
+}
+
 Result<LedgerChange> ledger_apply_replay(Ledger& ledger, const ReplayCycle& r, const std::string& now) {
   LedgerChange change;
   if (ledger.last_cycle && r.cycle < *ledger.last_cycle)

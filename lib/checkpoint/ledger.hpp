@@ -94,6 +94,12 @@ struct LedgerChange {
 LedgerChange ledger_add_checkpoint(Ledger& ledger, const std::string& id, CheckpointState state, const std::string& summary,
                                    const std::string& now);
 
+// Replaces the integrity result of `id` when it is recorded as invalid (a
+// checkpoint re-checked with --recheck-invalid after its writer finished);
+// any other state is left alone (changed = false).
+LedgerChange ledger_recheck_invalid(Ledger& ledger, const std::string& id, CheckpointState state, const std::string& summary,
+                                    const std::string& now);
+
 // Applies one replay cycle. Bad input when the cycle number goes backwards
 // (a stale verdict); re-recording the last cycle with the same outcome is a
 // no-op (changed = false), with another outcome bad input.

@@ -399,6 +399,14 @@ torch.save(dict(m.state_dict()), "{self.dir}/legacy.pt", _use_new_zipfile_serial
         with open(ledger) as f:
             states = {os.path.basename(c["id"]): c["state"] for c in json.load(f)["checkpoints"]}
         self.assertEqual(states, {"step_1": "pending", "step_2": "invalid"})
+        # Invalid checkpoints are not re-read unless asked; once repaired they become pending.
+        r = run(["verify-ckpt", "--job", "j2", "--ledger", ledger, "--mesh", "dp=2", "--settle", "0", root])
+        self.assertExit(r, "healthy")
+        self.write_mesh_checkpoint(bad, 2, 1)
+        r = run(["verify-ckpt", "--job", "j2", "--ledger", ledger, "--mesh", "dp=2", "--settle", "0", "--recheck-invalid", root])
+        self.assertExit(r, "healthy")
+        self.assertEqual([(os.path.basename(c["id"]), c["result"]) for c in r.json()["details"]["checkpoints"]], [("step_2", "intact")])
+        self.assertEqual(r.json()["details"]["ledger"]["latest"], bad)
         # Settling checkpoints are left for a later run.
         self.write_mesh_checkpoint(os.path.join(root, "step_3"), 2, 1)
         r = run(["verify-ckpt", "--job", "j2", "--ledger", ledger, "--mesh", "dp=2", "--settle", "3600", root])
