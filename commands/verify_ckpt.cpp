@@ -102,12 +102,12 @@ CommandRunner register_verify_ckpt(CLI::App& cmd, const GlobalOptions& globals) 
 
 namespace {
 
-// Progress lines on stderr for long work: first after 1 s, then every 2 s.
+// Progress lines on stderr for long work (256 MiB or more): first after 1 s, then every 2 s.
 class Progress {
  public:
   Progress(bool quiet, std::string label) : m_quiet(quiet), m_label(std::move(label)), m_start(std::chrono::steady_clock::now()) {}
   void operator()(std::uint64_t done, std::uint64_t total) {
-    if (m_quiet) return;
+    if (m_quiet || total < (std::uint64_t{256} << 20)) return;  // small work finishes before anyone waits
     std::lock_guard lock(m_mutex);
     auto now = std::chrono::steady_clock::now();
     double elapsed = std::chrono::duration<double>(now - m_start).count();

@@ -8,6 +8,7 @@
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -99,7 +100,12 @@ extern "C" __attribute__((visibility("default"))) int scout_torch_read_tensors(c
     } catch (const std::exception& e) {
       std::string what = e.what();
       std::string first = what.substr(0, what.find('\n'));
-      if (what.find("OrderedDict") != std::string::npos) {
+      // torch.save(model.state_dict()) pickles a collections.OrderedDict, whose
+      // GLOBAL opcode names it in the archive's (uncompressed) data.pkl.
+      static const std::string k_ordered = "collections\nOrderedDict";
+      const bool ordered = what.find("OrderedDict") != std::string::npos ||
+                           std::search(data.begin(), data.end(), k_ordered.begin(), k_ordered.end()) != data.end();
+      if (ordered) {
         set_error(error, error_len,
                   std::string(path) + ": holds an OrderedDict (torch.save(model.state_dict())), which LibTorch 1.13 cannot read; "
                                       "save a plain dict instead: torch.save(dict(model.state_dict()), f)");

@@ -239,6 +239,7 @@ torch.save(dict(m.state_dict()), "{self.dir}/legacy.pt", _use_new_zipfile_serial
         r = run(["verify-ckpt", "--replicas", self.path("od.pt"), self.path("plain.pt")])
         self.assertCleanError(r, "bad_input", "verify-ckpt")
         self.assertIn("torch.save(dict(model.state_dict()), f)", r.stderr)
+        self.assertIn("OrderedDict", r.stderr)
         self.assertIn("od.pt", r.stderr)
         r = run(["verify-ckpt", "--replicas", self.path("legacy.pt"), self.path("plain.pt")])
         self.assertCleanError(r, "bad_input", "verify-ckpt")
