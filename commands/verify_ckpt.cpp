@@ -2,14 +2,14 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fmt/format.h>
-#include <map>
+#include <fmt/ranges.h>
 #include <mutex>
-#include <set>
 #include <unistd.h>
 
 #include "lib/checkpoint/durable_file.hpp"
@@ -85,7 +85,7 @@ CommandRunner register_verify_ckpt(CLI::App& cmd, const GlobalOptions& globals) 
       "Exit: 0 healthy/selected, 1 corrupted replica named, 3 inconclusive (2 replicas disagree, nothing to select),\n"
       "4 bad input (malformed/truncated files, missing shards, dtype/shape mismatch), 5 ledger locked/unavailable.");
 
-  return [o, &globals, &cmd, check, mwrite, mcheck, record, select, status]() {
+  return [o, &globals, check, mwrite, mcheck, record, select, status]() {
     o->format = resolve_format(globals.format);
     if (check->parsed()) o->action = "check";
     else if (mwrite->parsed()) o->action = "manifest-write";
@@ -95,7 +95,6 @@ CommandRunner register_verify_ckpt(CLI::App& cmd, const GlobalOptions& globals) 
     else if (status->parsed()) o->action = "status";
     else if (!o->replicas.empty()) o->action = "check";
     else o->action = "cron";
-    (void)cmd;
     return run_verify_ckpt(*o);
   };
 }
