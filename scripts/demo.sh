@@ -1,15 +1,59 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs a worked example of scout on an embedded default job:
-# a dp=4,tp=2 mesh, its peer groups, and C3 over per-rank evidence.
+# Sets up, builds and runs the hang demo: a local 4-rank PyTorch DDP job
+# (gloo, CPU) with the scout publisher; one random rank (seed printed; set
+# SCOUT_DEMO_SEED to repeat) stops itself before a collective, the others wait
+# inside it; `scout probe-hang` names the stopped rank. Everything it starts
+# is stopped and removed on exit.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
-scout="${SCOUT_BUILD_DIR:-$root/build}/bin/scout"
-say() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
-say scout groups --mesh dp=4,tp=2 --ranks-per-node 4 --format text
-"$scout" groups --mesh dp=4,tp=2 --ranks-per-node 4 --format text
-say "scout consensus --ranks 0,2,4,6 --values 0x9e37,0x9e37,0x51ab,0x9e37 --format text   # weight hashes of replica group {0,2,4,6}"
-"$scout" consensus --ranks 0,2,4,6 --values 0x9e37,0x9e37,0x51ab,0x9e37 --format text || echo "(exit $?: fault attributed)"
-say "scout consensus --mode statistical --values 1.02,1.01,1.03,1.02,1.01,1.71,1.02,1.02 --format text   # step times"
-"$scout" consensus --mode statistical --values 1.02,1.01,1.03,1.02,1.01,1.71,1.02,1.02 --format text || echo "(exit $?: fault attributed)"
+build="${SCOUT_BUILD_DIR:-$root/build}"
+scout="$build/bin/scout"
+say() { printf '\n\033[1m%s\033[0m\n' "$*"; }
+
+world=4
+seed="${SCOUT_DEMO_SEED:-$(( (RANDOM << 15) | RANDOM ))}"
+fault_rank=$(( seed % world ))
+fault_step=$(( 2 + (seed / world) % 3 ))
+job="demo-$$-$seed"
+port="$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+logdir="$(mktemp -d /tmp/scout-demo-XXXXXX)"
+pids=()
+
+cleanup() {
+  for pid in "${pids[@]}"; do
+    kill -CONT "$pid" 2>/dev/null || true
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  wait 2>/dev/null || true
+  rm -f /dev/shm/scout."$job".*
+  rm -rf "$logdir"
+}
+trap cleanup EXIT INT TERM
+
+say "seed $seed: starting a $world-rank DDP job '$job'; rank $fault_rank will stop before its collective at step $fault_step"
+for rank in $(seq 0 $((world - 1))); do
+  RANK=$rank WORLD_SIZE=$world LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT=$port SCOUT_JOB="$job" \
+  SCOUT_PUBLISHER_LIB="$build/lib/libscout_publisher.so" PYTHONPATH="$root/integrations/python" OMP_NUM_THREADS=1 \
+    /usr/bin/python3 "$root/tests/integration/trainers/ddp_trainer.py" --steps 8 --fault stop-before-collective \
+      --fault-rank "$fault_rank" --fault-step "$fault_step" --pg-timeout 300 >"$logdir/rank$rank.log" 2>&1 &
+  pids+=($!)
+done
+
+say "waiting for the job to hang (probing every second until progress has been silent for 3 s)"
+threshold=3
+rc=0
+for _ in $(seq 1 120); do
+  sleep 1
+  rc=0
+  "$scout" probe-hang --job "$job" --threshold "$threshold" --format json >"$logdir/verdict.json" 2>"$logdir/probe.err" || rc=$?
+  # 0: still training (or starting up); 5: no record yet. Anything else is a verdict.
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then break; fi
+done
+
+say "\$ scout probe-hang --job $job --threshold $threshold --format text"
+"$scout" probe-hang --job "$job" --threshold "$threshold" --format text || true
+named="$(/usr/bin/python3 -c 'import json, sys; print(",".join(str(s["rank"]) for s in json.load(open(sys.argv[1]))["suspects"]))' "$logdir/verdict.json")"
+say "injected: rank $fault_rank at step $fault_step; scout named: rank ${named:-none} (exit $rc)"
+[ "$named" = "$fault_rank" ]

@@ -1,19 +1,20 @@
 #include "lib/hash/tensor_hash.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include "lib/hash/gf64.hpp"
+#include "lib/hash/tensor_hash_simd.hpp"
 
 namespace scout::hash {
 
 namespace {
-
-constexpr std::uint64_t k_key_mul = 0x9E3779B97F4A7C15ULL;
-constexpr std::uint64_t k_round1 = 0x9E3779B1ULL;
-constexpr std::uint64_t k_round2 = 0x85EBCA77ULL;
-constexpr std::uint64_t k_round3 = 0xC2B2AE3DULL;
 
 std::uint64_t fmix64(std::uint64_t x) {
   x ^= x >> 33;
@@ -24,95 +25,237 @@ std::uint64_t fmix64(std::uint64_t x) {
   return x;
 }
 
-// One Feistel round: the high half is xored with a function of the low half
-// (so the round is its own kind of bijection), then halves swap roles.
-inline std::uint64_t round_lo_to_hi(std::uint64_t x, std::uint64_t mul) {
-  std::uint64_t p = (x & 0xFFFFFFFFULL) * mul;
-  return x ^ ((p ^ (p >> 32)) << 32);
-}
-inline std::uint64_t round_hi_to_lo(std::uint64_t x, std::uint64_t mul) {
-  std::uint64_t p = (x >> 32) * mul;
-  return x ^ ((p ^ (p >> 32)) & 0xFFFFFFFFULL);
-}
-
 std::uint64_t load_word(const std::byte* p, std::size_t n) {
   std::uint64_t w = 0;
-  std::memcpy(&w, p, n);  // little-endian hosts only (x86-64, aarch64)
+  std::memcpy(&w, p, n);  // little-endian hosts only (x86-64, aarch64): the spec's byte order
   return w;
 }
 
-constexpr std::size_t k_parallel_threshold = 4u << 20;  // below 4 MiB one thread wins
-
 }  // namespace
 
-std::uint64_t word_term(std::uint64_t word, std::uint64_t k) {
-  std::uint64_t x = word ^ ((k + 1) * k_key_mul);
-  x = round_lo_to_hi(x, k_round1);
-  x = round_hi_to_lo(x, k_round2);
-  x = round_lo_to_hi(x, k_round3);
-  return x;
+namespace detail {
+
+std::uint64_t local_sum_scalar(const std::byte* p, std::size_t n) {
+  // Horner from the last word down: acc = acc * x^64 + w_i gives
+  // sum_i w_i x^(64 i) with one shift-and-reduce per word.
+  const std::size_t full = n / 8;
+  std::uint64_t acc = (n % 8) ? load_word(p + 8 * full, n % 8) : 0;
+  for (std::size_t i = full; i-- > 0;) acc = gf64::mul_x64(acc) ^ load_word(p + 8 * i, 8);
+  return acc;
+}
+
+}  // namespace detail
+
+std::uint64_t word_term(std::uint64_t word, std::uint64_t k) { return gf64::mul(word, gf64::x64_pow(k)); }
+
+std::string_view kernel_name(HashKernel kernel) {
+  switch (kernel) {
+    case HashKernel::scalar: return "scalar";
+    case HashKernel::pclmul: return "pclmul";
+    case HashKernel::avx2_vpclmul: return "avx2_vpclmul";
+    case HashKernel::avx512_vpclmul: return "avx512_vpclmul";
+  }
+  return "unknown";
+}
+
+std::vector<HashKernel> available_kernels() {
+  std::vector<HashKernel> out{HashKernel::scalar};
+  for (HashKernel k : {HashKernel::pclmul, HashKernel::avx2_vpclmul, HashKernel::avx512_vpclmul})
+    if (detail::cpu_supports(k)) out.push_back(k);
+  return out;
+}
+
+HashKernel active_kernel() {
+  static const HashKernel chosen = [] {
+    std::vector<HashKernel> ks = available_kernels();
+    if (const char* forced = std::getenv("SCOUT_HASH_KERNEL")) {
+      for (HashKernel k : ks)
+        if (kernel_name(k) == forced) return k;
+    }
+    return ks.back();
+  }();
+  return chosen;
+}
+
+std::uint64_t partial_sum_with(HashKernel kernel, std::span<const std::byte> bytes, std::uint64_t first_word) {
+  if (kernel == HashKernel::scalar || !detail::cpu_supports(kernel))
+    return gf64::mul(detail::local_sum_scalar(bytes.data(), bytes.size()), gf64::x64_pow(first_word));
+  return detail::partial_sum_simd(kernel, bytes.data(), bytes.size(), first_word);
 }
 
 std::uint64_t partial_sum(std::span<const std::byte> bytes, std::uint64_t first_word) {
-  std::uint64_t sum = 0;
-  const std::size_t full = bytes.size() / 8;
-  const std::byte* p = bytes.data();
-  for (std::size_t i = 0; i < full; ++i) sum += word_term(load_word(p + 8 * i, 8), first_word + i);
-  if (std::size_t rest = bytes.size() % 8) sum += word_term(load_word(p + 8 * full, rest), first_word + full);
-  return sum;
+  return partial_sum_with(active_kernel(), bytes, first_word);
+}
+
+std::uint64_t header_code(DType dtype, std::span<const std::int64_t> shape, std::uint64_t byte_length) {
+  // Compact code, bit 63 clear (proof 3 in the header): dtype code (5 bits),
+  // rank (4 bits), then per dim d: len = bit_width(d) in 5 bits and the
+  // len - 1 bits of d below its leading one. It is prefix-free given the rank,
+  // so it decodes uniquely: injective. Used only when it fits in 63 bits and
+  // byte_length is the one dtype and shape imply (then it is determined).
+  const auto code = static_cast<std::uint64_t>(dtype);
+  bool compact = code < 32 && shape.size() <= 15 && dtype_size(dtype) != 0;
+  std::uint64_t bits = code | (static_cast<std::uint64_t>(shape.size()) << 5);
+  int pos = 9;
+  std::uint64_t numel = 1;
+  for (std::int64_t d : shape) {
+    if (!compact) break;
+    if (d < 0 || d >= (std::int64_t{1} << 31)) {
+      compact = false;
+      break;
+    }
+    const auto u = static_cast<std::uint64_t>(d);
+    const int len = std::bit_width(u);
+    const int cost = 5 + std::max(len - 1, 0);
+    if (pos + cost > 63) {
+      compact = false;
+      break;
+    }
+    bits |= static_cast<std::uint64_t>(len) << pos;
+    pos += 5;
+    if (len > 1) {
+      bits |= (u & ((std::uint64_t{1} << (len - 1)) - 1)) << pos;
+      pos += len - 1;
+    }
+    if (__builtin_mul_overflow(numel, u, &numel)) compact = false;
+  }
+  std::uint64_t implied = 0;
+  if (compact && !__builtin_mul_overflow(numel, std::uint64_t{dtype_size(dtype)}, &implied) && implied == byte_length)
+    return bits;
+
+  std::uint64_t h = fmix64(0xD16E57ULL ^ code);
+  h = fmix64(h ^ shape.size());
+  for (std::int64_t d : shape) h = fmix64(h ^ static_cast<std::uint64_t>(d));
+  h = fmix64(h ^ byte_length);
+  return h | (std::uint64_t{1} << 63);
 }
 
 std::uint64_t finalize(std::uint64_t sum, DType dtype, std::span<const std::int64_t> shape, std::uint64_t byte_length) {
-  std::uint64_t meta = fmix64(0x5C0u ^ (static_cast<std::uint64_t>(dtype) << 8) ^ (shape.size() << 16));
-  for (std::int64_t d : shape) meta = fmix64(meta ^ static_cast<std::uint64_t>(d));
-  meta = fmix64(meta ^ byte_length);
-  return fmix64(sum + meta);
+  return fmix64(sum ^ header_code(dtype, shape, byte_length) ^ k_hash_tag);
 }
+
+namespace {
+
+// partial_sum of `bytes` (starting at word `first_word`) split into
+// contiguous word ranges over `threads` threads. Ranges combine by XOR in any
+// order (proof 4), so the value does not depend on `threads`.
+std::uint64_t parallel_partial_sum(std::span<const std::byte> bytes, std::uint64_t first_word, unsigned threads) {
+  // hardware_concurrency() reads /sys on every call: ask once.
+  static const unsigned k_cores = std::max(1u, std::thread::hardware_concurrency());
+  if (threads == 0) threads = k_cores;
+  const std::size_t words = (bytes.size() + 7) / 8;
+  threads = static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(1, words)));
+  if (threads == 1 || bytes.size() < k_parallel_threshold) return partial_sum(bytes, first_word);
+  const std::size_t per = (words + threads - 1) / threads;
+  std::vector<std::uint64_t> parts(threads, 0);
+  std::vector<std::thread> pool;
+  pool.reserve(threads);
+  for (unsigned t = 1; t < threads; ++t) {
+    const std::size_t w0 = std::min(words, t * per), w1 = std::min(words, w0 + per);
+    if (w0 == w1) break;
+    const std::size_t b0 = w0 * 8, b1 = std::min(bytes.size(), w1 * 8);
+    pool.emplace_back([&parts, bytes, t, b0, b1, w0, first_word] {
+      parts[t] = partial_sum(bytes.subspan(b0, b1 - b0), first_word + w0);
+    });
+  }
+  parts[0] = partial_sum(bytes.first(std::min(bytes.size(), per * 8)), first_word);
+  for (auto& th : pool) th.join();
+  std::uint64_t sum = 0;
+  for (std::uint64_t p : parts) sum = combine(sum, p);
+  return sum;
+}
+
+}  // namespace
 
 std::uint64_t hash_tensor(DType dtype, std::span<const std::int64_t> shape, std::span<const std::byte> bytes,
                           unsigned threads) {
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  std::uint64_t sum = 0;
-  if (threads == 1 || bytes.size() < k_parallel_threshold) {
-    sum = partial_sum(bytes, 0);
-  } else {
-    const std::size_t words = (bytes.size() + 7) / 8;
-    const std::size_t per = (words + threads - 1) / threads;
-    std::vector<std::uint64_t> parts(threads, 0);
-    std::vector<std::thread> pool;
-    for (unsigned t = 0; t < threads; ++t) {
-      std::size_t w0 = std::min(words, t * per), w1 = std::min(words, w0 + per);
-      if (w0 == w1) break;
-      std::size_t b0 = w0 * 8, b1 = std::min(bytes.size(), w1 * 8);
-      pool.emplace_back([&, t, b0, b1, w0] { parts[t] = partial_sum(bytes.subspan(b0, b1 - b0), w0); });
-    }
-    for (auto& th : pool) th.join();
-    for (auto p : parts) sum += p;
-  }
-  return finalize(sum, dtype, shape, bytes.size());
+  return finalize(parallel_partial_sum(bytes, 0, threads), dtype, shape, bytes.size());
 }
 
-TensorHasher::TensorHasher(DType dtype, std::span<const std::int64_t> shape) : m_dtype(dtype) {
-  if (shape.size() > 16) throw std::invalid_argument("tensor rank above 16");
-  m_rank = shape.size();
-  std::copy(shape.begin(), shape.end(), m_shape);
+std::uint64_t hash_strided(DType dtype, std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
+                           const std::byte* base, unsigned threads) {
+  if (shape.size() != strides.size()) throw std::invalid_argument("shape and strides differ in rank");
+  const std::size_t esize = dtype_size(dtype);
+  if (esize == 0) throw std::invalid_argument("unknown dtype");
+  std::size_t numel = 1;
+  for (std::int64_t d : shape) {
+    if (d < 0) throw std::invalid_argument("negative dimension");
+    numel *= static_cast<std::size_t>(d);
+  }
+  // Row-major strides (dims of size 1 may have any stride): zero-copy.
+  bool contiguous = true;
+  std::int64_t expect = 1;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] != 1 && strides[i] != expect) contiguous = false;
+    expect *= shape[i];
+  }
+  if (contiguous || numel == 0)
+    return hash_tensor(dtype, shape, std::span(base, contiguous ? numel * esize : 0), threads);
+
+  // Gather the logical order into a buffer whose size is a multiple of 8, so
+  // every flush starts on a word boundary (word index = bytes hashed / 8).
+  constexpr std::size_t k_buffer = std::size_t{1} << 18;
+  std::vector<std::byte> buffer(k_buffer);
+  std::size_t fill = 0;
+  std::uint64_t sum = 0, flushed = 0;
+  auto flush = [&] {
+    sum = combine(sum, parallel_partial_sum(std::span(buffer.data(), fill), flushed / 8, threads));
+    flushed += fill;
+    fill = 0;
+  };
+  const std::size_t rank = shape.size();
+  const std::size_t inner = rank == 0 ? 1 : static_cast<std::size_t>(shape[rank - 1]);
+  const std::int64_t inner_stride = rank == 0 ? 1 : strides[rank - 1];
+  std::vector<std::int64_t> index(rank, 0);
+  const std::size_t rows = numel / inner;
+  for (std::size_t row = 0; row < rows; ++row) {
+    std::int64_t offset = 0;
+    for (std::size_t i = 0; i + 1 < rank; ++i) offset += index[i] * strides[i];
+    const std::byte* src = base + offset * static_cast<std::int64_t>(esize);
+    if (inner_stride == 1) {
+      std::size_t left = inner * esize;
+      while (left > 0) {
+        const std::size_t take = std::min(left, k_buffer - fill);
+        std::memcpy(buffer.data() + fill, src, take);
+        fill += take;
+        src += take;
+        left -= take;
+        if (fill == k_buffer) flush();
+      }
+    } else {
+      for (std::size_t j = 0; j < inner; ++j) {
+        std::memcpy(buffer.data() + fill, src + static_cast<std::int64_t>(j) * inner_stride * static_cast<std::int64_t>(esize), esize);
+        fill += esize;
+        if (fill == k_buffer) flush();  // k_buffer is a multiple of every element size
+      }
+    }
+    for (std::size_t i = rank >= 1 ? rank - 1 : 0; i-- > 0;) {  // odometer over all dims but the last
+      if (++index[i] < shape[i]) break;
+      index[i] = 0;
+    }
+  }
+  if (fill > 0) flush();
+  return finalize(sum, dtype, shape, flushed);
 }
+
+TensorHasher::TensorHasher(DType dtype, std::span<const std::int64_t> shape)
+    : m_dtype(dtype), m_shape(shape.begin(), shape.end()) {}
 
 void TensorHasher::update(std::span<const std::byte> bytes) {
   std::uint64_t word = m_bytes / 8;  // index of the word the tail belongs to
   if (m_tail_len > 0) {
-    std::size_t take = std::min(bytes.size(), 8 - m_tail_len);
+    const std::size_t take = std::min(bytes.size(), 8 - m_tail_len);
     std::memcpy(m_tail + m_tail_len, bytes.data(), take);
     m_tail_len += take;
     m_bytes += take;
     bytes = bytes.subspan(take);
     if (m_tail_len < 8) return;
-    m_sum += word_term(load_word(m_tail, 8), word);
+    m_sum = combine(m_sum, partial_sum(std::span<const std::byte>(m_tail, 8), word));
     m_tail_len = 0;
     word += 1;
   }
-  std::size_t full = bytes.size() / 8 * 8;
-  m_sum += partial_sum(bytes.first(full), word);
+  const std::size_t full = bytes.size() / 8 * 8;
+  if (full > 0) m_sum = combine(m_sum, parallel_partial_sum(bytes.first(full), word, 0));
   m_bytes += full;
   m_tail_len = bytes.size() - full;
   std::memcpy(m_tail, bytes.data() + full, m_tail_len);
@@ -121,8 +264,8 @@ void TensorHasher::update(std::span<const std::byte> bytes) {
 
 std::uint64_t TensorHasher::finish() const {
   std::uint64_t sum = m_sum;
-  if (m_tail_len > 0) sum += word_term(load_word(m_tail, m_tail_len), m_bytes / 8);
-  return finalize(sum, m_dtype, std::span<const std::int64_t>(m_shape, m_rank), m_bytes);
+  if (m_tail_len > 0) sum = combine(sum, partial_sum(std::span<const std::byte>(m_tail, m_tail_len), m_bytes / 8));
+  return finalize(sum, m_dtype, m_shape, m_bytes);
 }
 
 }  // namespace scout::hash

@@ -84,6 +84,7 @@ enum class RecordProblem {
   other_owner,      // segment owned by another user: refused
   other_job,        // record of another job
   unreadable,       // could not be opened or mapped
+  corrupt,          // valid header but impossible contents (rank >= world size, unknown enum values)
 };
 std::string_view record_problem_name(RecordProblem problem);
 
@@ -93,6 +94,8 @@ struct RecordRead {
   RecordProblem problem = RecordProblem::none;
   std::string message;            // for people, when problem != none
   bool writer_alive = false;      // pid exists and its start time matches the record
+  bool stale = false;             // an earlier attempt's record: another record of the job is newer
+                                  // and names a different attempt or world size (reader.hpp)
   std::optional<RankSnapshot> snapshot;  // present when problem == none
 };
 

@@ -1,0 +1,181 @@
+// Tensor hash throughput against XXH3-64 (Debian's libxxhash) on the same
+// buffers in the same run, single thread and all threads, plus the CUDA kernel
+// against a device-to-device cudaMemcpy where a GPU exists. Prints a summary
+// of ratios after Google Benchmark's table.
+//
+//   build/bench/tensor_hash_bench                      # everything
+//   build/bench/tensor_hash_bench --benchmark_filter=1MiB
+//   SCOUT_HASH_KERNEL=pclmul build/bench/tensor_hash_bench   # force a kernel
+#include <benchmark/benchmark.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lib/hash/gpu_hash.hpp"
+#include "lib/hash/tensor_hash.hpp"
+
+// The runtime-dispatched XXH3 in Debian's libxxhash (AVX2/AVX-512 where the
+// CPU has them); the header that declares it is not installed.
+extern "C" XXH64_hash_t XXH3_64bits_dispatch(const void* input, size_t len);
+
+namespace {
+
+using scout::DType;
+
+struct Size {
+  const char* name;
+  std::size_t bytes;
+};
+const Size k_sizes[] = {{"4KiB", 4u << 10}, {"1MiB", 1u << 20}, {"64MiB", 64u << 20}, {"1GiB", std::size_t{1} << 30}};
+
+const std::vector<std::byte>& buffer(std::size_t n) {
+  static std::map<std::size_t, std::unique_ptr<std::vector<std::byte>>> cache;
+  auto& slot = cache[n];
+  if (!slot) {
+    slot = std::make_unique<std::vector<std::byte>>(n);
+    std::mt19937_64 rng(n);
+    for (std::size_t i = 0; i + 8 <= n; i += 8) {
+      const std::uint64_t v = rng();
+      std::memcpy(slot->data() + i, &v, 8);
+    }
+  }
+  return *slot;
+}
+
+unsigned all_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+void bm_xxh3(benchmark::State& state, std::size_t n) {
+  const auto& b = buffer(n);
+  for (auto _ : state) benchmark::DoNotOptimize(XXH3_64bits(b.data(), n));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n));
+}
+
+void bm_xxh3_dispatch(benchmark::State& state, std::size_t n) {
+  const auto& b = buffer(n);
+  for (auto _ : state) benchmark::DoNotOptimize(XXH3_64bits_dispatch(b.data(), n));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n));
+}
+
+void bm_scout(benchmark::State& state, std::size_t n, unsigned threads) {
+  const auto& b = buffer(n);
+  const std::int64_t shape[] = {static_cast<std::int64_t>(n)};
+  for (auto _ : state) benchmark::DoNotOptimize(scout::hash::hash_tensor(DType::u8, shape, b, threads));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n));
+}
+
+void bm_kernel(benchmark::State& state, std::size_t n, scout::hash::HashKernel kernel) {
+  const auto& b = buffer(n);
+  for (auto _ : state) benchmark::DoNotOptimize(scout::hash::partial_sum_with(kernel, b, 0));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n));
+}
+
+// Memory read bandwidth with all threads: each sums its share of 64-bit words
+// (the least work any hash must do); the ceiling for multi-threaded hashing.
+void bm_read_all(benchmark::State& state, std::size_t n) {
+  const auto& b = buffer(n);
+  const unsigned threads = all_threads();
+  for (auto _ : state) {
+    std::vector<std::uint64_t> sums(threads);
+    std::vector<std::thread> pool;
+    const std::size_t words = n / 8, per = (words + threads - 1) / threads;
+    for (unsigned t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        const auto* w = reinterpret_cast<const std::uint64_t*>(b.data());
+        std::uint64_t s = 0;
+        for (std::size_t i = t * per; i < std::min(words, (t + 1) * per); ++i) s += w[i];
+        sums[t] = s;
+      });
+    }
+    for (auto& th : pool) th.join();
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n));
+}
+
+// Remembers every run's bytes per second for the summary.
+class SummaryReporter : public benchmark::ConsoleReporter {
+ public:
+  std::map<std::string, double> rate;  // name -> bytes/s
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const auto& r : runs) {
+      auto it = r.counters.find("bytes_per_second");
+      if (it == r.counters.end() || r.run_type != Run::RT_Iteration) continue;
+      std::string name = r.benchmark_name();
+      if (auto cut = name.find("/real_time"); cut != std::string::npos) name.erase(cut);
+      rate[name] = it->second.value;
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using scout::hash::HashKernel;
+  for (const Size& s : k_sizes) {
+    const std::string n = s.name;
+    // Single-thread rates use CPU time (robust on a shared machine), the
+    // multi-threaded ones wall time.
+    benchmark::RegisterBenchmark(("xxh3_64/" + n).c_str(), bm_xxh3, s.bytes);
+    benchmark::RegisterBenchmark(("xxh3_64_dispatch/" + n).c_str(), bm_xxh3_dispatch, s.bytes);
+    benchmark::RegisterBenchmark(("scout_1thread/" + n).c_str(), bm_scout, s.bytes, 1u);
+    benchmark::RegisterBenchmark(("scout_all_threads/" + n).c_str(), bm_scout, s.bytes, 0u)->UseRealTime();
+    benchmark::RegisterBenchmark(("read_all_threads/" + n).c_str(), bm_read_all, s.bytes)->UseRealTime();
+    if (s.bytes == (1u << 20))
+      for (HashKernel k : scout::hash::available_kernels())
+        benchmark::RegisterBenchmark(("kernel_" + std::string(scout::hash::kernel_name(k)) + "/" + n).c_str(), bm_kernel,
+                                     s.bytes, k);
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  SummaryReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+
+  std::printf("\nxxh3 = XXH3_64bits, xxh3_disp = XXH3_64bits_dispatch (AVX2/AVX-512 where present); single-thread\n"
+              "rates from CPU time, all-thread rates from wall time; read_all = all threads summing the words.\n");
+  std::printf("Tensor hash v%d summary (active kernel %s, %u threads; GB/s = 1e9 bytes/s)\n",
+              scout::hash::k_hash_spec_version, std::string(scout::hash::kernel_name(scout::hash::active_kernel())).c_str(),
+              all_threads());
+  std::printf("%-6s %9s %9s %9s %9s %11s %9s %9s %9s %9s\n", "size", "xxh3", "xxh3_disp", "scout_1t", "1t/xxh3",
+              "1t/xxh3disp", "scout_all", "all/xxh3", "read_all", "all/read");
+  for (const Size& s : k_sizes) {
+    const std::string n = s.name;
+    auto get = [&](const std::string& name) {
+      auto it = reporter.rate.find(name + "/" + n);
+      return it == reporter.rate.end() ? 0.0 : it->second / 1e9;
+    };
+    const double x = get("xxh3_64"), xd = get("xxh3_64_dispatch"), one = get("scout_1thread"),
+                 all = get("scout_all_threads"), rd = get("read_all_threads");
+    if (x == 0 && one == 0) continue;
+    std::printf("%-6s %9.2f %9.2f %9.2f %9.3f %11.3f %9.2f %9.3f %9.2f %9.3f\n", s.name, x, xd, one, x ? one / x : 0,
+                xd ? one / xd : 0, all, x ? all / x : 0, rd, rd ? all / rd : 0);
+  }
+
+  auto gpu = scout::hash::gpu_device_count();
+  if (!gpu) {
+    std::printf("\nGPU: skipped: %s\n", gpu.error().message().c_str());
+    return 0;
+  }
+  std::printf("\nGPU hash vs device-to-device cudaMemcpy of the same bytes\n");
+  for (std::size_t bytes : {std::size_t{64} << 20, std::size_t{1} << 30}) {
+    auto bw = scout::hash::gpu_measure_bandwidth(bytes, 10);
+    if (!bw) {
+      std::printf("GPU: failed: %s\n", bw.error().message().c_str());
+      return 1;
+    }
+    // A copy reads and writes every byte: its memory traffic is 2x its rate.
+    std::printf("%s %5zu MiB: hash %8.1f GB/s, memcpy %8.1f GB/s (traffic %8.1f GB/s), hash/traffic %.3f\n",
+                bw->device.c_str(), bytes >> 20, bw->hash_gbps, bw->copy_gbps, 2 * bw->copy_gbps,
+                bw->hash_gbps / (2 * bw->copy_gbps));
+  }
+  return 0;
+}

@@ -1,0 +1,170 @@
+#include "commands/observe.hpp"
+
+#include <atomic>
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+
+namespace scout {
+
+CommandRunner register_observe(CLI::App& cmd, const GlobalOptions& globals) {
+  auto o = std::make_shared<ObserveOptions>();
+  add_hang_probe_flags(cmd, o->probe);
+  cmd.add_option("--verdict-dir", o->verdict_dir, "Directory the verdicts are written to, one file each, atomically (default: stdout only)");
+  cmd.add_option("--interval", o->interval_s, "Seconds between reads of the local records")->default_str("1");
+  cmd.add_option("--max-verdicts", o->max_verdicts, "Stop after this many verdicts (0: never)")->default_str("0");
+  cmd.add_option("--duration", o->duration_s, "Stop after this many seconds (0: never)")->default_str("0");
+  cmd.footer("Example: scout observe --job J --threshold 30 --verdict-dir /var/lib/scout/verdicts");
+  return make_runner(o, globals, run_observe);
+}
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+extern "C" void on_stop_signal(int) { g_stop.store(true); }
+
+// Writes `text` to dir/name atomically: temp file, fsync, rename, fsync of the directory.
+Status write_atomically(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::string tmp = fmt::format("{}/.{}.tmp{}", dir, name, getpid());
+  const std::string path = dir + "/" + name;
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return unavailable_error(fmt::format("cannot create {}", tmp), std::strerror(errno));
+  std::size_t off = 0;
+  while (off < text.size()) {
+    ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return unavailable_error(fmt::format("cannot write {}", tmp), std::strerror(e));
+    }
+    off += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return unavailable_error(fmt::format("cannot flush {}", tmp), std::strerror(errno));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    return unavailable_error(fmt::format("cannot rename {} to {}", tmp, path), std::strerror(e));
+  }
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return Ok{};
+}
+
+// What this node can see of the job's progress: newest progress time, whether
+// any local writer is dead or stopped, and a signature of where every rank is.
+struct LocalView {
+  std::int64_t newest_progress_ns = 0;
+  bool bad_process = false;
+  std::string signature;
+  std::size_t records = 0;
+};
+
+LocalView look(const std::vector<records::RecordRead>& reads, const hang::ProbeOptions& po) {
+  LocalView v;
+  hang::NodeEvidence e = hang::collect_evidence(reads, po, 0, hang::realtime_now_ns());
+  for (const auto& r : e.ranks) {
+    const auto& s = r.snapshot;
+    // A record that never published an event belongs to a trainer still starting up: its silence is no stall.
+    if (s.op_seq > 0) v.newest_progress_ns = std::max(v.newest_progress_ns, s.progress_ns > 0 ? s.progress_ns : s.heartbeat_ns);
+    v.bad_process |= r.process.state == hang::ProcessState::stopped || hang::is_dead(r.process.state);
+    v.signature += fmt::format("{}:{}:{}:{}:{}:{};", s.rank, s.step, s.op_seq, s.pending.group_seq,
+                               static_cast<int>(s.collective_state), static_cast<int>(r.process.state));
+  }
+  for (const auto& i : e.issues) v.signature += fmt::format("{}:{};", i.segment, i.problem);
+  v.records = e.ranks.size() + e.issues.size();
+  return v;
+}
+
+}  // namespace
+
+int run_observe(const ObserveOptions& o) {
+  hang::ProbeOptions po = to_probe_options(o.probe, "observe");
+  if (!std::isfinite(o.interval_s) || o.interval_s <= 0 || o.interval_s > 3600)
+    throw FatalError(usage_error("--interval must be a number of seconds in (0, 3600]"));
+  if (!std::isfinite(o.duration_s) || o.duration_s < 0) throw FatalError(usage_error("--duration must not be negative"));
+  if (o.max_verdicts < 0) throw FatalError(usage_error("--max-verdicts must not be negative"));
+  if (!o.verdict_dir.empty()) {
+    if (::mkdir(o.verdict_dir.c_str(), 0755) != 0 && errno != EEXIST)
+      throw FatalError(unavailable_error(fmt::format("cannot create --verdict-dir {}", o.verdict_dir), std::strerror(errno)));
+    if (::access(o.verdict_dir.c_str(), W_OK | X_OK) != 0)
+      throw FatalError(unavailable_error(fmt::format("--verdict-dir {} is not writable", o.verdict_dir), std::strerror(errno)));
+  }
+  auto source = make_record_source(o.probe);
+
+  g_stop.store(false);
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto interval = std::chrono::milliseconds(static_cast<std::int64_t>(o.interval_s * 1000));
+  const std::int64_t threshold_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(po.threshold).count();
+  std::string last_stall;  // signature of the stall the last verdict was about
+  std::int64_t verdicts = 0;
+  spdlog::info("observing job {} every {:.1f} s, threshold {:.1f} s", po.job, o.interval_s, o.probe.threshold_s);
+
+  while (!g_stop.load()) {
+    if (o.duration_s > 0 && Clock::now() - start >= std::chrono::duration<double>(o.duration_s)) break;
+    auto reads = source();
+    if (!reads) {
+      spdlog::warn("{}", reads.error().message());
+    } else {
+      LocalView view = look(*reads, po);
+      const std::int64_t now = hang::realtime_now_ns();
+      const bool silent = view.records > 0 && (view.bad_process || (view.newest_progress_ns > 0 && now - view.newest_progress_ns >= threshold_ns));
+      if (!silent) {
+        last_stall.clear();  // progress resumed (or nothing to watch): the next stall is a new one
+      } else if (view.signature != last_stall) {
+        auto cached = std::move(*reads);
+        auto v = hang::run_probe(po, [cached]() -> Result<std::vector<records::RecordRead>> { return cached; });
+        if (!v) {
+          spdlog::warn("probe failed: {}", v.error().message());
+        } else if (v->status == VerdictStatus::healthy) {
+          spdlog::info("probe: healthy ({})", v->summary);
+          last_stall = view.signature;
+        } else {
+          last_stall = view.signature;
+          ++verdicts;
+          v->created_at = now_rfc3339();
+          std::string text = to_json(*v).dump(2) + "\n";
+          if (!o.verdict_dir.empty()) {
+            std::string stamp = v->created_at;
+            std::erase_if(stamp, [](char c) { return c == ':' || c == '-'; });
+            auto w = write_atomically(o.verdict_dir, fmt::format("verdict-{}-{}.json", stamp, verdicts), text);
+            if (!w) spdlog::error("{}", w.error().message());
+          }
+          emit_verdict(*v, o.format);
+          if (o.max_verdicts > 0 && verdicts >= o.max_verdicts) break;
+        }
+      }
+    }
+    // Sleep in small steps so SIGTERM is answered promptly.
+    auto wake = Clock::now() + interval;
+    while (!g_stop.load() && Clock::now() < wake) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  spdlog::info("observe stopped after {} verdict(s)", verdicts);
+  return 0;
+}
+
+}  // namespace scout

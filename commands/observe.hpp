@@ -1,0 +1,27 @@
+// `scout observe`: a per-node daemon that watches the local records' progress
+// and, on every distinct stall past the threshold, runs the same probe as
+// probe-hang and writes its verdict atomically to the verdict directory.
+#pragma once
+
+#include <string>
+
+#include "commands/probe_hang.hpp"
+
+namespace scout {
+
+struct ObserveOptions {
+  HangProbeFlags probe;
+  std::string verdict_dir;       // "" = stdout only
+  double interval_s = 1;         // how often the records are read
+  std::int64_t max_verdicts = 0; // stop after this many verdicts (0 = never)
+  double duration_s = 0;         // stop after this long (0 = never)
+  OutputFormat format = OutputFormat::json;
+};
+
+// Adds the options of `observe` to its subcommand and returns its runner.
+CommandRunner register_observe(CLI::App& command, const GlobalOptions& globals);
+
+// Watches until SIGTERM/SIGINT or a bound is reached; returns 0 on a clean stop.
+int run_observe(const ObserveOptions& options);
+
+}  // namespace scout

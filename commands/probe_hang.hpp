@@ -1,0 +1,52 @@
+// `scout probe-hang`: one hang probe on this node (post mortem too), gathered
+// with the other nodes' observers; prints the verdict and exits with its code.
+#pragma once
+
+#include <string>
+
+#include "commands/common.hpp"
+#include "lib/hang/probe.hpp"
+
+namespace scout {
+
+// Options shared by probe-hang and observe (the probe part).
+struct HangProbeFlags {
+  std::string job;
+  std::string attempt;
+  std::string store;              // URI; "" = per-job default (nodes > 1 only)
+  bool store_host = false;        // tcp://: host the TCPStore here
+  bool no_store_host = false;     // tcp://: never host, only join
+  std::int64_t nodes = 1;
+  std::int64_t node_index = -1;   // -1: derive from the lowest local rank
+  double timeout_s = 10;
+  std::string mesh;
+  std::string order;
+  double threshold_s = 10;
+  std::string local_ranks;        // "0-3": this node's ranks when several nodes share one /dev/shm
+  std::string token_file;
+  std::string listen;
+  std::string shm_dir = "/dev/shm";
+  bool allow_other_owner = false;
+};
+
+struct ProbeHangOptions {
+  HangProbeFlags probe;
+  OutputFormat format = OutputFormat::json;
+};
+
+// Adds the probe flags to `cmd` (probe-hang and observe share them).
+void add_hang_probe_flags(CLI::App& cmd, HangProbeFlags& flags);
+
+// Validates `flags` and turns them into probe options; throws FatalError (usage) when invalid.
+hang::ProbeOptions to_probe_options(const HangProbeFlags& flags, const std::string& command);
+
+// The local record reader for `flags` (job, shm dir, owner policy).
+hang::RecordSource make_record_source(const HangProbeFlags& flags);
+
+// Adds the options of `probe-hang` to its subcommand and returns its runner.
+CommandRunner register_probe_hang(CLI::App& command, const GlobalOptions& globals);
+
+// Runs one probe and prints the verdict; returns its exit code.
+int run_probe_hang(const ProbeHangOptions& options);
+
+}  // namespace scout

@@ -1,0 +1,192 @@
+"""scout trainer-side publisher for PyTorch.
+
+One call, no change to the training loop::
+
+    import scout_publisher
+    scout_publisher.enable()          # job, rank, world size from the environment
+
+or no code change at all::
+
+    python3 -m scout_publisher train.py ARGS...
+    SCOUT_PUBLISH=1 PYTHONPATH=<scout>/integrations/python/autoload:<scout>/integrations/python python3 train.py
+
+(the second form imports this package from a `usercustomize` hook; it needs
+the user site enabled, i.e. not `python3 -s` / `-I`).
+
+It creates this rank's shared-memory progress record through
+libscout_publisher.so (never Python's multiprocessing.shared_memory, whose
+resource tracker unlinks segments at exit: records must outlive their writers
+so that `scout probe-hang` works post mortem), then wraps the torch.distributed
+collectives, DDP's gradient communication (a comm hook), and marks the
+forward/backward/optimizer/dataloader phases and the step (see _torch.py).
+
+Environment (arguments win): RANK, WORLD_SIZE (LOCAL_RANK is not the rank);
+job id from SCOUT_JOB, TORCHELASTIC_RUN_ID or SLURM_JOB_ID; attempt from
+SCOUT_ATTEMPT, TORCHELASTIC_RESTART_COUNT or SLURM_RESTART_COUNT; mesh from
+SCOUT_MESH (e.g. "dp=4,tp=2", last dim fastest: coordinates of RANK); host from
+SCOUT_HOST (default gethostname); heartbeat period SCOUT_HEARTBEAT_S (1.0, 0 off).
+"""
+import atexit
+import os
+import sys
+import threading
+
+from . import _lib
+
+__all__ = ["enable", "disable", "publisher", "step", "phase", "PublisherError", "set_after_enter_hook"]
+
+PublisherError = _lib.PublisherError
+_DIMS = {"dp": 0, "fsdp": 1, "tp": 2, "pp": 3, "cp": 4, "ep": 5}
+
+_lock = threading.Lock()
+_state = {"publisher": None}
+
+
+def _first_env(*names):
+    for n in names:
+        v = os.environ.get(n)
+        if v:
+            return v
+    return None
+
+
+def mesh_coords(mesh, rank):
+    """Coordinates (d, s, t, p, c, e) of `rank` in `mesh` ("dp=4,tp=2"; the
+    last written dim varies fastest). Raises ValueError on a bad spec."""
+    dims = []
+    for part in mesh.split(","):
+        name, _, size = part.strip().partition("=")
+        if name not in _DIMS or not size.isdigit() or int(size) < 1:
+            raise ValueError(f"bad mesh {mesh!r}: expected dims {sorted(_DIMS)} as name=size")
+        dims.append((_DIMS[name], int(size)))
+    total = 1
+    for _, size in dims:
+        total *= size
+    if not 0 <= rank < total:
+        raise ValueError(f"rank {rank} is outside mesh {mesh!r} of {total} ranks")
+    coords = [0] * 6
+    rest = rank
+    for index, size in reversed(dims):
+        coords[index] = rest % size
+        rest //= size
+    return coords
+
+
+class Publisher:
+    """The enabled publisher of this process: its record and step counter."""
+
+    def __init__(self, record, heartbeat_s):
+        self.record = record
+        self.step = 0
+        self._stop = threading.Event()
+        self._thread = None
+        if heartbeat_s > 0:
+            self._thread = threading.Thread(target=self._beat, args=(heartbeat_s,), name="scout-heartbeat", daemon=True)
+            self._thread.start()
+
+    def _beat(self, period):
+        while not self._stop.wait(period):
+            self.record.heartbeat()
+
+    def begin_step(self, step=None):
+        self.step = self.step + 1 if step is None else int(step)
+        self.record.step_begin(self.step)
+
+    def close(self, unlink=False):
+        self._stop.set()
+        self.record.close(unlink)
+
+
+def enable(job=None, rank=None, world_size=None, mesh=None, coords=None, host=None, attempt=None,
+           library=None, hook_torch=True, heartbeat_s=None):
+    """Creates this rank's record and installs the torch hooks; returns the
+    Publisher. Idempotent: a second call returns the first publisher.
+    job/rank/world_size/mesh/host/attempt default to the environment (module
+    docstring); `coords` (6 ints) overrides `mesh`. Raises ValueError when the
+    job, rank or world size cannot be found, PublisherError when the record
+    cannot be created."""
+    with _lock:
+        if _state["publisher"] is not None:
+            return _state["publisher"]
+        job = job or _first_env("SCOUT_JOB", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID")
+        if not job:
+            raise ValueError("no job id: pass job= or set SCOUT_JOB (or TORCHELASTIC_RUN_ID / SLURM_JOB_ID)")
+        if rank is None:
+            rank = _first_env("RANK", "SLURM_PROCID")
+        if world_size is None:
+            world_size = _first_env("WORLD_SIZE", "SLURM_NTASKS")
+        if rank is None or world_size is None:
+            raise ValueError("no rank or world size: pass rank=/world_size= or set RANK and WORLD_SIZE")
+        rank, world_size = int(rank), int(world_size)
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is not in [0, world size {world_size})")
+        if len(job.encode()) > 127:
+            raise ValueError(f"job id {job[:40]!r}... is longer than 127 bytes")
+        if coords is None:
+            mesh = mesh or os.environ.get("SCOUT_MESH")
+            coords = mesh_coords(mesh, rank) if mesh else [rank, 0, 0, 0, 0, 0]
+        attempt = attempt if attempt is not None else (
+            _first_env("SCOUT_ATTEMPT", "TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT") or "0")
+        host = host or os.environ.get("SCOUT_HOST")
+        if heartbeat_s is None:
+            heartbeat_s = float(os.environ.get("SCOUT_HEARTBEAT_S", "1.0"))
+        lib = _lib.load(library)
+        record = _lib.Record(lib, job, rank, world_size, coords=coords, host=host, attempt=str(attempt))
+        pub = Publisher(record, heartbeat_s)
+        pub.lib = lib
+        _state["publisher"] = pub
+        atexit.register(pub._stop.set)
+        os.register_at_fork(after_in_child=lambda: _state.update(publisher=None))
+    if hook_torch:
+        from . import _torch
+        _torch.install(pub)
+    return pub
+
+
+def publisher():
+    """The enabled Publisher, or None."""
+    return _state["publisher"]
+
+
+def disable(unlink=False):
+    """Stops publishing (hooks stay installed but do nothing) and closes the record."""
+    with _lock:
+        pub, _state["publisher"] = _state["publisher"], None
+    if pub is not None:
+        from . import _torch
+        _torch.uninstall()
+        pub.close(unlink)
+
+
+def step(n=None):
+    """Marks the beginning of step `n` (default: the next one). The optimizer
+    hook does this after every optimizer.step(); call it to number steps yourself."""
+    pub = _state["publisher"]
+    if pub is not None:
+        pub.begin_step(n)
+
+
+def phase(name):
+    """Marks a phase by name: forward, backward, optimizer, dataloader, checkpoint, idle."""
+    pub = _state["publisher"]
+    if pub is not None:
+        pub.record.phase(name)
+
+
+def set_after_enter_hook(fn):
+    """Testing only: fn(name) runs after a wrapped collective's enter is
+    published and before the collective itself is called (None removes it)."""
+    from . import _torch
+    _torch.after_enter_hook = fn
+
+
+def _autoload():
+    """Enables from the environment when SCOUT_PUBLISH=1; reports failures on
+    stderr instead of stopping the trainer."""
+    if os.environ.get("SCOUT_PUBLISH", "") not in ("1", "true", "yes"):
+        return None
+    try:
+        return enable()
+    except Exception as e:  # a trainer must not die because its observer's publisher could not start
+        print(f"scout_publisher: not enabled: {e}", file=sys.stderr)
+        return None

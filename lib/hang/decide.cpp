@@ -1,0 +1,571 @@
+#include "lib/hang/decide.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "lib/consensus/c3.hpp"
+
+namespace scout::hang {
+
+using nlohmann::json;
+using records::CollectiveState;
+using records::RankSnapshot;
+
+std::string_view hang_kind_name(HangKind kind) {
+  switch (kind) {
+    case HangKind::healthy: return "healthy";
+    case HangKind::rank_local_divergence: return "rank_local_divergence";
+    case HangKind::control_flow_divergence: return "control_flow_divergence";
+    case HangKind::argument_divergence: return "argument_divergence";
+    case HangKind::stopped_rank: return "stopped_rank";
+    case HangKind::dead_rank: return "dead_rank";
+    case HangKind::uninterruptible_rank: return "uninterruptible_rank";
+    case HangKind::node_unreachable: return "node_unreachable";
+    case HangKind::group_stall: return "group_stall";
+    case HangKind::inconclusive: return "inconclusive";
+    case HangKind::no_evidence: return "no_evidence";
+  }
+  return "inconclusive";
+}
+
+std::int64_t agreed_now(const std::vector<std::optional<NodeEvidence>>& nodes) {
+  std::int64_t now = 0;
+  for (const auto& n : nodes)
+    if (n) now = std::max(now, n->collected_ns);
+  return now;
+}
+
+namespace {
+
+// One rank as the decision sees it.
+struct RankView {
+  const RankEvidence* evidence = nullptr;  // null: no snapshot
+  std::string node;
+  const RecordIssue* issue = nullptr;       // a record problem naming this rank
+  bool unreachable = false;                 // its observer may be one that never answered
+};
+
+bool entered(const RankSnapshot& s) {
+  return s.collective_state == CollectiveState::entering || s.collective_state == CollectiveState::inside;
+}
+
+double seconds(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
+
+std::int64_t last_progress(const RankSnapshot& s) {
+  if (s.progress_ns > 0) return s.progress_ns;
+  if (s.heartbeat_ns > 0) return s.heartbeat_ns;
+  return s.start_ns;
+}
+
+json fingerprint_json(const records::Fingerprint& f) {
+  return {{"group", f.group},          {"type", records::collective_type_name(f.type)}, {"dtype", f.dtype},
+          {"count", f.count},          {"root_or_op", f.root_or_op},                   {"group_seq", f.group_seq}};
+}
+
+// The progress coordinate compared by C3: step, where in which group, and the call's arguments.
+std::string position_key(const RankSnapshot& s) {
+  const auto& f = s.pending;
+  return fmt::format("step {} pg {:x} seq {} {} {} dt{} x{} r{}", s.step, f.group, f.group_seq,
+                     entered(s) ? "in" : "out", records::collective_type_name(f.type), f.dtype, f.count, f.root_or_op);
+}
+
+// A suspect found by progress consensus, before it becomes a Suspect.
+struct Finding {
+  std::string reason;
+  HangKind kind = HangKind::inconclusive;
+  json evidence = json::object();
+};
+
+// The event of `s`'s ring for call `seq` of `group`, when the ring still holds it.
+const records::CollectiveEvent* ring_event(const RankSnapshot& s, std::uint64_t group, std::uint64_t seq) {
+  for (auto it = s.recent.rbegin(); it != s.recent.rend(); ++it)
+    if (it->fingerprint.group == group && it->fingerprint.group_seq == seq) return &*it;
+  return nullptr;
+}
+
+bool same_call(const records::Fingerprint& a, const records::Fingerprint& b) {
+  return a.type == b.type && a.dtype == b.dtype && a.count == b.count && a.root_or_op == b.root_or_op;
+}
+
+// A finding for two ranks whose call number `seq` of one group had different arguments.
+std::optional<Finding> call_mismatch(const records::Fingerprint& mine, const records::Fingerprint& theirs, json ev) {
+  ev["mismatched_call"] = {{"rank_call", fingerprint_json(mine)}, {"majority_call", fingerprint_json(theirs)}};
+  if (mine.type != theirs.type || mine.root_or_op != theirs.root_or_op)
+    return Finding{"different_collective", HangKind::control_flow_divergence, std::move(ev)};
+  return Finding{"collective_arguments_differ", HangKind::argument_divergence, std::move(ev)};
+}
+
+// Why outlier `o` differs from the majority `m`; nullopt when the difference is
+// one a communication stall produces by itself (a rank that finished the
+// collective the others still wait in, or one waiting inside an earlier call the
+// others finished), which progress alone cannot pin on a rank.
+std::optional<Finding> classify(const RankSnapshot& o, const RankSnapshot& m) {
+  const auto& of = o.pending;
+  const auto& mf = m.pending;
+  const bool oe = entered(o), me = entered(m);
+  if (!me && oe) return std::nullopt;  // the majority is outside any collective: o waits, it is not the cause
+  json ev = {{"step", o.step}, {"majority_step", m.step}, {"pending", fingerprint_json(of)},
+             {"majority_pending", fingerprint_json(mf)}, {"collective_state", records::collective_state_name(o.collective_state)},
+             {"majority_collective_state", records::collective_state_name(m.collective_state)}};
+  if (of.group != mf.group) {
+    if (oe) return Finding{"different_collective", HangKind::control_flow_divergence, ev};
+    return Finding{"never_entered_collective", HangKind::rank_local_divergence, ev};
+  }
+  if (of.group_seq == mf.group_seq) {
+    if (oe && me) {
+      if (of.type != mf.type || of.root_or_op != mf.root_or_op)
+        return Finding{"different_collective", HangKind::control_flow_divergence, ev};
+      if (of.count != mf.count || of.dtype != mf.dtype)
+        return Finding{"collective_arguments_differ", HangKind::argument_divergence, ev};
+      if (o.step != m.step) return Finding{"collective_at_different_step", HangKind::control_flow_divergence, ev};
+      return std::nullopt;
+    }
+    if (!oe && !me) {
+      if (o.step < m.step) return Finding{"behind_peers", HangKind::rank_local_divergence, ev};
+      if (o.step > m.step) return Finding{"ahead_of_peers", HangKind::control_flow_divergence, ev};
+      return std::nullopt;
+    }
+    return std::nullopt;  // one side finished the call the other is inside: communication, not the rank
+  }
+  if (of.group_seq < mf.group_seq) {
+    if (!oe) return Finding{"never_entered_collective", HangKind::rank_local_divergence, ev};
+    // Inside an earlier call the others finished: a stall, unless they finished a different call.
+    if (const auto* theirs = ring_event(m, of.group, of.group_seq); theirs && !same_call(of, theirs->fingerprint))
+      return call_mismatch(of, theirs->fingerprint, std::move(ev));
+    return std::nullopt;
+  }
+  // Ahead of the majority in the same group: it either finished the call the
+  // others wait in (a stall), finished a different call under that number
+  // (its arguments differed), or never made that call (skipped it).
+  if (const auto* mine = ring_event(o, mf.group, mf.group_seq)) {
+    if (same_call(mine->fingerprint, mf)) return std::nullopt;
+    return call_mismatch(mine->fingerprint, mf, std::move(ev));
+  }
+  return Finding{"skipped_collective", HangKind::control_flow_divergence, ev};
+}
+
+std::string process_reason(const ProcessEvidence& p) {
+  switch (p.state) {
+    case ProcessState::stopped: return "process_stopped";
+    case ProcessState::exited: return p.signal != 0 ? "process_killed_by_signal" : "process_exited";
+    case ProcessState::gone: return "process_gone";
+    case ProcessState::disk_sleep: return "process_in_uninterruptible_sleep";
+    default: return "process_state";
+  }
+}
+
+json process_json(const ProcessEvidence& p, std::int64_t pid) {
+  json j = {{"state", process_state_name(p.state)}, {"pid", pid}};
+  if (p.raw_state != '?') j["raw_state"] = std::string(1, p.raw_state);
+  if (p.exit_code >= 0) j["exit_code"] = p.exit_code;
+  if (p.signal != 0) j["signal"] = p.signal;
+  if (p.pid_reused) j["pid_reused"] = true;
+  if (!p.detail.empty()) j["detail"] = p.detail;
+  return j;
+}
+
+// Infers the mesh from the records' coordinates when they are consistent with
+// row-major placement; otherwise every rank is a data-parallel replica.
+Mesh infer_mesh(std::int64_t world, const std::vector<RankView>& views, std::string& how) {
+  Coords sizes{1, 1, 1, 1, 1, 1};
+  bool any = false;
+  for (const auto& v : views) {
+    if (!v.evidence) continue;
+    any = true;
+    for (int d = 0; d < k_dim_count; ++d) sizes[d] = std::max(sizes[d], v.evidence->snapshot.coords[d] + 1);
+  }
+  std::int64_t product = 1;
+  for (auto s : sizes) product *= s;
+  if (any && product == world) {
+    auto m = Mesh::make(sizes, {k_all_dims.begin(), k_all_dims.end()});
+    if (m) {
+      bool consistent = true;
+      for (std::size_t r = 0; r < views.size() && consistent; ++r)
+        if (views[r].evidence) {
+          Coords c;
+          for (int d = 0; d < k_dim_count; ++d) c[d] = views[r].evidence->snapshot.coords[d];
+          consistent = m->rank(c) == static_cast<std::int64_t>(r);
+        }
+      if (consistent && product > 1 && !(sizes[0] == 1 && sizes[1] == 1 && sizes[2] == 1 && sizes[3] == 1 && sizes[4] == 1 && sizes[5] == 1)) {
+        how = "records";
+        return *m;
+      }
+    }
+  }
+  how = "default";
+  return *Mesh::parse(fmt::format("dp={}", world));
+}
+
+}  // namespace
+
+Verdict decide(const DecisionInput& in) {
+  Verdict v;
+  v.command = in.command;
+  v.job = in.job;
+  json details = json::object();
+  details["threshold_s"] = seconds(in.threshold_ns);
+
+  // --- gather the views ---------------------------------------------------------------
+  std::vector<std::int64_t> reached, unreachable_obs;
+  std::map<std::int64_t, const RankEvidence*> by_rank;
+  std::map<std::int64_t, std::string> node_of;
+  std::map<std::string, const RecordIssue*> issues;  // by segment
+  std::vector<json> conflicts;
+  for (std::size_t i = 0; i < in.nodes.size(); ++i) {
+    const auto& n = in.nodes[i];
+    if (!n) {
+      unreachable_obs.push_back(static_cast<std::int64_t>(i));
+      continue;
+    }
+    reached.push_back(static_cast<std::int64_t>(i));
+    for (const auto& re : n->ranks) {
+      const auto& s = re.snapshot;
+      auto [it, fresh] = by_rank.try_emplace(s.rank, &re);
+      if (!fresh) {
+        conflicts.push_back({{"rank", s.rank}, {"nodes", {node_of[s.rank], n->node}}});
+        if (s.heartbeat_ns <= it->second->snapshot.heartbeat_ns) continue;
+        it->second = &re;
+      }
+      node_of[s.rank] = s.host.empty() ? n->node : s.host;
+    }
+    for (const auto& issue : n->issues) issues.try_emplace(issue.segment, &issue);
+  }
+
+  std::int64_t world = 0;
+  for (const auto& [r, e] : by_rank) world = std::max({world, e->snapshot.world_size, r + 1});
+  if (in.mesh) world = in.mesh->world_size();
+  for (const auto& [seg, issue] : issues)
+    if (!in.mesh && issue->rank >= world && issue->rank < k_max_world_size) world = issue->rank + 1;
+
+  json issue_list = json::array();
+  for (const auto& [seg, issue] : issues)
+    issue_list.push_back({{"segment", seg}, {"problem", issue->problem},
+                          {"message", issue->message}, {"rank", issue->rank >= 0 ? json(issue->rank) : json(nullptr)},
+                          {"writer_alive", issue->writer_alive}});
+  json unreachable_names = json::array();
+  for (auto o : unreachable_obs) unreachable_names.push_back(fmt::format("node{}", o));
+  json rejected = json::array();
+  for (const auto& r : in.rejected) rejected.push_back({{"observer", r.observer}, {"reason", r.reason}});
+  details["observers"] = {{"expected", in.nodes.size()}, {"reached", reached}, {"unreachable", unreachable_obs}};
+  details["unreachable"] = unreachable_names;
+  details["rejected"] = rejected;
+  details["record_issues"] = issue_list;
+  if (!conflicts.empty()) details["conflicts"] = conflicts;
+
+  if (world <= 0) {
+    v.status = VerdictStatus::inconclusive;
+    v.scope = Scope::job;
+    v.action = "escalate";
+    v.summary = unreachable_obs.empty() ? "no readable progress record of this job was found"
+                                        : "no readable progress record; some observers were unreachable";
+    details["kind"] = hang_kind_name(HangKind::no_evidence);
+    details["world_size"] = 0;
+    details["stalled"] = false;
+    details["ranks"] = json::array();
+    v.details = std::move(details);
+    return v;
+  }
+
+  std::vector<RankView> views(static_cast<std::size_t>(world));
+  for (auto& [r, e] : by_rank) {
+    if (r < 0 || r >= world) continue;
+    views[r].evidence = e;
+    views[r].node = node_of[r];
+  }
+  for (const auto& [seg, issue] : issues)
+    if (issue->rank >= 0 && issue->rank < world && !views[issue->rank].evidence) views[issue->rank].issue = issue;
+  std::vector<std::int64_t> missing;
+  for (std::int64_t r = 0; r < world; ++r)
+    if (!views[r].evidence && !views[r].issue) {
+      if (!unreachable_obs.empty()) views[r].unreachable = true;
+      else missing.push_back(r);
+    }
+
+  std::string mesh_source = "flag";
+  Mesh mesh = in.mesh ? *in.mesh : infer_mesh(world, views, mesh_source);
+  details["world_size"] = world;
+  details["mesh"] = mesh.spec().empty() ? fmt::format("dp={}", world) : mesh.spec();
+  details["mesh_source"] = mesh_source;
+  details["missing_ranks"] = missing;
+
+  // --- silence and process evidence ---------------------------------------------------
+  std::int64_t newest_progress = 0;
+  bool any_bad_process = false;
+  for (const auto& view : views) {
+    if (view.evidence) {
+      // A rank that never published an event is still starting up: its silence is no stall.
+      if (view.evidence->snapshot.op_seq > 0) newest_progress = std::max(newest_progress, last_progress(view.evidence->snapshot));
+      auto st = view.evidence->process.state;
+      any_bad_process |= st == ProcessState::stopped || is_dead(st);
+    } else if (view.issue && !view.issue->writer_alive && view.issue->problem == "torn") {
+      any_bad_process = true;
+    }
+  }
+  const std::int64_t silent_ns = newest_progress > 0 ? in.now_ns - newest_progress : 0;
+  const bool silent = newest_progress > 0 && silent_ns >= in.threshold_ns;
+  const bool stalled = silent || any_bad_process;
+  details["silent_s"] = seconds(std::max<std::int64_t>(silent_ns, 0));
+  details["stalled"] = stalled;
+
+
+  auto node_for = [&](std::int64_t r) { return views[r].node; };
+  // Each rank's progress coordinate, as text (shown in the groups) and as an interned id (compared).
+  std::vector<std::string> value_text(static_cast<std::size_t>(world));
+  std::vector<std::uint64_t> value_id(static_cast<std::size_t>(world));
+  {
+    std::unordered_map<std::string, std::uint64_t> ids;
+    for (std::int64_t r = 0; r < world; ++r) {
+      const auto& view = views[r];
+      if (view.evidence) value_text[r] = position_key(view.evidence->snapshot);
+      else if (view.issue) value_text[r] = fmt::format("record {} (rank {})", view.issue->problem, r);
+      else value_text[r] = fmt::format("{} (rank {})", view.unreachable ? "unreachable" : "no record", r);
+      value_id[r] = ids.try_emplace(value_text[r], ids.size()).first->second;
+    }
+  }
+
+  // --- progress consensus per peer group and per process group -------------------------
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> compared;
+  std::set<std::vector<std::int64_t>> seen_groups;
+  auto add_group = [&](std::string kind, std::vector<std::int64_t> members) {
+    if (members.size() < 2 || !seen_groups.insert(members).second) return;
+    compared.emplace_back(std::move(kind), std::move(members));
+  };
+  for (auto& g : mesh.peer_groups()) add_group(std::string(peer_kind_name(mesh.peer_kind())), std::move(g));
+  for (Dim d : k_all_dims)
+    if (mesh.size(d) > 1)
+      for (auto& g : mesh.process_groups(d)) add_group(std::string(dim_name(d)), std::move(g));
+
+  std::map<std::int64_t, Finding> findings;
+  std::vector<std::int64_t> majority_waiters;  // ranks of strict majorities waiting inside a collective
+  bool any_inconclusive = false;
+  if (stalled) {
+    for (const auto& [kind, members] : compared) {
+      std::vector<std::uint64_t> keys;
+      keys.reserve(members.size());
+      json values = json::array();
+      for (auto r : members) {
+        keys.push_back(value_id[r]);
+        values.push_back(value_text[r]);
+      }
+      C3Result res = c3_exact(keys);
+      GroupRun run = make_group_run(kind, members, C3Mode::exact, res, std::move(values));
+      std::erase_if(run.outliers, [&](std::int64_t r) { return !views[r].evidence; });
+      if (res.status == C3Status::inconclusive) any_inconclusive = true;
+      if (res.majority_peer >= 0 && res.status != C3Status::inconclusive) {
+        const auto& m = views[members[res.majority_peer]].evidence->snapshot;
+        if (entered(m))
+          for (std::size_t i = 0; i < members.size(); ++i)
+            if (!res.outliers[i]) majority_waiters.push_back(members[i]);
+        for (std::size_t i = 0; i < members.size(); ++i) {
+          if (!res.outliers[i] || !views[members[i]].evidence) continue;
+          auto f = classify(views[members[i]].evidence->snapshot, m);
+          if (!f) continue;
+          f->evidence["group"] = kind;
+          f->evidence["group_members"] = members;
+          findings.try_emplace(members[i], std::move(*f));
+        }
+      }
+      v.groups.push_back(std::move(run));
+    }
+  }
+
+  // --- assemble suspects ---------------------------------------------------------------
+  HangKind kind = HangKind::healthy;
+  auto add_suspect = [&](std::int64_t r, std::string reason, json evidence) {
+    Suspect s;
+    s.rank = r;
+    s.node = node_for(r);
+    s.reason = std::move(reason);
+    if (views[r].evidence) {
+      const auto& snap = views[r].evidence->snapshot;
+      evidence["process"] = process_json(views[r].evidence->process, snap.pid);
+      evidence["silent_s"] = seconds(std::max<std::int64_t>(in.now_ns - last_progress(snap), 0));
+      evidence["op_seq"] = snap.op_seq;
+      evidence["phase"] = records::phase_name(snap.phase);
+      if (!evidence.contains("step")) evidence["step"] = snap.step;
+      if (!evidence.contains("pending")) evidence["pending"] = fingerprint_json(snap.pending);
+    }
+    s.evidence = std::move(evidence);
+    v.suspects.push_back(std::move(s));
+  };
+
+  // Kind precedence when several apply: the first reason found on the lowest rank decides the summary.
+  std::vector<std::int64_t> stopped, dead, dsleep;
+  for (std::int64_t r = 0; r < world; ++r) {
+    const auto& view = views[r];
+    if (view.evidence) {
+      auto st = view.evidence->process.state;
+      if (st == ProcessState::stopped) stopped.push_back(r);
+      else if (is_dead(st)) dead.push_back(r);
+      else if (st == ProcessState::disk_sleep) dsleep.push_back(r);
+    } else if (view.issue && view.issue->problem == "torn" && !view.issue->writer_alive) {
+      dead.push_back(r);
+    }
+  }
+
+  for (auto& [r, f] : findings) {
+    if (kind == HangKind::healthy) kind = f.kind;
+    add_suspect(r, f.reason, std::move(f.evidence));
+  }
+  for (auto r : stopped) {
+    if (findings.count(r)) continue;
+    if (kind == HangKind::healthy) kind = HangKind::stopped_rank;
+    add_suspect(r, "process_stopped", json::object());
+  }
+  const bool minority_dead = static_cast<std::int64_t>(dead.size()) * 2 < world;
+  json victims = json::array();
+  if (v.suspects.empty() && !dead.empty() && minority_dead) {
+    kind = HangKind::dead_rank;
+    for (auto r : dead) {
+      if (views[r].evidence) add_suspect(r, process_reason(views[r].evidence->process), json::object());
+      else add_suspect(r, "writer_died_mid_write", {{"record_problem", "torn"}});
+    }
+  } else {
+    for (auto r : dead)
+      if (!findings.count(r)) victims.push_back(r);
+  }
+  if (v.suspects.empty() && !dsleep.empty() && static_cast<std::int64_t>(dsleep.size()) * 2 < world && stalled) {
+    kind = HangKind::uninterruptible_rank;
+    for (auto r : dsleep) add_suspect(r, "process_in_uninterruptible_sleep", json::object());
+  }
+  details["victims"] = victims;
+
+  // Ranks that every visible strict majority agrees are waiting inside a collective.
+  std::set<std::int64_t> waiters(majority_waiters.begin(), majority_waiters.end());
+  std::int64_t known = 0, known_entered = 0, known_alive = 0;
+  for (std::int64_t r = 0; r < world; ++r)
+    if (views[r].evidence) {
+      ++known;
+      known_entered += entered(views[r].evidence->snapshot);
+      auto st = views[r].evidence->process.state;
+      known_alive += st == ProcessState::alive || st == ProcessState::unknown;
+    }
+
+  if (!v.suspects.empty()) {
+    v.status = VerdictStatus::attributed;
+    v.scope = Scope::rank;
+    const bool divergence = kind == HangKind::control_flow_divergence || kind == HangKind::argument_divergence;
+    v.action = divergence ? "escalate" : "restart_in_place";
+    std::vector<std::string> names;
+    for (const auto& s : v.suspects) names.push_back(fmt::format("{} ({})", s.rank, s.reason));
+    v.summary = fmt::format("{}: rank{} {}", hang_kind_name(kind), v.suspects.size() > 1 ? "s" : "", fmt::join(names, ", "));
+  } else if (!stalled) {
+    kind = HangKind::healthy;
+    v.status = VerdictStatus::healthy;
+    v.scope = Scope::job;
+    v.action = "none";
+    v.summary = newest_progress == 0
+                    ? std::string("no rank has published progress yet (starting up)")
+                    : fmt::format("progress is not silent (last progress {:.1f} s ago, threshold {:.1f} s)", seconds(silent_ns),
+                                  seconds(in.threshold_ns));
+  } else if (!unreachable_obs.empty() && known > 0 && known == known_entered && known * 2 > world &&
+             static_cast<std::int64_t>(waiters.size()) == known) {
+    // Every visible rank waits in the same collective and they are a strict
+    // majority: the ranks no observer could see are where the fault is.
+    kind = HangKind::node_unreachable;
+    v.status = VerdictStatus::attributed;
+    v.scope = Scope::node;
+    v.action = "replace_node";
+    for (auto o : unreachable_obs) {
+      Suspect s;
+      s.rank = -1;
+      s.node = fmt::format("node{}", o);
+      s.reason = "node_unreachable";
+      std::vector<std::int64_t> ranks;
+      for (std::int64_t r = 0; r < world; ++r)
+        if (views[r].unreachable) ranks.push_back(r);
+      s.evidence = {{"observer", o}, {"unseen_ranks", ranks}, {"waiting_ranks", known}};
+      v.suspects.push_back(std::move(s));
+    }
+    v.summary = fmt::format("every visible rank waits inside a collective; unreachable: {}", unreachable_names.dump());
+  } else if (known == world && known_entered == world && known_alive == world) {
+    kind = HangKind::group_stall;
+    v.status = VerdictStatus::group_stall;
+    v.scope = Scope::group;
+    v.action = "fabric_diagnostics";
+    std::set<std::string> colls;
+    for (std::int64_t r = 0; r < world; ++r) {
+      const auto& f = views[r].evidence->snapshot.pending;
+      colls.insert(fmt::format("{} pg {:x} seq {}", records::collective_type_name(f.type), f.group, f.group_seq));
+    }
+    v.summary = fmt::format("every rank is alive and waiting inside a collective ({}) for {:.1f} s: group-scoped stall",
+                            fmt::join(colls, "; "), seconds(silent_ns));
+    details["waiting_in"] = std::vector<std::string>(colls.begin(), colls.end());
+  } else if (known == world && dead.size() == static_cast<std::size_t>(world) && known_entered == 0 && !any_inconclusive &&
+             v.groups.size() == static_cast<std::size_t>(std::count_if(v.groups.begin(), v.groups.end(), [](const GroupRun& g) {
+               return g.status == C3Status::agree;
+             }))) {
+    kind = HangKind::healthy;
+    v.status = VerdictStatus::healthy;
+    v.scope = Scope::job;
+    v.action = "none";
+    v.summary = "every rank exited at the same point, outside any collective: the job ended";
+  } else {
+    kind = HangKind::inconclusive;
+    v.status = VerdictStatus::inconclusive;
+    v.scope = unreachable_obs.empty() ? Scope::job : Scope::node;
+    v.action = "escalate";
+    if (known == world && static_cast<std::size_t>(world) == dead.size())
+      v.summary = "every rank has exited and their records agree: no rank can be singled out";
+    else if (!unreachable_obs.empty())
+      v.summary = fmt::format("no strict majority of visible ranks agrees; unreachable: {}", unreachable_names.dump());
+    else if (!missing.empty() || !issues.empty())
+      v.summary = "some ranks have no readable record and the rest do not single out a rank";
+    else if (known_entered == 0)
+      v.summary = "every rank is silent outside any collective (data loading, I/O or the host?)";
+    else
+      v.summary = "progress is silent and no strict majority singles out a rank";
+  }
+  // Per-rank rows: every rank up to k_max_rank_rows; beyond, only the ranks
+  // that stand out (suspects, victims, processes not alive, no record, or a
+  // progress coordinate other than the most common), so a 100k-rank verdict
+  // stays small and fast.
+  constexpr std::int64_t k_max_rank_rows = 4096;
+  std::set<std::int64_t> notable;
+  for (const auto& s : v.suspects)
+    if (s.rank >= 0) notable.insert(s.rank);
+  for (const auto& x : victims) notable.insert(x.get<std::int64_t>());
+  std::uint64_t common_id = 0;
+  {
+    std::unordered_map<std::uint64_t, std::int64_t> counts;
+    std::int64_t best = -1;
+    for (auto id : value_id)
+      if (++counts[id] > best) best = counts[id], common_id = id;
+  }
+  json rank_rows = json::array();
+  for (std::int64_t r = 0; r < world; ++r) {
+    const auto& view = views[r];
+    if (world > k_max_rank_rows && !notable.count(r) && view.evidence && value_id[r] == common_id &&
+        view.evidence->process.state == ProcessState::alive)
+      continue;
+    json row = {{"rank", r}};
+    if (view.evidence) {
+      const auto& s = view.evidence->snapshot;
+      row["node"] = view.node;
+      row["step"] = s.step;
+      row["op_seq"] = s.op_seq;
+      row["phase"] = records::phase_name(s.phase);
+      row["pending"] = fingerprint_json(s.pending);
+      row["collective_state"] = records::collective_state_name(s.collective_state);
+      row["silent_s"] = seconds(std::max<std::int64_t>(in.now_ns - last_progress(s), 0));
+      row["writer_alive"] = view.evidence->writer_alive;
+      row["process"] = process_json(view.evidence->process, s.pid);
+    } else if (view.issue) {
+      row["record_problem"] = view.issue->problem;
+      row["writer_alive"] = view.issue->writer_alive;
+    } else {
+      row["record_problem"] = view.unreachable ? "unreachable" : "missing";
+    }
+    rank_rows.push_back(std::move(row));
+  }
+  details["ranks_listed"] = world > k_max_rank_rows ? "notable" : "all";
+  details["ranks"] = std::move(rank_rows);
+  details["kind"] = hang_kind_name(kind);
+  v.details = std::move(details);
+  return v;
+}
+
+}  // namespace scout::hang

@@ -1,0 +1,52 @@
+// The hang decision: a pure function of the evidence every observer gathered.
+// Every observer runs it on the same gathered evidence and prints the same
+// verdict, with no coordinator. It rests on progress consensus (C3 exact per
+// peer group and per process group over progress coordinates and pending
+// collective fingerprints) and on process evidence from the OS, never on which
+// rank died or complained first.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/hang/evidence.hpp"
+#include "lib/report/verdict.hpp"
+#include "lib/topology/mesh.hpp"
+
+namespace scout::hang {
+
+// An evidence blob the transport refused (bad HMAC, another job, malformed).
+struct RejectedBlob {
+  std::int64_t observer = -1;
+  std::string reason;
+};
+
+// Everything the decision needs.
+struct DecisionInput {
+  std::string job;
+  std::string command = "probe-hang";
+  std::optional<Mesh> mesh;                       // from --mesh; absent: inferred from the records
+  std::vector<std::optional<NodeEvidence>> nodes; // one slot per expected observer; nullopt: unreachable
+  std::vector<RejectedBlob> rejected;
+  std::int64_t now_ns = 0;                        // CLOCK_REALTIME of the decision (agreed: max collected_ns)
+  std::int64_t threshold_ns = 0;                  // silence threshold
+};
+
+// Which kind of hang the verdict describes (details.kind).
+enum class HangKind {
+  healthy, rank_local_divergence, control_flow_divergence, argument_divergence, stopped_rank, dead_rank,
+  uninterruptible_rank, node_unreachable, group_stall, inconclusive, no_evidence,
+};
+std::string_view hang_kind_name(HangKind kind);
+
+// Decides. `input.nodes` must be in observer order; the result does not depend
+// on which observer runs it. Pure: no I/O, no clock.
+Verdict decide(const DecisionInput& input);
+
+// The decision time all observers agree on: the latest collected_ns among the
+// reachable nodes (0 when none).
+std::int64_t agreed_now(const std::vector<std::optional<NodeEvidence>>& nodes);
+
+}  // namespace scout::hang

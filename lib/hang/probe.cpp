@@ -1,0 +1,219 @@
+#include "lib/hang/probe.hpp"
+
+#include <arpa/inet.h>
+#include <ctime>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "lib/transport/auth.hpp"
+#include "lib/transport/gather.hpp"
+
+namespace scout::hang {
+
+std::int64_t realtime_now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+namespace {
+
+std::string host_name() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) return "localhost";
+  return host;
+}
+
+// The local address that routes to host:port (no packet is sent), or "".
+std::string address_towards(const std::string& host, std::uint16_t port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || res == nullptr) return {};
+  std::string out;
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd >= 0) {
+    if (connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+      sockaddr_in local{};
+      socklen_t len = sizeof local;
+      char buf[INET_ADDRSTRLEN] = {};
+      if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 && inet_ntop(AF_INET, &local.sin_addr, buf, sizeof buf))
+        out = buf;
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return out;
+}
+
+}  // namespace
+
+NodeEvidence collect_evidence(const std::vector<records::RecordRead>& reads, const ProbeOptions& o, std::int64_t observer,
+                              std::int64_t now_ns) {
+  NodeEvidence e;
+  e.observer = observer;
+  e.node = host_name();
+  e.job = o.job;
+  e.attempt = o.attempt;
+  e.collected_ns = now_ns;
+  for (const auto& read : reads) {
+    std::int64_t rank = read.snapshot ? read.snapshot->rank : rank_from_segment(read.segment);
+    if (o.local_ranks && rank >= 0 && !o.local_ranks->count(rank)) continue;
+    const bool other_attempt = read.snapshot && !o.attempt.empty() && read.snapshot->attempt != o.attempt;
+    if (read.problem != records::RecordProblem::none || !read.snapshot || read.stale || other_attempt) {
+      RecordIssue issue;
+      issue.segment = read.segment;
+      issue.problem = read.problem != records::RecordProblem::none ? std::string(records::record_problem_name(read.problem))
+                      : read.stale || other_attempt                ? "stale"
+                                                                   : "unreadable";
+      issue.message = read.message.empty() && issue.problem == "stale" ? "record of an earlier attempt" : read.message;
+      issue.rank = rank;
+      issue.writer_alive = read.writer_alive;
+      e.issues.push_back(std::move(issue));
+      continue;
+    }
+    RankEvidence re;
+    re.snapshot = *read.snapshot;
+    re.writer_alive = read.writer_alive;
+    re.process = probe_process(re.snapshot.pid, re.snapshot.start_ns);
+    // The reader's own check compares the exact start time; trust "not alive" from it.
+    if (!read.writer_alive && re.process.state == ProcessState::alive) {
+      re.process.state = ProcessState::gone;
+      re.process.pid_reused = true;
+      re.process.detail = fmt::format("pid {} is alive but is not the record's writer (start time differs)", re.snapshot.pid);
+    }
+    if (e.attempt.empty()) e.attempt = re.snapshot.attempt;
+    e.ranks.push_back(std::move(re));
+  }
+  return e;
+}
+
+Result<std::int64_t> resolve_node_index(const ProbeOptions& o, const NodeEvidence& local) {
+  if (o.node_index) {
+    if (*o.node_index < 0 || *o.node_index >= o.nodes)
+      return usage_error(fmt::format("--node-index {} is out of range for --nodes {}", *o.node_index, o.nodes));
+    return *o.node_index;
+  }
+  if (o.nodes == 1) return std::int64_t{0};
+  std::int64_t lowest = -1, world = 0;
+  for (const auto& r : local.ranks) {
+    if (lowest < 0 || r.snapshot.rank < lowest) lowest = r.snapshot.rank;
+    world = std::max(world, r.snapshot.world_size);
+  }
+  if (lowest < 0 || world <= 0)
+    return usage_error("cannot tell this node's index", "no readable local record names a rank",
+                       "pass --node-index I (0-based) on each node");
+  std::int64_t index = lowest * o.nodes / world;
+  if (index >= o.nodes) index = o.nodes - 1;
+  return index;
+}
+
+Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
+  const auto start = std::chrono::steady_clock::now();
+  auto reads = source();
+  if (!reads) return reads.error();
+  NodeEvidence local = collect_evidence(*reads, o, -1, realtime_now_ns());
+  auto index = resolve_node_index(o, local);
+  if (!index) return index.error();
+  local.observer = *index;
+
+  // The token (and so the namespace) must not depend on what this node's records say, or nodes would miss each other.
+  auto token = transport::JobToken::load(o.job, o.attempt, o.token_file);
+  if (!token) return token.error();
+  const std::string ns = token->key_namespace();
+  // Every observer decides on exactly what the others receive: the blob, not the richer local copy.
+  auto own_blob = serialize(local);
+  {
+    auto round_trip = deserialize(own_blob);
+    if (!round_trip) return internal_error("own evidence does not round-trip", round_trip.error().message());
+    local = std::move(*round_trip);
+  }
+
+  DecisionInput in;
+  in.job = o.job;
+  in.command = o.command;
+  in.mesh = o.mesh;
+  in.threshold_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(o.threshold).count();
+  in.nodes.assign(static_cast<std::size_t>(o.nodes), std::nullopt);
+  nlohmann::json transport_details = {{"observer", *index}, {"nodes", o.nodes}, {"authenticated", token->authenticated()}};
+
+  if (o.nodes == 1) {
+    in.nodes[0] = local;
+    transport_details["store"] = nullptr;
+  } else {
+    transport::StoreUri uri = o.store ? *o.store : transport::default_store_uri(o.job);
+    transport_details["store"] = uri.text;
+    auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    auto budget = std::max(std::chrono::milliseconds(500), o.timeout - elapsed - std::chrono::milliseconds(100));
+    using HS = ProbeOptions::HostStore;
+    const bool tcp = uri.kind == transport::StoreUri::Kind::tcp;
+    const bool try_host = tcp && (o.host_store == HS::always || (o.host_store == HS::auto_observer0 && *index == 0));
+    auto store = transport::open_store(uri, try_host, budget * 3 / 4);
+    if (!store && try_host && o.host_store == HS::auto_observer0) {
+      // Someone (the launcher, or a store-host observer) already serves it: join.
+      spdlog::info("hosting {} failed ({}); joining it", uri.text, store.error().why);
+      store = transport::open_store(uri, false, budget * 3 / 4);
+    }
+    transport_details["store_hosted_here"] = store.ok() && try_host && (*store)->describe().find("hosted") != std::string::npos;
+    std::vector<std::string> notes;
+    std::optional<transport::GatherResult> gathered;
+    if (!store) {
+      // No store: no other node can be reached, but this node's evidence still decides what it can.
+      notes.push_back(store.error().message());
+      spdlog::warn("{}", store.error().message());
+    } else {
+      transport::GatherOptions go;
+      go.key_namespace = ns;
+      go.observer = *index;
+      go.observers = o.nodes;
+      elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+      go.timeout = std::max(std::chrono::milliseconds(300), o.timeout - elapsed - std::chrono::milliseconds(150));
+      go.listen_address = o.listen_address;
+      if (go.listen_address.empty() && uri.kind == transport::StoreUri::Kind::tcp) go.listen_address = address_towards(uri.host, uri.port);
+      const std::string context = fmt::format("{}/evidence/{}", ns, *index);
+      auto signed_blob = token->sign(own_blob, context);
+      auto g = transport::gather_blobs(**store, go, signed_blob);
+      if (!g) {
+        notes.push_back(g.error().message());
+      } else {
+        gathered = std::move(*g);
+        transport_details["generation"] = gathered->generation;
+        transport_details["rounds"] = gathered->rounds;
+        for (auto& n : gathered->notes) notes.push_back(n);
+      }
+    }
+    transport_details["notes"] = notes;
+    in.nodes[*index] = local;
+    if (gathered) {
+      for (std::int64_t i = 0; i < o.nodes; ++i) {
+        if (i == *index || !gathered->blobs[i]) continue;
+        const std::string context = fmt::format("{}/evidence/{}", ns, i);
+        auto plain = token->verify(*gathered->blobs[i], context);
+        if (!plain) {
+          in.rejected.push_back({i, "evidence blob failed authentication (wrong job token or forged)"});
+          continue;
+        }
+        auto ev = deserialize(*plain);
+        if (!ev) {
+          in.rejected.push_back({i, ev.error().message()});
+          continue;
+        }
+        if (ev->job != o.job || ev->observer != i) {
+          in.rejected.push_back({i, fmt::format("blob names job '{}' observer {}", ev->job, ev->observer)});
+          continue;
+        }
+        in.nodes[i] = std::move(*ev);
+      }
+    }
+  }
+  in.now_ns = agreed_now(in.nodes);
+  Verdict v = decide(in);
+  v.details["transport"] = transport_details;
+  return v;
+}
+
+}  // namespace scout::hang

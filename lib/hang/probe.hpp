@@ -1,0 +1,58 @@
+// One hang probe, end to end: turn this node's record reads into evidence,
+// gather every node's evidence through the store and Gloo (authenticated with
+// the job token), and decide. Shared by `scout probe-hang` (once) and
+// `scout observe` (on every distinct stall).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "lib/common/error.hpp"
+#include "lib/hang/decide.hpp"
+#include "lib/records/snapshot.hpp"
+#include "lib/transport/store.hpp"
+
+namespace scout::hang {
+
+// Where the local records come from (the record reader, or a test double).
+using RecordSource = std::function<Result<std::vector<records::RecordRead>>()>;
+
+struct ProbeOptions {
+  std::string job;
+  std::string attempt;                         // "" = whatever the records say
+  std::optional<transport::StoreUri> store;    // absent: the per-job default (only used with nodes > 1)
+  // tcp://: host the TCPStore here (always), never, or when this is observer 0 and no store answers yet (auto).
+  enum class HostStore { never, always, auto_observer0 };
+  HostStore host_store = HostStore::auto_observer0;
+  std::int64_t nodes = 1;                      // observers expected
+  std::optional<std::int64_t> node_index;      // absent: derived from the lowest local rank
+  std::chrono::milliseconds timeout{10000};    // whole probe: read, gather, decide
+  std::optional<Mesh> mesh;
+  std::chrono::milliseconds threshold{10000};  // silence threshold
+  std::optional<std::set<std::int64_t>> local_ranks;  // only these ranks' records are this node's
+  std::string token_file;
+  std::string listen_address;                  // Gloo device address ("" = automatic)
+  std::string command = "probe-hang";
+};
+
+// This node's evidence from its record reads at `now_ns`.
+NodeEvidence collect_evidence(const std::vector<records::RecordRead>& reads, const ProbeOptions& options,
+                              std::int64_t observer, std::int64_t now_ns);
+
+// The node index of this observer: options.node_index, or
+// floor(lowest local rank * nodes / world size). Usage error when neither is known.
+Result<std::int64_t> resolve_node_index(const ProbeOptions& options, const NodeEvidence& local);
+
+// Runs one probe and returns the verdict every observer agrees on.
+// Errors only when nothing can be decided at all (bad options, no store).
+Result<Verdict> run_probe(const ProbeOptions& options, const RecordSource& source);
+
+// CLOCK_REALTIME now, in nanoseconds.
+std::int64_t realtime_now_ns();
+
+}  // namespace scout::hang

@@ -1,0 +1,212 @@
+#include "lib/transport/store.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fmt/format.h>
+#include <gloo/rendezvous/file_store.h>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+
+#include "lib/common/parse.hpp"
+#include "lib/plugin/module_loader.hpp"
+#include "lib/transport/tcp_store_abi.hpp"
+
+namespace scout::transport {
+
+Result<StoreUri> parse_store_uri(const std::string& text) {
+  StoreUri uri;
+  uri.text = text;
+  constexpr std::string_view k_file = "file://", k_tcp = "tcp://";
+  std::string_view t = text;
+  if (t.starts_with(k_file)) {
+    uri.kind = StoreUri::Kind::file;
+    uri.path = std::string(t.substr(k_file.size()));
+    if (uri.path.empty() || uri.path.front() != '/')
+      return usage_error(fmt::format("--store {}: the directory must be an absolute path", text), {},
+                         "write file:///shared/dir (three slashes)");
+    return uri;
+  }
+  if (t.starts_with(k_tcp)) {
+    uri.kind = StoreUri::Kind::tcp;
+    std::string_view rest = t.substr(k_tcp.size());
+    auto colon = rest.rfind(':');
+    if (colon == std::string_view::npos || colon == 0)
+      return usage_error(fmt::format("--store {}: expected tcp://HOST:PORT", text));
+    uri.host = std::string(rest.substr(0, colon));
+    if (uri.host.size() > 2 && uri.host.front() == '[' && uri.host.back() == ']') uri.host = uri.host.substr(1, uri.host.size() - 2);
+    auto port = parse_int(rest.substr(colon + 1), "--store port");
+    if (!port || *port < 1 || *port > 65535)
+      return usage_error(fmt::format("--store {}: the port must be a number from 1 to 65535", text));
+    uri.port = static_cast<std::uint16_t>(*port);
+    return uri;
+  }
+  return usage_error(fmt::format("--store {}: unknown store kind", text), "scout knows file://DIR and tcp://HOST:PORT");
+}
+
+StoreUri default_store_uri(const std::string& job) {
+  std::string safe;
+  for (char c : job.substr(0, 100)) safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '_';
+  struct stat st {};
+  std::string base = ::stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) ? "/dev/shm" : "/tmp";
+  StoreUri uri;
+  uri.kind = StoreUri::Kind::file;
+  uri.path = fmt::format("{}/scout-store-{}-{}", base, getuid(), safe);
+  uri.text = "file://" + uri.path;
+  return uri;
+}
+
+namespace {
+
+// Gloo's FileStore with a non-blocking check and removal of what it wrote.
+class CheckableFileStore : public gloo::rendezvous::FileStore {
+ public:
+  using FileStore::FileStore;
+  bool exists(const std::string& key) { return check({key}); }
+  void remove_own() {
+    for (const auto& p : getAllKeyFilePaths()) ::unlink(p.c_str());
+    keyFilePaths_.clear();
+  }
+};
+
+class FileKeyValueStore final : public KeyValueStore {
+ public:
+  FileKeyValueStore(std::string dir) : m_dir(std::move(dir)), m_store(m_dir) {}
+
+  Status set(const std::string& key, const std::vector<char>& value) override {
+    try {
+      m_store.set(key, value);
+      return Ok{};
+    } catch (const std::exception& e) {
+      return unavailable_error(fmt::format("cannot write key {} to the store {}", key, describe()), e.what());
+    }
+  }
+  Result<std::vector<char>> get(const std::string& key, std::chrono::milliseconds timeout) override {
+    try {
+      m_store.wait({key}, timeout);
+      return m_store.get(key);
+    } catch (const std::exception& e) {
+      return unavailable_error(fmt::format("key {} did not appear in the store {}", key, describe()), e.what());
+    }
+  }
+  Result<bool> check(const std::string& key) override {
+    try {
+      return m_store.exists(key);
+    } catch (const std::exception& e) {
+      return unavailable_error(fmt::format("cannot read the store {}", describe()), e.what());
+    }
+  }
+  void cleanup() override { m_store.remove_own(); }
+  std::string describe() const override { return "file://" + m_dir; }
+
+ private:
+  std::string m_dir;
+  CheckableFileStore m_store;
+};
+
+// The LibTorch module's TCPStore, through its C ABI.
+struct TcpAbi {
+  scout_tcp_store_open_fn open = nullptr;
+  scout_tcp_store_set_fn set = nullptr;
+  scout_tcp_store_get_fn get = nullptr;
+  scout_tcp_store_check_fn check = nullptr;
+  scout_tcp_store_delete_fn remove = nullptr;
+  scout_tcp_store_free_fn free = nullptr;
+  scout_tcp_store_close_fn close = nullptr;
+};
+
+Result<TcpAbi> load_tcp_abi() {
+  TcpAbi abi;
+  const char* names[] = {"scout_tcp_store_open", "scout_tcp_store_set", "scout_tcp_store_get", "scout_tcp_store_check",
+                         "scout_tcp_store_delete", "scout_tcp_store_free", "scout_tcp_store_close"};
+  void* syms[7] = {};
+  for (int i = 0; i < 7; ++i) {
+    auto s = torch_module_symbol(names[i]);
+    if (!s) return s.error();
+    syms[i] = *s;
+  }
+  abi.open = reinterpret_cast<scout_tcp_store_open_fn>(syms[0]);
+  abi.set = reinterpret_cast<scout_tcp_store_set_fn>(syms[1]);
+  abi.get = reinterpret_cast<scout_tcp_store_get_fn>(syms[2]);
+  abi.check = reinterpret_cast<scout_tcp_store_check_fn>(syms[3]);
+  abi.remove = reinterpret_cast<scout_tcp_store_delete_fn>(syms[4]);
+  abi.free = reinterpret_cast<scout_tcp_store_free_fn>(syms[5]);
+  abi.close = reinterpret_cast<scout_tcp_store_close_fn>(syms[6]);
+  return abi;
+}
+
+class TcpKeyValueStore final : public KeyValueStore {
+ public:
+  TcpKeyValueStore(TcpAbi abi, void* handle, std::string text) : m_abi(abi), m_handle(handle), m_text(std::move(text)) {}
+  ~TcpKeyValueStore() override { m_abi.close(m_handle); }
+
+  Status set(const std::string& key, const std::vector<char>& value) override {
+    char err[512] = {};
+    if (m_abi.set(m_handle, key.c_str(), value.data(), value.size(), err, sizeof err) != 0)
+      return unavailable_error(fmt::format("cannot write key {} to the store {}", key, m_text), err);
+    m_keys.push_back(key);
+    return Ok{};
+  }
+  Result<std::vector<char>> get(const std::string& key, std::chrono::milliseconds timeout) override {
+    char err[512] = {};
+    void* out = nullptr;
+    std::size_t len = 0;
+    if (m_abi.get(m_handle, key.c_str(), timeout.count(), &out, &len, err, sizeof err) != 0)
+      return unavailable_error(fmt::format("key {} did not appear in the store {}", key, m_text), err);
+    std::vector<char> v(static_cast<char*>(out), static_cast<char*>(out) + len);
+    m_abi.free(out);
+    return v;
+  }
+  Result<bool> check(const std::string& key) override {
+    char err[512] = {};
+    int exists = 0;
+    if (m_abi.check(m_handle, key.c_str(), &exists, err, sizeof err) != 0)
+      return unavailable_error(fmt::format("cannot read the store {}", m_text), err);
+    return exists != 0;
+  }
+  void cleanup() override {
+    for (const auto& k : m_keys) m_abi.remove(m_handle, k.c_str());
+    m_keys.clear();
+  }
+  std::string describe() const override { return m_text; }
+
+ private:
+  TcpAbi m_abi;
+  void* m_handle;
+  std::string m_text;
+  std::vector<std::string> m_keys;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<KeyValueStore>> open_store(const StoreUri& uri, bool host_server, std::chrono::milliseconds timeout) {
+  if (uri.kind == StoreUri::Kind::file) {
+    if (::mkdir(uri.path.c_str(), 0700) != 0 && errno != EEXIST)
+      return unavailable_error(fmt::format("cannot create the store directory {}", uri.path), std::strerror(errno),
+                               "give --store file://DIR with a directory you can write");
+    struct stat st {};
+    if (::stat(uri.path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      return unavailable_error(fmt::format("the store path {} is not a directory", uri.path));
+    if (::access(uri.path.c_str(), W_OK | X_OK) != 0)
+      return unavailable_error(fmt::format("the store directory {} is not writable", uri.path), std::strerror(errno));
+    try {
+      return std::unique_ptr<KeyValueStore>(std::make_unique<FileKeyValueStore>(uri.path));
+    } catch (const std::exception& e) {
+      return unavailable_error(fmt::format("cannot open the store {}", uri.text), e.what());
+    }
+  }
+  auto abi = load_tcp_abi();
+  if (!abi)
+    return unavailable_error(fmt::format("the tcp:// store needs scout's LibTorch module: {}", abi.error().what), abi.error().why,
+                             "use --store file://DIR, or install libscout_torch.so next to scout");
+  char err[512] = {};
+  void* h = abi->open(uri.host.c_str(), uri.port, host_server ? 1 : 0, timeout.count(), err, sizeof err);
+  if (h == nullptr)
+    return unavailable_error(fmt::format("cannot {} the store {}", host_server ? "host" : "reach", uri.text), err,
+                             host_server ? "is the port in use? choose another one"
+                                         : "start it with --store-host on one node, or check host and port");
+  return std::unique_ptr<KeyValueStore>(
+      std::make_unique<TcpKeyValueStore>(*abi, h, uri.text + (host_server ? " (hosted here)" : "")));
+}
+
+}  // namespace scout::transport

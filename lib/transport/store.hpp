@@ -1,0 +1,55 @@
+// The rendezvous store observers meet through (DESIGN.md "Rendezvous and
+// transport"): file://DIR (Gloo's FileStore) or tcp://HOST:PORT (c10d's
+// TCPStore from the LibTorch module, hosted by scout or joined). Values are
+// plain bytes; every blocking call takes a timeout; errors are values.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lib/common/error.hpp"
+
+namespace scout::transport {
+
+// A parsed --store URI.
+struct StoreUri {
+  enum class Kind { file, tcp };
+  Kind kind = Kind::file;
+  std::string path;       // file: the directory
+  std::string host;       // tcp: host name or address
+  std::uint16_t port = 0; // tcp: port
+  std::string text;       // as written
+};
+
+// Parses "file://DIR" or "tcp://HOST:PORT"; usage errors name what is wrong.
+Result<StoreUri> parse_store_uri(const std::string& text);
+
+// A key-value store shared by a probe's observers.
+class KeyValueStore {
+ public:
+  virtual ~KeyValueStore() = default;
+  // Sets `key` to `value` (non-empty). Keys are written once per probe.
+  virtual Status set(const std::string& key, const std::vector<char>& value) = 0;
+  // Value of `key`, waiting up to `timeout` for it to appear.
+  virtual Result<std::vector<char>> get(const std::string& key, std::chrono::milliseconds timeout) = 0;
+  // Whether `key` exists now (never blocks on the key).
+  virtual Result<bool> check(const std::string& key) = 0;
+  // Removes the keys this process set (best effort; FileStore never deletes otherwise).
+  virtual void cleanup() = 0;
+  // "file:///dir" or "tcp://host:port (hosted)": for messages.
+  virtual std::string describe() const = 0;
+};
+
+// Opens the store of `uri`. `host_server`: for tcp://, host the TCPStore in
+// this process (else join a running one). `timeout` bounds connecting.
+// file:// creates the directory (0700) when it is missing.
+Result<std::unique_ptr<KeyValueStore>> open_store(const StoreUri& uri, bool host_server, std::chrono::milliseconds timeout);
+
+// The default store for observers on one host when --store is absent: a
+// per-user, per-job directory under /dev/shm (or /tmp), created 0700.
+StoreUri default_store_uri(const std::string& job);
+
+}  // namespace scout::transport

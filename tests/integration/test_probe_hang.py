@@ -1,0 +1,391 @@
+"""End-to-end hang localization: real PyTorch DDP trainers (gloo, the scout
+publisher), real shared-memory records, real observers over a FileStore or a
+c10d TCPStore and Gloo TCP. Each injected fault hits a random rank at a random
+step (the harness prints the seed); the verdict must name that rank, or call
+the stall group-scoped, and never come from which rank died first.
+
+Runs under /usr/bin/python3 via ctest (SCOUT_BIN etc. set there).
+"""
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from scoutlib import EXIT, SCOUT_BIN, ScoutTestCase, run, validate
+from trainer_harness import TrainerJob, free_port
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORLD = 4
+STEPS = 5
+THRESHOLD = "1"   # the harness waits for 1.5 s of silence before probing
+
+
+def probe(job, *extra, timeout_s=10, env=None):
+    """Runs probe-hang on `job`; fails the test (TimeoutExpired) if it outlives its own timeout by far."""
+    return run(["probe-hang", "--job", job, "--threshold", THRESHOLD, "--timeout", str(timeout_s), *extra],
+               timeout=timeout_s + 30, env=env)
+
+
+def start_probe(job, *extra, timeout_s=10, env=None, log_level=None):
+    cmd = [SCOUT_BIN, "probe-hang", "--job", job, "--threshold", THRESHOLD, "--timeout", str(timeout_s), "--format", "json",
+           *extra]
+    if log_level:
+        cmd += ["--log-level", log_level]
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env,
+                            stdin=subprocess.DEVNULL)
+
+
+def wait_training(job, min_step=1, timeout=120):
+    """Waits until every rank has published step >= min_step (or some rank is gone):
+    silence during interpreter start-up is not a hang."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(rc is not None for rc in job.returncodes()):
+            return
+        recs = job.records()
+        if len(recs) == job.world and min(r["record"]["step"] for r in recs.values()) >= min_step:
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"job {job.job} did not start training; logs in {job.logdir}")
+
+
+def settle(job):
+    """Waits for training to start, then for the records to go silent."""
+    wait_training(job)
+    job.wait_silent()
+
+
+def suspects(doc):
+    return sorted(s["rank"] for s in doc["suspects"])
+
+
+class FaultLocalization(ScoutTestCase):
+    """One job per fault, 4 ranks, fault at a random rank and step."""
+
+    def localize(self, fault, kinds):
+        with TrainerJob(world=WORLD, steps=STEPS, fault=fault) as job:
+            job.start()
+            settle(job)
+            res = probe(job.job)
+            doc = res.json()
+            msg = f"seed {job.seed} fault {fault} rank {job.fault_rank} step {job.fault_step}\n{res}"
+            self.assertExit(res, "attributed")
+            self.assertEqual(suspects(doc), [job.fault_rank], msg)
+            self.assertIn(doc["details"]["kind"], kinds, msg)
+            self.assertTrue(doc["details"]["stalled"], msg)
+            s = doc["suspects"][0]
+            for key in ("step", "op_seq", "pending", "process", "silent_s"):
+                self.assertIn(key, s["evidence"], msg)
+            self.assertTrue(doc["groups"], msg)
+            row = doc["details"]["ranks"][job.fault_rank]
+            self.assertEqual(row["rank"], job.fault_rank)
+            return doc, job
+
+    def test_stop_before_collective(self):
+        doc, job = self.localize("stop-before-collective", ["rank_local_divergence"])
+        self.assertEqual(doc["action"], "restart_in_place")
+        self.assertEqual(doc["suspects"][0]["evidence"]["process"]["state"], "stopped")
+
+    def test_exit(self):
+        doc, _ = self.localize("exit", ["rank_local_divergence"])
+        self.assertEqual(doc["action"], "restart_in_place")
+
+    def test_crash(self):
+        self.localize("crash", ["rank_local_divergence"])
+
+    def test_skip_collective(self):
+        doc, _ = self.localize("skip-collective", ["control_flow_divergence", "argument_divergence"])
+        self.assertEqual(doc["action"], "escalate")
+
+    def test_wrong_shape(self):
+        doc, _ = self.localize("wrong-shape", ["argument_divergence"])
+        self.assertEqual(doc["suspects"][0]["reason"], "collective_arguments_differ")
+
+    def test_stop_inside_collective(self):
+        # The records alone look like a group stall; only process state names the rank.
+        doc, _ = self.localize("stop-inside-collective", ["stopped_rank"])
+        self.assertEqual(doc["suspects"][0]["reason"], "process_stopped")
+
+    def test_clean_job_is_healthy_while_running_and_after_it_ends(self):
+        with TrainerJob(world=WORLD, steps=40, fault="none", step_delay=0.1) as job:
+            job.start()
+            wait_training(job, min_step=2)
+            res = run(["probe-hang", "--job", job.job, "--threshold", "5", "--timeout", "10"], timeout=60)
+            doc = res.json()
+            self.assertExit(res, "healthy")
+            self.assertEqual(doc["status"], "healthy", res)
+            self.assertEqual(doc["suspects"], [])
+            codes = job.wait_exit(timeout=120)
+            self.assertEqual(codes, [0] * WORLD, f"seed {job.seed}")
+            res = probe(job.job)
+            self.assertExit(res, "healthy")
+            self.assertIn("ended", res.json()["summary"])
+
+
+def have_netns():
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        return False
+    return subprocess.run(["ip", "netns", "list"], capture_output=True).returncode == 0
+
+
+class GroupStall(ScoutTestCase):
+    @unittest.skipUnless(have_netns(), "needs root and ip netns for two namespace 'nodes'")
+    def test_link_down_mid_collective_is_a_group_stall(self):
+        tag = f"{os.getpid() % 100000}"
+        ns = [f"scout{tag}a", f"scout{tag}b"]
+        octet = 10 + os.getpid() % 200
+        addrs = [f"10.{octet}.77.1", f"10.{octet}.77.2"]
+        def sh(*cmd):
+            subprocess.run(cmd, check=True, capture_output=True, timeout=30)
+        try:
+            for n in ns:
+                sh("ip", "netns", "add", n)
+                sh("ip", "netns", "exec", n, "ip", "link", "set", "lo", "up")
+            sh("ip", "link", "add", f"sv{tag}a", "type", "veth", "peer", "name", f"sv{tag}b")
+            for i, n in enumerate(ns):
+                end = f"sv{tag}{'ab'[i]}"
+                sh("ip", "link", "set", end, "netns", n)
+                sh("ip", "netns", "exec", n, "ip", "link", "set", end, "name", "scv0")
+                sh("ip", "netns", "exec", n, "ip", "addr", "add", f"{addrs[i]}/24", "dev", "scv0")
+                sh("ip", "netns", "exec", n, "ip", "link", "set", "scv0", "up")
+            rng = random.Random()
+            seed = rng.randrange(1 << 31)
+            rng.seed(seed)
+            print(f"group stall seed {seed}", file=sys.stderr)
+            with TrainerJob(world=WORLD, steps=400, fault="none", step_delay=0.05, pg_timeout=300,
+                            master_addr=addrs[0], extra_env={"GLOO_SOCKET_IFNAME": "scv0"},
+                            rank_prefix=lambda r: ["ip", "netns", "exec", ns[r // 2]]) as job:
+                job.start()
+                wait_training(job, min_step=2)
+                time.sleep(rng.uniform(0, 0.5))
+                sh("ip", "netns", "exec", ns[0], "ip", "link", "set", "scv0", "down")
+                job.wait_silent(quiet_s=2.0)
+                self.assertEqual(job.returncodes(), [None] * WORLD, "every rank must still be alive")
+                res = probe(job.job)
+                doc = res.json()
+                self.assertExit(res, "inconclusive")
+                self.assertEqual(doc["status"], "group_stall", res)
+                self.assertEqual(doc["scope"], "group")
+                self.assertEqual(doc["action"], "fabric_diagnostics")
+                self.assertEqual(doc["suspects"], [])
+        finally:
+            for n in ns:
+                subprocess.run(["ip", "netns", "delete", n], capture_output=True)
+
+
+class TwoObservers(ScoutTestCase):
+    """Ranks split over two observers ("nodes") that share this host's /dev/shm."""
+
+    def two_node_probe(self, store_args, env=None, timeout_s=10):
+        with TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective") as job:
+            job.start()
+            settle(job)
+            procs = [start_probe(job.job, "--nodes", "2", "--node-index", str(i), "--local-ranks", f"{2 * i}-{2 * i + 1}",
+                                 *store_args, env=env, timeout_s=timeout_s) for i in range(2)]
+            outs = [p.communicate(timeout=60) for p in procs]
+            docs = []
+            for p, (out, err) in zip(procs, outs):
+                self.assertEqual(p.returncode, EXIT["attributed"], f"seed {job.seed}\n{out}\n{err}")
+                doc = json.loads(out)
+                validate(doc)
+                docs.append(doc)
+            for doc in docs:
+                self.assertEqual(suspects(doc), [job.fault_rank], f"seed {job.seed}")
+                self.assertEqual(doc["details"]["unreachable"], [])
+                self.assertEqual(doc["details"]["observers"]["reached"], [0, 1])
+            # Every observer computed the same verdict.
+            strip = lambda d: json.dumps({k: v for k, v in d.items() if k not in ("created_at",)} | {
+                "details": {k: v for k, v in d["details"].items() if k != "transport"}}, sort_keys=True)
+            self.assertEqual(strip(docs[0]), strip(docs[1]))
+            return docs
+
+    def test_file_store(self):
+        store = tempfile.mkdtemp(prefix="scout-store-")
+        try:
+            docs = self.two_node_probe(["--store", f"file://{store}"], env={"SCOUT_JOB_TOKEN": "t0k3n-" + str(os.getpid())})
+            self.assertTrue(all(d["details"]["transport"]["authenticated"] for d in docs))
+            # Each observer removed every key it wrote but its "closed" marker for this generation.
+            self.assertEqual(len(os.listdir(store)), 2, os.listdir(store))
+        finally:
+            shutil.rmtree(store, ignore_errors=True)
+
+    def test_tcp_store_hosted_by_observer_0(self):
+        port = free_port()
+        # Loading LibTorch for the TCPStore takes seconds on a loaded 2-core machine.
+        docs = self.two_node_probe(["--store", f"tcp://127.0.0.1:{port}"], timeout_s=30)
+        self.assertTrue(docs[0]["details"]["transport"]["store_hosted_here"])
+        self.assertFalse(docs[1]["details"]["transport"]["store_hosted_here"])
+
+    def test_default_store_needs_no_setup(self):
+        # The default store is a per-user, per-job directory under /dev/shm; remove it afterwards.
+        before = set(os.listdir("/dev/shm"))
+        try:
+            self.two_node_probe([])
+        finally:
+            for name in set(os.listdir("/dev/shm")) - before:
+                if name.startswith("scout-store-"):
+                    shutil.rmtree(os.path.join("/dev/shm", name), ignore_errors=True)
+
+    def test_observer_killed_mid_probe_is_unreachable_and_survivor_decides(self):
+        rng = random.Random()
+        with TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective", fault_rank=rng.randrange(2)) as job:
+            job.start()
+            settle(job)
+            store = tempfile.mkdtemp(prefix="scout-store-")
+            try:
+                victim = start_probe(job.job, "--nodes", "2", "--node-index", "1", "--local-ranks", "2-3",
+                                     "--store", f"file://{store}", timeout_s=30, log_level="info")
+                # Kill it once it has registered with the store: it is then part of the probe.
+                deadline = time.monotonic() + 30
+                seen = ""
+                while "registered" not in seen and time.monotonic() < deadline:
+                    seen += victim.stderr.readline()
+                self.assertIn("registered", seen)
+                victim.send_signal(signal.SIGKILL)
+                victim.communicate(timeout=10)
+                res = probe(job.job, "--nodes", "2", "--node-index", "0", "--local-ranks", "0-1", "--store", f"file://{store}",
+                            timeout_s=6)
+                doc = res.json()
+                self.assertEqual(doc["details"]["unreachable"], ["node1"], res)
+                self.assertEqual(suspects(doc), [job.fault_rank], f"seed {job.seed}\n{res}")
+                self.assertExit(res, "attributed")
+            finally:
+                shutil.rmtree(store, ignore_errors=True)
+
+    def test_observer_of_another_job_token_never_joins(self):
+        with TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective", fault_rank=0) as job:
+            job.start()
+            settle(job)
+            store = tempfile.mkdtemp(prefix="scout-store-")
+            try:
+                procs = [start_probe(job.job, "--nodes", "2", "--node-index", str(i), "--local-ranks", f"{2 * i}-{2 * i + 1}",
+                                     "--store", f"file://{store}", timeout_s=4,
+                                     env={"SCOUT_JOB_TOKEN": f"token-{i}"}) for i in range(2)]
+                outs = [p.communicate(timeout=40) for p in procs]
+                doc = json.loads(outs[0][0])
+                validate(doc)
+                self.assertEqual(doc["details"]["unreachable"], ["node1"])
+                self.assertEqual(suspects(doc), [0])
+            finally:
+                shutil.rmtree(store, ignore_errors=True)
+
+
+class ScoutPathFaults(ScoutTestCase):
+    """Faults in scout's own path end in a verdict or a clear error within the timeout."""
+
+    def write_records(self, job, world=WORLD):
+        writer = os.path.join(HERE, "trainers", "record_writer.py")
+        for r in range(world):
+            subprocess.run(["/usr/bin/python3", writer, job, str(r), str(world), "once"], check=True, timeout=60,
+                           env=dict(os.environ, SCOUT_ATTEMPT="0"))
+
+    def cleanup_records(self, job):
+        for name in os.listdir("/dev/shm"):
+            if name.startswith(f"scout.{job}."):
+                os.unlink(os.path.join("/dev/shm", name))
+
+    def test_store_down(self):
+        job = f"storedown-{os.getpid()}"
+        self.write_records(job)
+        try:
+            port = free_port()
+            res = probe(job, "--nodes", "2", "--node-index", "0", "--store", f"tcp://127.0.0.1:{port}", "--no-store-host",
+                        timeout_s=3)
+            doc = res.json()
+            self.assertEqual(doc["details"]["unreachable"], ["node1"])
+            self.assertTrue(doc["details"]["transport"]["notes"])
+        finally:
+            self.cleanup_records(job)
+
+    def test_corrupted_and_wrong_version_records_are_reported(self):
+        job = f"corrupt-{os.getpid()}"
+        self.write_records(job)
+        try:
+            bad_magic, bad_version = random.sample(range(WORLD), 2)
+            print(f"bad magic rank {bad_magic}, bad version rank {bad_version}", file=sys.stderr)
+            with open(f"/dev/shm/scout.{job}.{bad_magic}", "r+b") as f:
+                f.write(b"GARBAGE!")
+            with open(f"/dev/shm/scout.{job}.{bad_version}", "r+b") as f:
+                f.seek(8)
+                f.write((99).to_bytes(8, "little"))
+            res = probe(job)
+            doc = res.json()
+            self.assertNotEqual(res.rc, EXIT["internal"], res)
+            problems = {i["rank"]: i["problem"] for i in doc["details"]["record_issues"]}
+            self.assertEqual(problems.get(bad_magic), "bad_magic", res)
+            self.assertEqual(problems.get(bad_version), "unknown_version", res)
+            self.assertNotIn(bad_magic, suspects(doc))
+        finally:
+            self.cleanup_records(job)
+
+    def test_unknown_job_is_a_clear_error(self):
+        res = probe(f"no-such-job-{os.getpid()}")
+        self.assertCleanError(res, "unavailable", "probe-hang")
+
+    def test_bad_flags_are_usage_errors(self):
+        for args in (["--store", "redis://x:1"], ["--timeout", "0"], ["--nodes", "2", "--node-index", "2"],
+                     ["--store-host"], ["--mesh", "dp=0"]):
+            res = run(["probe-hang", "--job", "j", *args])
+            self.assertCleanError(res, "usage", "probe-hang")
+
+    def test_trainer_killed_mid_write(self):
+        with TrainerJob(world=WORLD, steps=5000, fault="none") as job:
+            job.start()
+            wait_training(job, min_step=2)
+            victim = random.randrange(WORLD)
+            print(f"killing rank {victim} mid-write", file=sys.stderr)
+            os.kill(job.pids()[victim], signal.SIGKILL)
+            job.wait_silent()
+            res = probe(job.job)
+            doc = res.json()
+            self.assertIn(res.rc, (EXIT["attributed"], EXIT["inconclusive"]), res)
+            self.assertIn(doc["details"]["ranks"][victim]["process"]["state"], ("gone", "exited"), res)
+            if doc["status"] == "attributed":
+                self.assertEqual(suspects(doc), [victim], res)
+
+
+class Observe(ScoutTestCase):
+    def test_daemon_writes_one_verdict_per_stall(self):
+        with TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective") as job:
+            vdir = tempfile.mkdtemp(prefix="scout-verdicts-")
+            try:
+                job.start()
+                proc = subprocess.Popen([SCOUT_BIN, "observe", "--job", job.job, "--threshold", "2", "--interval", "0.2",
+                                         "--verdict-dir", vdir, "--max-verdicts", "1", "--duration", "120", "--format", "json"],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                out, err = proc.communicate(timeout=150)
+                self.assertEqual(proc.returncode, 0, err)
+                files = [f for f in os.listdir(vdir) if f.endswith(".json")]
+                self.assertEqual(len(files), 1, files)
+                self.assertEqual([f for f in os.listdir(vdir) if f.startswith(".")], [], "no temporary file left")
+                with open(os.path.join(vdir, files[0])) as f:
+                    doc = json.load(f)
+                validate(doc)
+                self.assertEqual(doc["command"], "observe")
+                self.assertEqual(suspects(doc), [job.fault_rank], f"seed {job.seed}")
+                self.assertEqual(json.loads(out)["suspects"], doc["suspects"])
+            finally:
+                shutil.rmtree(vdir, ignore_errors=True)
+
+    def test_sigterm_stops_it_cleanly(self):
+        job = f"observe-idle-{os.getpid()}"
+        proc = subprocess.Popen([SCOUT_BIN, "observe", "--job", job, "--interval", "0.2", "--duration", "60"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=10)
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertEqual(out, "")
+
+
+if __name__ == "__main__":
+    unittest.main()

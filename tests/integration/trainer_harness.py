@@ -1,0 +1,232 @@
+"""Launches a real multi-rank PyTorch DDP job (trainers/ddp_trainer.py, gloo
+on 127.0.0.1, /usr/bin/python3, never torchrun) with the scout publisher, and
+cleans everything up: processes (also SIGSTOPped ones) and their records.
+
+    with TrainerJob(world=4, fault="exit", seed=None) as job:   # seed printed
+        job.start()
+        records = job.wait_silent()          # `scout records list` JSON records
+        ... job.fault_rank, job.fault_step, job.returncodes(), job.state(rank)
+
+Ranks can run inside network namespaces ("nodes"): pass
+rank_prefix=lambda rank: ["ip", "netns", "exec", f"ns{rank // 2}"] and a
+master_addr reachable from every namespace. `ip netns exec` execs the trainer,
+so the pid the harness holds is the trainer's.
+
+Command line (prints the seed, the job and the records, then cleans up):
+    python3 trainer_harness.py --world 4 --fault exit [--seed N]
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_DIR = os.environ.get("SCOUT_SOURCE_DIR", os.path.abspath(os.path.join(HERE, "..", "..")))
+BUILD_DIR = os.environ.get("SCOUT_BUILD_DIR", os.path.join(SOURCE_DIR, "build"))
+SCOUT_BIN = os.environ.get("SCOUT_BIN", os.path.join(BUILD_DIR, "bin", "scout"))
+PUBLISHER_LIB = os.environ.get("SCOUT_PUBLISHER_LIB", os.path.join(BUILD_DIR, "lib", "libscout_publisher.so"))
+PYTHON_DIR = os.path.join(SOURCE_DIR, "integrations", "python")
+TRAINER = os.path.join(HERE, "trainers", "ddp_trainer.py")
+PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch
+
+FAULTS = ("none", "stop-before-collective", "stop-inside-collective", "exit", "crash", "skip-collective", "wrong-shape")
+
+_counter = [0]
+
+
+def free_port():
+    """A TCP port that was free a moment ago (the trainers bind it soon after)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scout_records(job, extra=(), timeout=30):
+    """`scout records list --job JOB` as parsed JSON (the verdict envelope)."""
+    proc = subprocess.run([SCOUT_BIN, "records", "list", "--job", job, "--format", "json", *extra],
+                          capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"scout records list failed ({proc.returncode}): {proc.stderr}")
+    return json.loads(proc.stdout)
+
+
+def process_state(pid):
+    """The state letter of /proc/<pid>/stat (R, S, T, Z, ...) or None when gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+class TrainerJob:
+    """One launched job. Fault rank and step are drawn from `seed` (printed)
+    unless given; fault_step is drawn in [2, steps - 1] so that the job has
+    completed steps before the fault and would have more after it."""
+
+    def __init__(self, world=3, steps=6, fault="none", fault_rank=None, fault_step=None, seed=None, job=None,
+                 publisher="call", rank_prefix=None, master_addr="127.0.0.1", extra_env=None, pg_timeout=60.0,
+                 step_delay=0.0, trainer_args=()):
+        if fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r}")
+        self.seed = seed if seed is not None else random.SystemRandom().randrange(1 << 31)
+        rng = random.Random(self.seed)
+        self.world, self.steps, self.fault = world, steps, fault
+        self.fault_rank = fault_rank if fault_rank is not None else rng.randrange(world)
+        self.fault_step = fault_step if fault_step is not None else rng.randint(2, max(2, steps - 1))
+        _counter[0] += 1
+        self.job = job or f"harness-{os.getpid()}-{_counter[0]}-{self.seed}"
+        self.publisher, self.rank_prefix, self.master_addr = publisher, rank_prefix, master_addr
+        self.extra_env = dict(extra_env or {})
+        self.pg_timeout, self.step_delay, self.trainer_args = pg_timeout, step_delay, list(trainer_args)
+        self.procs = []
+        self.logdir = tempfile.mkdtemp(prefix="scout-trainers-")
+        self._logs = []
+        print(f"trainer_harness: seed={self.seed} job={self.job} world={world} fault={fault} "
+              f"fault_rank={self.fault_rank} fault_step={self.fault_step}", file=sys.stderr, flush=True)
+
+    def env(self, rank, port):
+        env = dict(os.environ)
+        env.update({"RANK": str(rank), "WORLD_SIZE": str(self.world), "LOCAL_RANK": str(rank),
+                    "MASTER_ADDR": self.master_addr, "MASTER_PORT": str(port), "SCOUT_JOB": self.job,
+                    "SCOUT_PUBLISHER_LIB": PUBLISHER_LIB, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
+        paths = [PYTHON_DIR]
+        if self.publisher == "env":
+            env["SCOUT_PUBLISH"] = "1"
+            paths.insert(0, os.path.join(PYTHON_DIR, "autoload"))
+        env["PYTHONPATH"] = os.pathsep.join(paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        env.update(self.extra_env)
+        return env
+
+    def start(self):
+        port = free_port()
+        for rank in range(self.world):
+            cmd = [PYTHON, TRAINER, "--steps", str(self.steps), "--fault", self.fault, "--fault-rank",
+                   str(self.fault_rank), "--fault-step", str(self.fault_step), "--publisher", self.publisher,
+                   "--pg-timeout", str(self.pg_timeout), "--step-delay", str(self.step_delay), *self.trainer_args]
+            if self.rank_prefix:
+                cmd = list(self.rank_prefix(rank)) + cmd
+            log = open(os.path.join(self.logdir, f"rank{rank}.log"), "w")
+            self._logs.append(log)
+            self.procs.append(subprocess.Popen(cmd, env=self.env(rank, port), stdout=log, stderr=subprocess.STDOUT,
+                                               stdin=subprocess.DEVNULL, start_new_session=True))
+        return self
+
+    def pids(self):
+        return [p.pid for p in self.procs]
+
+    def log(self, rank):
+        with open(os.path.join(self.logdir, f"rank{rank}.log")) as f:
+            return f.read()
+
+    def state(self, rank):
+        """Process state letter of `rank` (T: stopped), None when gone or reaped."""
+        p = self.procs[rank]
+        if p.poll() is not None:
+            return None
+        return process_state(p.pid)
+
+    def returncodes(self):
+        return [p.poll() for p in self.procs]
+
+    def records(self):
+        """The job's records by rank (entries of `scout records list` details.records)."""
+        doc = scout_records(self.job)
+        out = {}
+        for r in doc["details"]["records"]:
+            if r["record"] is not None:
+                out[r["record"]["rank"]] = r
+        return out
+
+    def wait_exit(self, timeout=60):
+        """Waits until every rank exited; returns the return codes (None: still running at the timeout)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(p.poll() is None for p in self.procs):
+            time.sleep(0.05)
+        return self.returncodes()
+
+    def wait_silent(self, quiet_s=1.5, timeout=90):
+        """Waits until every rank has a record, every running rank has published
+        an event (start-up, e.g. importing torch, is not silence), and no record
+        advanced (step, op_seq, collective state) and no process changed state
+        for quiet_s seconds; returns records() then. Raises TimeoutError past `timeout`."""
+        deadline = time.monotonic() + timeout
+        last, since = None, time.monotonic()
+        while time.monotonic() < deadline:
+            recs = self.records()
+            sig = (tuple(sorted((k, r["record"]["step"], r["record"]["op_seq"], r["record"]["collective_state"])
+                                for k, r in recs.items())),
+                   tuple(self.state(r) for r in range(self.world)))
+            if sig != last:
+                last, since = sig, time.monotonic()
+            elif (len(recs) == self.world and time.monotonic() - since >= quiet_s and
+                  all(r["record"]["op_seq"] > 0 or self.state(k) in (None, "T", "Z") for k, r in recs.items())):
+                return recs
+            time.sleep(0.1)
+        raise TimeoutError(f"records of job {self.job} did not go silent in {timeout} s; logs in {self.logdir}")
+
+    def teardown(self):
+        """Kills every rank (continuing stopped ones), reaps them with a timeout,
+        and removes the job's records and logs."""
+        for p in self.procs:
+            if p.poll() is None:
+                for sig in (signal.SIGCONT, signal.SIGKILL):
+                    try:
+                        os.killpg(p.pid, sig)
+                    except ProcessLookupError:
+                        pass
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                print(f"trainer_harness: pid {p.pid} did not die", file=sys.stderr)
+        for log in self._logs:
+            log.close()
+        for name in os.listdir("/dev/shm"):
+            if name.startswith(f"scout.{self.job}."):
+                try:
+                    os.unlink(os.path.join("/dev/shm", name))
+                except OSError:
+                    pass
+        shutil.rmtree(self.logdir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.teardown()
+        return False
+
+
+def main():
+    p = argparse.ArgumentParser(description="Run a faulty DDP job with the scout publisher and show its records.")
+    p.add_argument("--world", type=int, default=4)
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--fault", choices=FAULTS, default="none")
+    p.add_argument("--fault-rank", type=int)
+    p.add_argument("--fault-step", type=int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--keep", action="store_true", help="leave the job running/stopped and its records in place")
+    a = p.parse_args()
+    job = TrainerJob(world=a.world, steps=a.steps, fault=a.fault, fault_rank=a.fault_rank, fault_step=a.fault_step,
+                     seed=a.seed)
+    try:
+        job.start()
+        job.wait_silent()
+        subprocess.run([SCOUT_BIN, "records", "list", "--job", job.job, "--format", "text"])
+        print("return codes:", job.returncodes(), "states:", [job.state(r) for r in range(a.world)])
+    finally:
+        if not a.keep:
+            job.teardown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
