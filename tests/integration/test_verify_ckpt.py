@@ -1,0 +1,488 @@
+"""scout verify-ckpt end to end: real safetensors files (written here, format by
+hand), real torch.save files from Debian's python3-torch, real directories,
+ledgers and SIGKILLs. Fault positions are random; each test prints its seed."""
+import json
+import os
+import random
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import scoutlib
+from scoutlib import ScoutTestCase, run, validate
+
+SEED = int(os.environ.get("SCOUT_TEST_SEED", random.randrange(1 << 30)))
+print(f"test_verify_ckpt seed {SEED} (rerun with SCOUT_TEST_SEED={SEED})", file=sys.stderr)
+
+DTYPES = {"F32": 4, "F16": 2, "BF16": 2, "I64": 8, "U8": 1, "F64": 8}
+
+
+def make_tensors(rng, count=6):
+    """name -> (dtype, shape, bytes) with random contents."""
+    out = {}
+    for i in range(count):
+        dt = rng.choice(list(DTYPES))
+        shape = [rng.randint(1, 9), rng.randint(1, 40)]
+        n = shape[0] * shape[1] * DTYPES[dt]
+        out[f"layers.{i}.weight"] = (dt, shape, bytearray(rng.randbytes(n)))
+    return out
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """The format: 8-byte little-endian header length, JSON header, data section."""
+    header, data, off = {}, bytearray(), 0
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, (dt, shape, raw) in tensors.items():
+        header[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(raw)]}
+        off += len(raw)
+        data += raw
+    h = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        f.write(data)
+
+
+def flip(tensors, rng):
+    """Copy of tensors with one random bit of one random tensor flipped."""
+    name = rng.choice(sorted(tensors))
+    dt, shape, raw = tensors[name]
+    byte = rng.randrange(len(raw))
+    bit = rng.randrange(8)
+    out = {k: (d, s, bytearray(r)) for k, (d, s, r) in tensors.items()}
+    out[name][2][byte] ^= 1 << bit
+    return out, name, byte, bit
+
+
+def torch_script(body):
+    """Runs python3-torch code in a child (import cost paid once per call)."""
+    proc = subprocess.run(["/usr/bin/python3", "-c", "import torch\n" + body], capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr)
+    return proc.stdout
+
+
+class VerifyCkptTest(ScoutTestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="scout_vc_")
+        self.rng = random.Random(SEED ^ hash(self._testMethodName) & 0xFFFFFFFF)
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def path(self, *parts):
+        return os.path.join(self.dir, *parts)
+
+    # --- replica consensus -------------------------------------------------
+    def test_safetensors_bit_flip_named_among_replicas(self):
+        for trial in range(3):
+            tensors = make_tensors(self.rng)
+            n = self.rng.randint(3, 6)
+            bad = self.rng.randrange(n)
+            bent, name, byte, bit = flip(tensors, self.rng)
+            print(f"seed {SEED} trial {trial}: {n} replicas, replica {bad}, tensor {name}, byte {byte}, bit {bit}", file=sys.stderr)
+            files = []
+            for i in range(n):
+                p = self.path(f"t{trial}_r{i}.safetensors")
+                write_safetensors(p, bent if i == bad else tensors)
+                files.append(p)
+            r = run(["verify-ckpt", "--replicas"] + files)
+            self.assertExit(r, "attributed")
+            doc = r.json()
+            self.assertEqual(len(doc["suspects"]), 1, doc["suspects"])
+            ev = doc["suspects"][0]["evidence"]
+            self.assertEqual((ev["file"], ev["tensor"], ev["replica"]), (files[bad], name, bad))
+            self.assertEqual(doc["details"]["disagreements"][0]["tensor"], name)
+            self.assertEqual(doc["action"], "repair_replica")
+
+    def test_torch_bit_flip_named_among_replicas(self):
+        n = self.rng.randint(3, 5)
+        bad = self.rng.randrange(n)
+        names = ["enc.weight", "enc.bias", "dec.weight", "step_scale"]
+        target = self.rng.choice(names)
+        seed = self.rng.randrange(1 << 30)
+        bit = self.rng.randrange(32)
+        print(f"seed {SEED}: torch {n} replicas, replica {bad}, tensor {target}, bit {bit}", file=sys.stderr)
+        torch_script(f"""
+g = torch.Generator().manual_seed({seed})
+state = {{"enc.weight": torch.randn(16, 8, generator=g), "enc.bias": torch.randn(16, generator=g),
+         "dec.weight": torch.randn(8, 16, generator=g).to(torch.bfloat16), "step_scale": torch.arange(5, dtype=torch.int64)}}
+state["dec.weight"] = state["dec.weight"].t()  # non-contiguous: scout must hash the logical bytes
+for i in range({n}):
+    s = {{k: v.clone() if i != {bad} else v.clone() for k, v in state.items()}}
+    if i == {bad}:
+        t = s["{target}"].contiguous()
+        flat = t.view(-1).view(torch.uint8)
+        idx = {self.rng.randrange(1 << 20)} % flat.numel()
+        flat[idx] ^= 1 << ({bit} % 8)
+        s["{target}"] = t
+    torch.save(s, "{self.dir}/rank%d.pt" % i)
+""")
+        files = [self.path(f"rank{i}.pt") for i in range(n)]
+        r = run(["verify-ckpt", "check", "--replicas"] + files)
+        self.assertExit(r, "attributed")
+        doc = r.json()
+        self.assertEqual(len(doc["suspects"]), 1)
+        ev = doc["suspects"][0]["evidence"]
+        self.assertEqual((ev["file"], ev["tensor"], ev["replica"]), (files[bad], target, bad))
+        self.assertEqual({f["format"] for f in doc["details"]["files"]}, {"torch"})
+
+    def test_clean_replicas_pass_and_torch_equals_safetensors(self):
+        torch_script(f"""
+import json, struct
+g = torch.Generator().manual_seed(7)
+state = {{"a": torch.randn(4, 6, generator=g), "b": torch.arange(10, dtype=torch.int32)}}
+torch.save(state, "{self.dir}/x.pt")
+torch.save({{k: v.clone() for k, v in state.items()}}, "{self.dir}/y.pt")
+hdr, data, off = {{}}, b"", 0
+for k, dt in (("a", "F32"), ("b", "I32")):
+    raw = state[k].numpy().tobytes()
+    hdr[k] = {{"dtype": dt, "shape": list(state[k].shape), "data_offsets": [off, off + len(raw)]}}
+    off += len(raw); data += raw
+h = json.dumps(hdr).encode()
+open("{self.dir}/z.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + data)
+""")
+        r = run(["verify-ckpt", "--replicas", self.path("x.pt"), self.path("y.pt"), self.path("z.safetensors")])
+        self.assertExit(r, "healthy")
+        doc = r.json()
+        self.assertEqual(doc["details"]["tensors_compared"], 2)
+        self.assertEqual(doc["suspects"], [])
+
+    def test_two_replicas_that_disagree_are_inconclusive_with_both_named(self):
+        tensors = make_tensors(self.rng)
+        bent, name, _, _ = flip(tensors, self.rng)
+        a, b = self.path("a.safetensors"), self.path("b.safetensors")
+        write_safetensors(a, tensors)
+        write_safetensors(b, bent)
+        r = run(["verify-ckpt", "--replicas", a, b])
+        self.assertExit(r, "inconclusive")
+        doc = r.json()
+        self.assertEqual(doc["suspects"], [])
+        files = [x["file"] for x in doc["details"]["disagreements"][0]["replicas"]]
+        self.assertEqual(files, [a, b])
+        self.assertIn(a, doc["summary"])
+        self.assertIn(b, doc["summary"])
+        self.assertIn(name, doc["summary"])
+
+    # --- bad input ---------------------------------------------------------
+    def three(self, tensors_list):
+        files = []
+        for i, t in enumerate(tensors_list):
+            p = self.path(f"r{i}.safetensors")
+            write_safetensors(p, t)
+            files.append(p)
+        return files
+
+    def test_truncated_file_is_bad_input_naming_it(self):
+        tensors = make_tensors(self.rng)
+        files = self.three([tensors] * 3)
+        victim = self.rng.choice(files)
+        size = os.path.getsize(victim)
+        cut = self.rng.randint(9, size - 1)
+        print(f"seed {SEED}: truncating {victim} to {cut} of {size}", file=sys.stderr)
+        with open(victim, "r+b") as f:
+            f.truncate(cut)
+        r = run(["verify-ckpt", "--replicas"] + files)
+        self.assertCleanError(r, "bad_input", "verify-ckpt")
+        self.assertIn(victim, r.stderr)
+
+    def test_malformed_headers_are_bad_input(self):
+        tensors = make_tensors(self.rng, 2)
+        good = self.three([tensors] * 2)
+        cases = {
+            "huge_length": struct.pack("<Q", 1 << 40) + b"{}",
+            "not_json": struct.pack("<Q", 5) + b"{oops",
+            "bad_dtype": None,
+            "short": b"\x01\x02",
+        }
+        for label, content in cases.items():
+            p = self.path(f"bad_{label}.safetensors")
+            if content is None:
+                h = json.dumps({"w": {"dtype": "F33", "shape": [1], "data_offsets": [0, 4]}}).encode()
+                content = struct.pack("<Q", len(h)) + h + b"\0" * 4
+            with open(p, "wb") as f:
+                f.write(content)
+            r = run(["verify-ckpt", "--replicas"] + good + [p])
+            self.assertCleanError(r, "bad_input", "verify-ckpt")
+            self.assertIn(p, r.stderr, label)
+
+    def test_dtype_shape_and_missing_tensor_mismatches_are_bad_input(self):
+        tensors = make_tensors(self.rng, 3)
+        name = sorted(tensors)[0]
+        dt, shape, raw = tensors[name]
+        same_size = {"F32": "I32", "F16": "BF16", "BF16": "F16", "I64": "F64", "F64": "I64", "U8": "I8"}
+        variants = {
+            "dtype": {**tensors, name: (same_size[dt], shape, raw)},
+            "shape": {**tensors, name: (dt, [shape[1], shape[0]] if shape[0] != shape[1] else [shape[0] * shape[1]], raw)},
+            "missing": {k: v for k, v in tensors.items() if k != name},
+        }
+        for label, variant in variants.items():
+            files = self.three([tensors, tensors, variant])
+            r = run(["verify-ckpt", "--replicas"] + files)
+            self.assertCleanError(r, "bad_input", "verify-ckpt")
+            self.assertIn(name, r.stderr, label)
+            self.assertIn(files[2], r.stderr, label)
+
+    def test_ordered_dict_state_dict_gets_the_hint(self):
+        torch_script(f"""
+m = torch.nn.Linear(4, 3)
+torch.save(m.state_dict(), "{self.dir}/od.pt")
+torch.save(dict(m.state_dict()), "{self.dir}/plain.pt")
+torch.save(dict(m.state_dict()), "{self.dir}/legacy.pt", _use_new_zipfile_serialization=False)
+""")
+        r = run(["verify-ckpt", "--replicas", self.path("od.pt"), self.path("plain.pt")])
+        self.assertCleanError(r, "bad_input", "verify-ckpt")
+        self.assertIn("torch.save(dict(model.state_dict()), f)", r.stderr)
+        self.assertIn("OrderedDict", r.stderr)
+        self.assertIn("od.pt", r.stderr)
+        r = run(["verify-ckpt", "--replicas", self.path("legacy.pt"), self.path("plain.pt")])
+        self.assertCleanError(r, "bad_input", "verify-ckpt")
+        self.assertIn("legacy", r.stderr)
+
+    # --- directories, mesh, manifest ----------------------------------------
+    def write_mesh_checkpoint(self, ckpt, dp, tp, corrupt_rank=None):
+        os.makedirs(ckpt, exist_ok=True)
+        shards = [make_tensors(self.rng, 3) for _ in range(tp)]
+        info = None
+        for rank in range(dp * tp):
+            t = shards[rank % tp]  # dp=..,tp=.. row-major: tp varies fastest
+            if rank == corrupt_rank:
+                t, name, byte, bit = flip(t, self.rng)
+                info = name
+            write_safetensors(os.path.join(ckpt, f"model_rank{rank}.safetensors"), t)
+        return info
+
+    def test_directory_with_mesh_names_rank_file_and_tensor(self):
+        dp, tp = self.rng.randint(3, 4), 2
+        bad = self.rng.randrange(dp * tp)
+        ckpt = self.path("step_100")
+        name = self.write_mesh_checkpoint(ckpt, dp, tp, corrupt_rank=bad)
+        print(f"seed {SEED}: mesh dp={dp},tp={tp}, corrupt rank {bad}, tensor {name}", file=sys.stderr)
+        r = run(["verify-ckpt", "check", ckpt, "--mesh", f"dp={dp},tp={tp}"])
+        self.assertExit(r, "attributed")
+        doc = r.json()
+        self.assertEqual(len(doc["suspects"]), 1)
+        s = doc["suspects"][0]
+        self.assertEqual(s["rank"], bad)
+        self.assertEqual(s["evidence"]["tensor"], name)
+        self.assertEqual(s["evidence"]["file"], os.path.join(ckpt, f"model_rank{bad}.safetensors"))
+        # A missing shard is bad input naming the rank.
+        gone = self.rng.randrange(dp * tp)
+        os.remove(os.path.join(ckpt, f"model_rank{gone}.safetensors"))
+        r = run(["verify-ckpt", "check", ckpt, "--mesh", f"dp={dp},tp={tp}"])
+        self.assertCleanError(r, "bad_input", "verify-ckpt")
+        self.assertIn(f"rank {gone}", r.stderr)
+        self.assertIn("missing shard", r.stderr)
+
+    def test_manifest_catches_bit_rot_without_replicas(self):
+        ckpt = self.path("step_5")
+        self.write_mesh_checkpoint(ckpt, 1, 3)
+        r = run(["verify-ckpt", "manifest", "write", ckpt, "--mesh", "tp=3"])
+        self.assertExit(r, "healthy")
+        with open(os.path.join(ckpt, "scout-ckpt.json")) as f:
+            validate(json.load(f), "ckpt-manifest.schema.json")
+        self.assertExit(run(["verify-ckpt", "manifest", "check", ckpt]), "healthy")
+        rank = self.rng.randrange(3)
+        victim = os.path.join(ckpt, f"model_rank{rank}.safetensors")
+        with open(victim, "r+b") as f:
+            (hl,) = struct.unpack("<Q", f.read(8))
+            size = os.path.getsize(victim)
+            pos = self.rng.randrange(8 + hl, size)
+            f.seek(pos)
+            b = f.read(1)[0]
+            f.seek(pos)
+            f.write(bytes([b ^ (1 << self.rng.randrange(8))]))
+        print(f"seed {SEED}: bit rot in rank {rank} at byte {pos}", file=sys.stderr)
+        for args in (["manifest", "check", ckpt], ["check", ckpt]):
+            r = run(["verify-ckpt"] + args)
+            self.assertExit(r, "attributed")
+            doc = r.json()
+            self.assertEqual([s["evidence"]["file"] for s in doc["suspects"]], [victim])
+            self.assertEqual(doc["suspects"][0]["reason"], "hash_differs_from_manifest")
+
+    # --- ledger, cron, select -----------------------------------------------
+    def replay(self, cycle, status, checkpoint=None, sweep="periodic", job="j1"):
+        p = self.path(f"replay_{cycle}_{status}.json")
+        doc = {"schema": "scout.verdict", "schema_version": "1.0", "command": "replay", "job": job,
+               "created_at": "2026-11-29T08:00:00.000Z", "status": status, "scope": "job", "summary": "",
+               "suspects": [] if status != "attributed" else [{"rank": 3, "node": None, "reason": "sdc", "evidence": {}}],
+               "groups": [], "action": "none", "details": {"cycle": cycle, "checkpoint": checkpoint, "sweep": sweep}}
+        validate(doc)
+        with open(p, "w") as f:
+            json.dump(doc, f)
+        return p
+
+    def test_cron_ledger_record_and_select(self):
+        root = self.path("ckpts")
+        ledger = self.path("state", "j1.ledger.json")
+        prom = self.path("scout.prom")
+        common = ["--job", "j1", "--ledger", ledger]
+        self.write_mesh_checkpoint(os.path.join(root, "step_100"), 3, 1)
+        r = run(["verify-ckpt"] + common + ["--mesh", "dp=3", "--settle", "0", "--prometheus", prom, root])
+        self.assertExit(r, "healthy")
+        doc = r.json()
+        step100 = os.path.join(root, "step_100")
+        self.assertEqual(doc["details"]["ledger"]["latest"], step100)
+        with open(ledger) as f:
+            validate(json.load(f), "ledger.schema.json")
+        with open(prom) as f:
+            text = f.read()
+        self.assertIn('scout_ckpt_info{job="j1",role="latest",checkpoint="%s"} 1' % step100, text)
+        self.assertIn('scout_ckpt_last_run_exit_code{job="j1"} 0', text)
+        # Two clean replay cycles verify step_100.
+        run(["verify-ckpt", "record"] + common + ["--replay", self.replay(1, "healthy")])
+        r = run(["verify-ckpt", "record"] + common + ["--replay", self.replay(2, "healthy")])
+        self.assertEqual(r.json()["details"]["ledger"]["verified"], step100)
+        # A second checkpoint, one corrupted third one.
+        self.write_mesh_checkpoint(os.path.join(root, "step_200"), 3, 1)
+        self.write_mesh_checkpoint(os.path.join(root, "step_300"), 3, 1, corrupt_rank=1)
+        r = run(["verify-ckpt"] + common + ["--mesh", "dp=3", "--settle", "0", root])
+        self.assertExit(r, "attributed")
+        doc = r.json()
+        results = {os.path.basename(c["id"]): c["result"] for c in doc["details"]["checkpoints"]}
+        self.assertEqual(results, {"step_200": "intact", "step_300": "corrupt"})
+        self.assertEqual(doc["suspects"][0]["rank"], 1)
+        step200 = os.path.join(root, "step_200")
+        self.assertEqual(doc["details"]["ledger"]["latest"], step200)
+        # Nothing new: a re-run checks nothing.
+        r = run(["verify-ckpt"] + common + ["--mesh", "dp=3", "--settle", "0", root])
+        self.assertExit(r, "healthy")
+        self.assertEqual(r.json()["details"]["checkpoints"], [])
+
+        def select(failure, *extra):
+            r = run(["verify-ckpt", "select"] + common + ["--failure", failure] + list(extra))
+            self.assertExit(r, "healthy")
+            return r.json()["details"]
+
+        self.assertEqual(select("sdc")["selected"]["id"], step100)
+        self.assertEqual(select("machine-lost")["selected"]["id"], step100)
+        self.assertEqual(select("straggler")["selected"]["id"], step200)
+        self.assertEqual(select("hang")["selected"]["id"], step100)
+        self.assertEqual(select("unknown", "--sweep", self.replay(9, "healthy", sweep="full"))["selected"]["id"], step200)
+        self.assertEqual(select("hang", "--sweep", self.replay(9, "attributed", sweep="full"))["selected"]["id"], step100)
+        # SDC evidence rejects the candidate; verified stays.
+        r = run(["verify-ckpt", "record"] + common + ["--replay", self.replay(3, "attributed")])
+        self.assertExit(r, "healthy")
+        d = r.json()["details"]
+        self.assertEqual(d["recorded"][0]["rejected"], [step200])
+        self.assertEqual(d["ledger"]["verified"], step100)
+        self.assertEqual(select("straggler")["selected"]["id"], step100)
+        # A stale cycle is bad input; a replay verdict of another job too.
+        self.assertCleanError(run(["verify-ckpt", "record"] + common + ["--replay", self.replay(2, "healthy")]), "bad_input", "verify-ckpt")
+        self.assertCleanError(run(["verify-ckpt", "record"] + common + ["--replay", self.replay(4, "healthy", job="other")]),
+                              "bad_input", "verify-ckpt")
+        st = run(["verify-ckpt", "status"] + common)
+        self.assertExit(st, "healthy")
+        self.assertEqual(len(st.json()["details"]["checkpoints"]), 3)
+
+    def test_cron_records_an_invalid_checkpoint_and_exits_4(self):
+        root = self.path("ckpts")
+        ledger = self.path("j2.ledger.json")
+        self.write_mesh_checkpoint(os.path.join(root, "step_1"), 2, 1)
+        bad = os.path.join(root, "step_2")
+        self.write_mesh_checkpoint(bad, 2, 1)
+        victim = os.path.join(bad, "model_rank1.safetensors")
+        with open(victim, "r+b") as f:
+            f.truncate(os.path.getsize(victim) - 3)
+        r = run(["verify-ckpt", "--job", "j2", "--ledger", ledger, "--mesh", "dp=2", "--settle", "0", "--quiet", root])
+        self.assertExit(r, "bad_input")
+        doc = r.json()  # the verdict is still printed and valid
+        results = {os.path.basename(c["id"]): c for c in doc["details"]["checkpoints"]}
+        self.assertEqual(results["step_1"]["result"], "intact")
+        self.assertEqual(results["step_2"]["result"], "invalid")
+        self.assertIn(victim, results["step_2"]["summary"])
+        with open(ledger) as f:
+            states = {os.path.basename(c["id"]): c["state"] for c in json.load(f)["checkpoints"]}
+        self.assertEqual(states, {"step_1": "pending", "step_2": "invalid"})
+        # Invalid checkpoints are not re-read unless asked; once repaired they become pending.
+        r = run(["verify-ckpt", "--job", "j2", "--ledger", ledger, "--mesh", "dp=2", "--settle", "0", root])
+        self.assertExit(r, "healthy")
+        self.write_mesh_checkpoint(bad, 2, 1)
+        r = run(["verify-ckpt", "--job", "j2", "--ledger", ledger, "--mesh", "dp=2", "--settle", "0", "--recheck-invalid", root])
+        self.assertExit(r, "healthy")
+        self.assertEqual([(os.path.basename(c["id"]), c["result"]) for c in r.json()["details"]["checkpoints"]], [("step_2", "intact")])
+        self.assertEqual(r.json()["details"]["ledger"]["latest"], bad)
+        # Settling checkpoints are left for a later run.
+        self.write_mesh_checkpoint(os.path.join(root, "step_3"), 2, 1)
+        r = run(["verify-ckpt", "--job", "j2", "--ledger", ledger, "--mesh", "dp=2", "--settle", "3600", root])
+        self.assertExit(r, "healthy")
+        self.assertEqual([c["result"] for c in r.json()["details"]["checkpoints"]], ["settling"])
+
+    def test_help_answers(self):
+        for args in (["verify-ckpt", "--help"], ["verify-ckpt", "select", "--help"], ["verify-ckpt", "manifest", "write", "--help"]):
+            r = run(args, fmt=None)
+            self.assertEqual(r.rc, 0, r)
+            self.assertIn("Usage", r.stdout)
+
+    # --- crash consistency ---------------------------------------------------
+    def test_sigkill_during_ledger_updates_never_loses_verified(self):
+        ledger = self.path("j1.ledger.json")
+        common = ["--job", "j1", "--ledger", ledger, "--format", "json"]
+        root = self.path("ckpts")
+        killed = completed = 0
+        verified_seq = 0
+        iterations = 0
+        schema = scoutlib.schema("ledger.schema.json")
+        # Calibrate: how long one un-killed ledger update takes here, so kill times span whole runs.
+        os.makedirs(root)
+        durations = []
+        for c in range(1, 4):
+            t0 = time.monotonic()
+            self.assertExit(run(["verify-ckpt", "record", "--job", "j1", "--ledger", ledger, "--replay", self.replay(c, "inconclusive")]), "healthy")
+            durations.append(time.monotonic() - t0)
+        window = 1.6 * sorted(durations)[1]
+        print(f"seed {SEED}: one ledger update takes {window / 1.6 * 1000:.1f} ms; kills land in [0, {window * 1000:.1f}] ms", file=sys.stderr)
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and iterations < 300:
+            iterations += 1
+            state = None
+            if os.path.exists(ledger):
+                with open(ledger) as f:
+                    state = json.load(f)  # must always parse
+                scoutlib.jsonschema.validate(state, schema)
+            last = state["replay"]["last_cycle"] if state and state["replay"]["last_cycle"] is not None else 0
+            if iterations % 6 == 1:
+                ck = os.path.join(root, f"step_{iterations}")
+                os.makedirs(ck)
+                write_safetensors(os.path.join(ck, "rank0.safetensors"), make_tensors(self.rng, 2))
+                args = ["verify-ckpt", "--job", "j1", "--ledger", ledger, "--mesh", "dp=1", "--settle", "0", "--quiet", root]
+            else:
+                outcome = "healthy" if self.rng.random() < 0.9 else "inconclusive"
+                args = ["verify-ckpt", "record", "--job", "j1", "--ledger", ledger, "--replay", self.replay(last + 1, outcome)]
+            proc = subprocess.Popen([scoutlib.SCOUT_BIN] + args + ["--format", "json"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(self.rng.uniform(0, window))
+            proc.send_signal(signal.SIGKILL)
+            rc = proc.wait(timeout=30)
+            if rc == -signal.SIGKILL:
+                killed += 1
+            else:
+                completed += 1
+            if os.path.exists(ledger):
+                with open(ledger) as f:
+                    after = json.load(f)
+                scoutlib.jsonschema.validate(after, schema)
+                seqs = {c["id"]: c["seq"] for c in after["checkpoints"]}
+                if verified_seq:
+                    self.assertIsNotNone(after["verified"], f"iteration {iterations}: verified checkpoint lost")
+                    self.assertGreaterEqual(seqs[after["verified"]], verified_seq)
+                if after["verified"]:
+                    verified_seq = seqs[after["verified"]]
+        print(f"seed {SEED}: {iterations} iterations, {killed} killed, {completed} completed, verified seq {verified_seq}", file=sys.stderr)
+        self.assertGreater(killed, iterations // 4, "most runs should be killed mid-way")
+        with open(ledger) as f:
+            final = json.load(f)
+        self.assertGreater(verified_seq, 0, f"some checkpoint should have been verified over the run: {json.dumps(final)[:3000]}")
+        # The next update under the lock removes temp files of killed writers.
+        self.assertExit(run(["verify-ckpt", "record", "--job", "j1", "--ledger", ledger, "--replay", self.replay(10000, "healthy")]), "healthy")
+        leftovers = [n for n in os.listdir(self.dir) if ".tmp." in n]
+        self.assertEqual(leftovers, [])
+
+
+if __name__ == "__main__":
+    unittest.main()
