@@ -259,14 +259,26 @@ Verdict decide(const DecisionInput& in) {
   std::vector<std::int64_t> reached, unreachable_obs;
   // Each rank's evidence and node name, both owned by `in` (no copies).
   struct Seen {
-    const RankEvidence* evidence;
-    const std::string* node;
+    const RankEvidence* evidence = nullptr;
+    const std::string* node = nullptr;
   };
   std::size_t rank_count = 0;
   for (const auto& n : in.nodes)
     if (n) rank_count += n->ranks.size();
-  std::unordered_map<std::int64_t, Seen> by_rank;
-  by_rank.reserve(rank_count);
+  // Ranks in [0, dense_limit) in a vector (no allocation per rank); any other
+  // rank a blob names in a map, so that odd input is still decided as before.
+  const std::int64_t dense_limit = static_cast<std::int64_t>(16 * rank_count + 4096);
+  std::vector<Seen> dense;
+  std::unordered_map<std::int64_t, Seen> sparse;
+  auto slot = [&](std::int64_t r) -> std::pair<Seen*, bool> {  // (slot, newly taken)
+    if (r >= 0 && r < dense_limit) {
+      if (static_cast<std::size_t>(r) >= dense.size()) dense.resize(std::max<std::size_t>(r + 1, dense.size() * 2), Seen{});
+      Seen& e = dense[r];
+      return {&e, e.evidence == nullptr};
+    }
+    auto [it, fresh] = sparse.try_emplace(r, Seen{});
+    return {&it->second, fresh};
+  };
   std::map<std::string, const RecordIssue*> issues;  // by segment
   std::vector<json> conflicts;
   for (std::size_t i = 0; i < in.nodes.size(); ++i) {
@@ -279,18 +291,23 @@ Verdict decide(const DecisionInput& in) {
     for (const auto& re : n->ranks) {
       const auto& s = re.snapshot;
       const std::string* node = s.host.empty() ? &n->node : &s.host;
-      auto [it, fresh] = by_rank.try_emplace(s.rank, Seen{&re, node});
+      auto [seen, fresh] = slot(s.rank);
       if (!fresh) {
-        conflicts.push_back({{"rank", s.rank}, {"nodes", {*it->second.node, n->node}}});
-        if (s.heartbeat_ns <= it->second.evidence->snapshot.heartbeat_ns) continue;
-        it->second = Seen{&re, node};
+        conflicts.push_back({{"rank", s.rank}, {"nodes", {*seen->node, n->node}}});
+        if (s.heartbeat_ns <= seen->evidence->snapshot.heartbeat_ns) continue;
       }
+      *seen = Seen{&re, node};
     }
     for (const auto& issue : n->issues) issues.try_emplace(issue.segment, &issue);
   }
 
   std::int64_t world = 0;
-  for (const auto& [r, e] : by_rank) world = std::max({world, e.evidence->snapshot.world_size, r + 1});
+  auto for_each_seen = [&](auto&& fn) {
+    for (std::size_t r = 0; r < dense.size(); ++r)
+      if (dense[r].evidence) fn(static_cast<std::int64_t>(r), dense[r]);
+    for (const auto& [r, e] : sparse) fn(r, e);
+  };
+  for_each_seen([&](std::int64_t r, const Seen& e) { world = std::max({world, e.evidence->snapshot.world_size, r + 1}); });
   if (in.mesh) world = in.mesh->world_size();
   for (const auto& [seg, issue] : issues)
     if (!in.mesh && issue->rank >= world && issue->rank < k_max_world_size) world = issue->rank + 1;
@@ -325,11 +342,11 @@ Verdict decide(const DecisionInput& in) {
   }
 
   std::vector<RankView> views(static_cast<std::size_t>(world));
-  for (auto& [r, e] : by_rank) {
-    if (r < 0 || r >= world) continue;
+  for_each_seen([&](std::int64_t r, const Seen& e) {
+    if (r < 0 || r >= world) return;
     views[r].evidence = e.evidence;
     views[r].node = e.node;
-  }
+  });
   for (const auto& [seg, issue] : issues)
     if (issue->rank >= 0 && issue->rank < world && !views[issue->rank].evidence) views[issue->rank].issue = issue;
   std::vector<std::int64_t> missing;
