@@ -278,6 +278,41 @@ class TwoObservers(ScoutTestCase):
             finally:
                 shutil.rmtree(store, ignore_errors=True)
 
+    def test_store_directory_does_not_reveal_the_namespace(self):
+        """Why a forged evidence blob cannot be tested end to end: to offer one, a
+        process must join the probe's Gloo group, whose rendezvous keys live under
+        the namespace scout/<job>/<attempt>/<digest of the token>. The FileStore
+        names each key's file by a hash of the key, so a process that can read the
+        store directory but lacks the token learns neither the namespace nor the
+        keys, and cannot join; blobs that do arrive are HMAC-checked (unit-tested)."""
+        job = f"ns-hidden-{os.getpid()}"
+        token = f"secret-{random.SystemRandom().randrange(1 << 62)}"
+        store = tempfile.mkdtemp(prefix="scout-store-")
+        try:
+            proc = start_probe(job, "--nodes", "2", "--node-index", "1", "--store", f"file://{store}", timeout_s=4,
+                               env={"SCOUT_JOB_TOKEN": token}, log_level="info")
+            deadline = time.monotonic() + 30
+            seen = ""
+            while "registered" not in seen and time.monotonic() < deadline:
+                line = proc.stderr.readline()
+                if not line:
+                    break
+                seen += line
+            self.assertIn("registered", seen)
+            names = os.listdir(store)
+            contents = b"".join(open(os.path.join(store, n), "rb").read() for n in names
+                                if os.path.isfile(os.path.join(store, n)))
+            proc.communicate(timeout=40)
+            self.assertTrue(names)
+            for n in names:
+                self.assertRegex(n, r"^[0-9]+$", "key files are named by a hash of the key")
+            for secret in (job.encode(), b"scout/", token.encode()):
+                self.assertNotIn(secret, contents)
+                self.assertFalse(any(secret.decode() in n for n in names))
+        finally:
+            shutil.rmtree(store, ignore_errors=True)
+
+
 class ScoutPathFaults(ScoutTestCase):
     """Faults in scout's own path end in a verdict or a clear error within the timeout."""
 
