@@ -171,7 +171,11 @@ std::optional<Finding> classify(const RankSnapshot& o, const RankSnapshot& m) {
       if (o.step > m.step) return Finding{"ahead_of_peers", HangKind::control_flow_divergence, ev};
       return std::nullopt;
     }
-    return std::nullopt;  // one side finished the call the other is inside: communication, not the rank
+    // One side finished the call the other is inside: communication, not the
+    // rank; unless what it finished under that number was a different call
+    // (it skipped one, and its next call took the number).
+    if (!same_call(of, mf)) return call_mismatch(of, mf, std::move(ev));
+    return std::nullopt;
   }
   if (of.group_seq < mf.group_seq) {
     if (!oe) return Finding{"never_entered_collective", HangKind::rank_local_divergence, ev};

@@ -210,6 +210,25 @@ TEST_F(DecideTest, SkipperWhoseNextCallWasMatchedAgainstTheOthersIsNamed) {
   EXPECT_EQ(v.suspects[0].reason, "collective_arguments_differ");
 }
 
+TEST_F(DecideTest, SkipperThatFinishedADifferentCallUnderTheSameNumberIsNamed) {
+  // The others wait inside call `seq`; the skipper made its next call under that
+  // number (different arguments), which completed or failed on its side.
+  World w(pick(3, 16));
+  std::int64_t bad = pick(0, w.size - 1);
+  SCOPED_TRACE(testing::Message() << "world " << w.size << " rank " << bad << " seed " << seed);
+  auto& s = w[bad].snapshot;
+  s.collective_state = CollectiveState::done;
+  s.pending.count = 178;
+  Verdict v = decide(w.input());
+  EXPECT_EQ(v.status, VerdictStatus::attributed);
+  EXPECT_EQ(suspect_ranks(v), std::vector<std::int64_t>{bad});
+  EXPECT_EQ(v.suspects[0].reason, "collective_arguments_differ");
+  // A rank that finished the same call the others are inside is no suspect (communication).
+  World same(pick(3, 16));
+  same[0].snapshot.collective_state = CollectiveState::done;
+  EXPECT_TRUE(decide(same.input()).suspects.empty());
+}
+
 TEST_F(DecideTest, DifferentShapeIsArgumentDivergence) {
   World w(pick(3, 16));
   std::int64_t bad = pick(0, w.size - 1);
