@@ -121,6 +121,7 @@ int run_observe(const ObserveOptions& o) {
   const auto interval = std::chrono::milliseconds(static_cast<std::int64_t>(o.interval_s * 1000));
   const std::int64_t threshold_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(po.threshold).count();
   std::string last_stall;  // signature of the stall the last verdict was about
+  std::string previous;    // signature seen by the previous read
   std::int64_t verdicts = 0;
   spdlog::info("observing job {} every {:.1f} s, threshold {:.1f} s", po.job, o.interval_s, o.probe.threshold_s);
 
@@ -133,9 +134,14 @@ int run_observe(const ObserveOptions& o) {
       LocalView view = look(*reads, po);
       const std::int64_t now = hang::realtime_now_ns();
       const bool silent = view.records > 0 && (view.bad_process || (view.newest_progress_ns > 0 && now - view.newest_progress_ns >= threshold_ns));
+      // Probe only a settled picture: when one rank stops or dies, its peers on
+      // this node may still be on their way into the collective; probing at once
+      // would give a second verdict for the same stall a moment later.
+      const bool settled = view.signature == previous;
+      previous = view.signature;
       if (!silent) {
         last_stall.clear();  // progress resumed (or nothing to watch): the next stall is a new one
-      } else if (view.signature != last_stall) {
+      } else if (view.signature != last_stall && settled) {
         auto cached = std::move(*reads);
         auto v = hang::run_probe(po, [cached]() -> Result<std::vector<records::RecordRead>> { return cached; });
         if (!v) {

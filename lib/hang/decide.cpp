@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <map>
+#include <optional>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include "lib/consensus/c3.hpp"
@@ -43,7 +45,7 @@ namespace {
 // One rank as the decision sees it.
 struct RankView {
   const RankEvidence* evidence = nullptr;  // null: no snapshot
-  std::string node;
+  const std::string* node = nullptr;        // its node's name (owned by the input); null: none
   const RecordIssue* issue = nullptr;       // a record problem naming this rank
   bool unreachable = false;                 // its observer may be one that never answered
 };
@@ -71,6 +73,47 @@ std::string position_key(const RankSnapshot& s) {
   return fmt::format("step {} pg {:x} seq {} {} {} dt{} x{} r{}", s.step, f.group, f.group_seq,
                      entered(s) ? "in" : "out", records::collective_type_name(f.type), f.dtype, f.count, f.root_or_op);
 }
+
+// position_key() as a value: two snapshots have equal Positions exactly when
+// their position_key() texts are equal, so ranks are interned without
+// formatting a string per rank.
+struct Position {
+  std::uint64_t step = 0, group = 0, seq = 0, count = 0;
+  std::int64_t root_or_op = 0;
+  std::uint8_t type = 0, dtype = 0;
+  bool in = false;
+  bool operator==(const Position&) const = default;
+};
+
+Position position_of(const RankSnapshot& s) {
+  const auto& f = s.pending;
+  // Every type collective_type_name() does not know prints as "invalid".
+  auto type = static_cast<std::uint8_t>(f.type);
+  if (type > static_cast<std::uint8_t>(records::CollectiveType::other)) type = 0xff;
+  return {s.step, f.group, f.group_seq, f.count, f.root_or_op, type, f.dtype, entered(s)};
+}
+
+struct PositionHash {
+  std::size_t operator()(const Position& p) const {
+    std::uint64_t h = 0x9e3779b97f4a7c15ull;
+    auto mix = [&](std::uint64_t x) {
+      h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    };
+    mix(p.step);
+    mix(p.group);
+    mix(p.seq);
+    mix(p.count);
+    mix(static_cast<std::uint64_t>(p.root_or_op));
+    mix((std::uint64_t{p.type} << 16) | (std::uint64_t{p.dtype} << 8) | std::uint64_t{p.in});
+    return static_cast<std::size_t>(h);
+  }
+};
+
+// Beyond this many members a group's `values` lists each distinct value once
+// (with its count, and the ranks holding it unless it is the majority's) instead
+// of one value per member, and a finding names the group by index and size
+// instead of listing its members: a 100k-rank verdict stays linear in size.
+constexpr std::size_t k_max_group_values = 256;
 
 // A suspect found by progress consensus, before it becomes a Suspect.
 struct Finding {
@@ -128,7 +171,11 @@ std::optional<Finding> classify(const RankSnapshot& o, const RankSnapshot& m) {
       if (o.step > m.step) return Finding{"ahead_of_peers", HangKind::control_flow_divergence, ev};
       return std::nullopt;
     }
-    return std::nullopt;  // one side finished the call the other is inside: communication, not the rank
+    // One side finished the call the other is inside: communication, not the
+    // rank; unless what it finished under that number was a different call
+    // (it skipped one, and its next call took the number).
+    if (!same_call(of, mf)) return call_mismatch(of, mf, std::move(ev));
+    return std::nullopt;
   }
   if (of.group_seq < mf.group_seq) {
     if (!oe) return Finding{"never_entered_collective", HangKind::rank_local_divergence, ev};
@@ -166,6 +213,10 @@ json process_json(const ProcessEvidence& p, std::int64_t pid) {
   if (!p.detail.empty()) j["detail"] = p.detail;
   return j;
 }
+
+// Up to this many ranks the verdict lists every rank's row and every group's
+// values per member; beyond, only what stands out (see decide()).
+constexpr std::int64_t k_max_rank_rows = 4096;
 
 // Infers the mesh from the records' coordinates when they are consistent with
 // row-major placement; otherwise every rank is a data-parallel replica.
@@ -210,8 +261,28 @@ Verdict decide(const DecisionInput& in) {
 
   // --- gather the views ---------------------------------------------------------------
   std::vector<std::int64_t> reached, unreachable_obs;
-  std::map<std::int64_t, const RankEvidence*> by_rank;
-  std::map<std::int64_t, std::string> node_of;
+  // Each rank's evidence and node name, both owned by `in` (no copies).
+  struct Seen {
+    const RankEvidence* evidence = nullptr;
+    const std::string* node = nullptr;
+  };
+  std::size_t rank_count = 0;
+  for (const auto& n : in.nodes)
+    if (n) rank_count += n->ranks.size();
+  // Ranks in [0, dense_limit) in a vector (no allocation per rank); any other
+  // rank a blob names in a map, so that odd input is still decided as before.
+  const std::int64_t dense_limit = static_cast<std::int64_t>(16 * rank_count + 4096);
+  std::vector<Seen> dense;
+  std::unordered_map<std::int64_t, Seen> sparse;
+  auto slot = [&](std::int64_t r) -> std::pair<Seen*, bool> {  // (slot, newly taken)
+    if (r >= 0 && r < dense_limit) {
+      if (static_cast<std::size_t>(r) >= dense.size()) dense.resize(std::max<std::size_t>(r + 1, dense.size() * 2), Seen{});
+      Seen& e = dense[r];
+      return {&e, e.evidence == nullptr};
+    }
+    auto [it, fresh] = sparse.try_emplace(r, Seen{});
+    return {&it->second, fresh};
+  };
   std::map<std::string, const RecordIssue*> issues;  // by segment
   std::vector<json> conflicts;
   for (std::size_t i = 0; i < in.nodes.size(); ++i) {
@@ -223,19 +294,24 @@ Verdict decide(const DecisionInput& in) {
     reached.push_back(static_cast<std::int64_t>(i));
     for (const auto& re : n->ranks) {
       const auto& s = re.snapshot;
-      auto [it, fresh] = by_rank.try_emplace(s.rank, &re);
+      const std::string* node = s.host.empty() ? &n->node : &s.host;
+      auto [seen, fresh] = slot(s.rank);
       if (!fresh) {
-        conflicts.push_back({{"rank", s.rank}, {"nodes", {node_of[s.rank], n->node}}});
-        if (s.heartbeat_ns <= it->second->snapshot.heartbeat_ns) continue;
-        it->second = &re;
+        conflicts.push_back({{"rank", s.rank}, {"nodes", {*seen->node, n->node}}});
+        if (s.heartbeat_ns <= seen->evidence->snapshot.heartbeat_ns) continue;
       }
-      node_of[s.rank] = s.host.empty() ? n->node : s.host;
+      *seen = Seen{&re, node};
     }
     for (const auto& issue : n->issues) issues.try_emplace(issue.segment, &issue);
   }
 
   std::int64_t world = 0;
-  for (const auto& [r, e] : by_rank) world = std::max({world, e->snapshot.world_size, r + 1});
+  auto for_each_seen = [&](auto&& fn) {
+    for (std::size_t r = 0; r < dense.size(); ++r)
+      if (dense[r].evidence) fn(static_cast<std::int64_t>(r), dense[r]);
+    for (const auto& [r, e] : sparse) fn(r, e);
+  };
+  for_each_seen([&](std::int64_t r, const Seen& e) { world = std::max({world, e.evidence->snapshot.world_size, r + 1}); });
   if (in.mesh) world = in.mesh->world_size();
   for (const auto& [seg, issue] : issues)
     if (!in.mesh && issue->rank >= world && issue->rank < k_max_world_size) world = issue->rank + 1;
@@ -270,11 +346,11 @@ Verdict decide(const DecisionInput& in) {
   }
 
   std::vector<RankView> views(static_cast<std::size_t>(world));
-  for (auto& [r, e] : by_rank) {
-    if (r < 0 || r >= world) continue;
-    views[r].evidence = e;
-    views[r].node = node_of[r];
-  }
+  for_each_seen([&](std::int64_t r, const Seen& e) {
+    if (r < 0 || r >= world) return;
+    views[r].evidence = e.evidence;
+    views[r].node = e.node;
+  });
   for (const auto& [seg, issue] : issues)
     if (issue->rank >= 0 && issue->rank < world && !views[issue->rank].evidence) views[issue->rank].issue = issue;
   std::vector<std::int64_t> missing;
@@ -311,61 +387,127 @@ Verdict decide(const DecisionInput& in) {
   details["stalled"] = stalled;
 
 
-  auto node_for = [&](std::int64_t r) { return views[r].node; };
-  // Each rank's progress coordinate, as text (shown in the groups) and as an interned id (compared).
-  std::vector<std::string> value_text(static_cast<std::size_t>(world));
+  auto node_for = [&](std::int64_t r) { return views[r].node ? *views[r].node : std::string(); };
+  // Each rank's progress coordinate as an interned id (compared by C3). Its
+  // text (shown in the groups) is formatted once per distinct id, on demand.
+  // A rank without a snapshot has a value of its own (its text names the rank).
   std::vector<std::uint64_t> value_id(static_cast<std::size_t>(world));
+  std::vector<std::int64_t> id_rank;  // a rank holding each id
   {
-    std::unordered_map<std::string, std::uint64_t> ids;
+    std::unordered_map<Position, std::uint64_t, PositionHash> ids;
     for (std::int64_t r = 0; r < world; ++r) {
-      const auto& view = views[r];
-      if (view.evidence) value_text[r] = position_key(view.evidence->snapshot);
-      else if (view.issue) value_text[r] = fmt::format("record {} (rank {})", view.issue->problem, r);
-      else value_text[r] = fmt::format("{} (rank {})", view.unreachable ? "unreachable" : "no record", r);
-      value_id[r] = ids.try_emplace(value_text[r], ids.size()).first->second;
+      if (views[r].evidence) {
+        auto [it, fresh] = ids.try_emplace(position_of(views[r].evidence->snapshot), id_rank.size());
+        if (fresh) id_rank.push_back(r);
+        value_id[r] = it->second;
+      } else {
+        value_id[r] = id_rank.size();
+        id_rank.push_back(r);
+      }
     }
   }
+  std::vector<std::optional<std::string>> id_text(id_rank.size());
+  auto value_text = [&](std::uint64_t id) -> const std::string& {
+    auto& t = id_text[id];
+    if (!t) {
+      const std::int64_t r = id_rank[id];
+      const auto& view = views[r];
+      if (view.evidence) t = position_key(view.evidence->snapshot);
+      else if (view.issue) t = fmt::format("record {} (rank {})", view.issue->problem, r);
+      else t = fmt::format("{} (rank {})", view.unreachable ? "unreachable" : "no record", r);
+    }
+    return *t;
+  };
 
   // --- progress consensus per peer group and per process group -------------------------
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> compared;
-  std::set<std::vector<std::int64_t>> seen_groups;
+  // Groups already added, by a digest of their members (equal digests are compared in full).
+  std::unordered_multimap<std::uint64_t, std::size_t> seen_groups;
   auto add_group = [&](std::string kind, std::vector<std::int64_t> members) {
-    if (members.size() < 2 || !seen_groups.insert(members).second) return;
+    if (members.size() < 2) return;
+    std::uint64_t digest = members.size();
+    for (auto r : members) digest = (digest ^ static_cast<std::uint64_t>(r)) * 0x100000001b3ull;
+    auto [lo, hi] = seen_groups.equal_range(digest);
+    for (auto it = lo; it != hi; ++it)
+      if (compared[it->second].second == members) return;
+    seen_groups.emplace(digest, compared.size());
     compared.emplace_back(std::move(kind), std::move(members));
   };
   for (auto& g : mesh.peer_groups()) add_group(std::string(peer_kind_name(mesh.peer_kind())), std::move(g));
+  const std::size_t peer_group_count = compared.size();  // compared[0, peer_group_count) are the peer groups
   for (Dim d : k_all_dims)
     if (mesh.size(d) > 1)
       for (auto& g : mesh.process_groups(d)) add_group(std::string(dim_name(d)), std::move(g));
 
   std::map<std::int64_t, Finding> findings;
-  std::vector<std::int64_t> majority_waiters;  // ranks of strict majorities waiting inside a collective
+  // Ranks every visible strict majority agrees are waiting inside a collective.
+  std::vector<char> is_waiter(static_cast<std::size_t>(world), 0);
+  std::int64_t waiter_count = 0;
   bool any_inconclusive = false;
+  // With a big world, groups whose members all agree show their one value once.
+  const bool big_world = world > k_max_rank_rows;
   if (stalled) {
-    for (const auto& [kind, members] : compared) {
-      std::vector<std::uint64_t> keys;
+    v.groups.reserve(compared.size());
+    std::vector<std::uint64_t> keys;
+    std::vector<std::pair<std::uint64_t, std::int64_t>> distinct;  // (id, member index), for compact values
+    for (std::size_t gi = 0; gi < compared.size(); ++gi) {
+      const auto& [kind, members] = compared[gi];
+      keys.clear();
       keys.reserve(members.size());
-      json values = json::array();
-      for (auto r : members) {
-        keys.push_back(value_id[r]);
-        values.push_back(value_text[r]);
-      }
+      for (auto r : members) keys.push_back(value_id[r]);
       C3Result res = c3_exact(keys);
+      json values = json::array();
+      const bool compact = members.size() > k_max_group_values || (big_world && res.status == C3Status::agree);
+      if (!compact) {
+        values.get_ref<json::array_t&>().reserve(keys.size());
+        for (auto k : keys) values.push_back(value_text(k));
+      } else {
+        // Each distinct value once, first-seen order; the ranks holding it
+        // unless it is the majority's value (the outliers are always complete).
+        distinct.clear();
+        for (std::size_t i = 0; i < keys.size(); ++i) distinct.emplace_back(keys[i], static_cast<std::int64_t>(i));
+        std::stable_sort(distinct.begin(), distinct.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+        std::vector<std::pair<std::int64_t, json>> entries;  // (first member index, entry)
+        const std::uint64_t majority_key = res.majority_peer >= 0 ? keys[res.majority_peer] : ~std::uint64_t{0};
+        for (std::size_t i = 0; i < distinct.size();) {
+          std::size_t j = i;
+          while (j < distinct.size() && distinct[j].first == distinct[i].first) ++j;
+          json entry = {{"value", value_text(distinct[i].first)}, {"count", j - i}};
+          if (distinct[i].first != majority_key || res.status == C3Status::inconclusive) {
+            json ranks = json::array();
+            for (std::size_t k = i; k < j; ++k) ranks.push_back(members[distinct[k].second]);
+            entry["ranks"] = std::move(ranks);
+          }
+          entries.emplace_back(distinct[i].second, std::move(entry));
+          i = j;
+        }
+        std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+        for (auto& e : entries) values.push_back(std::move(e.second));
+      }
       GroupRun run = make_group_run(kind, members, C3Mode::exact, res, std::move(values));
+      if (compact) run.stats["values"] = "distinct";
       std::erase_if(run.outliers, [&](std::int64_t r) { return !views[r].evidence; });
       if (res.status == C3Status::inconclusive) any_inconclusive = true;
       if (res.majority_peer >= 0 && res.status != C3Status::inconclusive) {
         const auto& m = views[members[res.majority_peer]].evidence->snapshot;
         if (entered(m))
           for (std::size_t i = 0; i < members.size(); ++i)
-            if (!res.outliers[i]) majority_waiters.push_back(members[i]);
+            if (!res.outliers[i] && !is_waiter[members[i]]) {
+              is_waiter[members[i]] = 1;
+              ++waiter_count;
+            }
         for (std::size_t i = 0; i < members.size(); ++i) {
-          if (!res.outliers[i] || !views[members[i]].evidence) continue;
+          if (!res.outliers[i] || !views[members[i]].evidence || findings.count(members[i])) continue;
           auto f = classify(views[members[i]].evidence->snapshot, m);
           if (!f) continue;
           f->evidence["group"] = kind;
-          f->evidence["group_members"] = members;
-          findings.try_emplace(members[i], std::move(*f));
+          if (members.size() <= k_max_group_values) {
+            f->evidence["group_members"] = members;
+          } else {
+            f->evidence["group_index"] = v.groups.size();
+            f->evidence["group_size"] = members.size();
+          }
+          findings.emplace(members[i], std::move(*f));
         }
       }
       v.groups.push_back(std::move(run));
@@ -433,8 +575,6 @@ Verdict decide(const DecisionInput& in) {
   }
   details["victims"] = victims;
 
-  // Ranks that every visible strict majority agrees are waiting inside a collective.
-  std::set<std::int64_t> waiters(majority_waiters.begin(), majority_waiters.end());
   std::int64_t known = 0, known_entered = 0, known_alive = 0;
   for (std::int64_t r = 0; r < world; ++r)
     if (views[r].evidence) {
@@ -462,7 +602,7 @@ Verdict decide(const DecisionInput& in) {
                     : fmt::format("progress is not silent (last progress {:.1f} s ago, threshold {:.1f} s)", seconds(silent_ns),
                                   seconds(in.threshold_ns));
   } else if (!unreachable_obs.empty() && known > 0 && known == known_entered && known * 2 > world &&
-             static_cast<std::int64_t>(waiters.size()) == known) {
+             waiter_count == known) {
     // Every visible rank waits in the same collective and they are a strict
     // majority: the ranks no observer could see are where the fault is.
     kind = HangKind::node_unreachable;
@@ -486,11 +626,16 @@ Verdict decide(const DecisionInput& in) {
     v.status = VerdictStatus::group_stall;
     v.scope = Scope::group;
     v.action = "fabric_diagnostics";
-    std::set<std::string> colls;
+    // Distinct (type, group, seq) first: one string per collective, not per rank.
+    std::set<std::tuple<std::uint8_t, std::uint64_t, std::uint64_t>> distinct_colls;
     for (std::int64_t r = 0; r < world; ++r) {
       const auto& f = views[r].evidence->snapshot.pending;
-      colls.insert(fmt::format("{} pg {:x} seq {}", records::collective_type_name(f.type), f.group, f.group_seq));
+      distinct_colls.emplace(static_cast<std::uint8_t>(f.type), f.group, f.group_seq);
     }
+    std::set<std::string> colls;
+    for (const auto& [type, group, seq] : distinct_colls)
+      colls.insert(fmt::format("{} pg {:x} seq {}", records::collective_type_name(static_cast<records::CollectiveType>(type)),
+                               group, seq));
     v.summary = fmt::format("every rank is alive and waiting inside a collective ({}) for {:.1f} s: group-scoped stall",
                             fmt::join(colls, "; "), seconds(silent_ns));
     details["waiting_in"] = std::vector<std::string>(colls.begin(), colls.end());
@@ -521,30 +666,50 @@ Verdict decide(const DecisionInput& in) {
   }
   // Per-rank rows: every rank up to k_max_rank_rows; beyond, only the ranks
   // that stand out (suspects, victims, processes not alive, no record, or a
-  // progress coordinate other than the most common), so a 100k-rank verdict
-  // stays small and fast.
-  constexpr std::int64_t k_max_rank_rows = 4096;
+  // progress coordinate other than the most common one of its peer group: peer
+  // groups may legitimately wait in different process groups), so a 100k-rank
+  // verdict stays small and fast.
+  std::vector<char> usual;  // per rank: holds the most common coordinate of its peer group
+  if (big_world) {
+    usual.assign(static_cast<std::size_t>(world), 0);
+    std::vector<char> covered(static_cast<std::size_t>(world), 0);
+    auto mark_common = [&](const std::vector<std::int64_t>& members) {
+      std::vector<std::uint64_t> keys;
+      keys.reserve(members.size());
+      for (auto r : members) keys.push_back(value_id[r]);
+      std::sort(keys.begin(), keys.end());
+      std::uint64_t best = 0;
+      std::size_t best_count = 0;
+      for (std::size_t i = 0; i < keys.size();) {
+        std::size_t j = i;
+        while (j < keys.size() && keys[j] == keys[i]) ++j;
+        if (j - i > best_count) best_count = j - i, best = keys[i];
+        i = j;
+      }
+      for (auto r : members) {
+        covered[r] = 1;
+        usual[r] = value_id[r] == best;
+      }
+    };
+    for (std::size_t g = 0; g < peer_group_count; ++g) mark_common(compared[g].second);
+    std::vector<std::int64_t> rest;  // ranks in no peer group of two or more: compared with each other
+    for (std::int64_t r = 0; r < world; ++r)
+      if (!covered[r]) rest.push_back(r);
+    if (!rest.empty()) mark_common(rest);
+  }
   std::set<std::int64_t> notable;
   for (const auto& s : v.suspects)
     if (s.rank >= 0) notable.insert(s.rank);
   for (const auto& x : victims) notable.insert(x.get<std::int64_t>());
-  std::uint64_t common_id = 0;
-  {
-    std::unordered_map<std::uint64_t, std::int64_t> counts;
-    std::int64_t best = -1;
-    for (auto id : value_id)
-      if (++counts[id] > best) best = counts[id], common_id = id;
-  }
   json rank_rows = json::array();
   for (std::int64_t r = 0; r < world; ++r) {
     const auto& view = views[r];
-    if (world > k_max_rank_rows && !notable.count(r) && view.evidence && value_id[r] == common_id &&
-        view.evidence->process.state == ProcessState::alive)
+    if (big_world && !notable.count(r) && view.evidence && usual[r] && view.evidence->process.state == ProcessState::alive)
       continue;
     json row = {{"rank", r}};
     if (view.evidence) {
       const auto& s = view.evidence->snapshot;
-      row["node"] = view.node;
+      row["node"] = view.node ? *view.node : std::string();
       row["step"] = s.step;
       row["op_seq"] = s.op_seq;
       row["phase"] = records::phase_name(s.phase);
@@ -561,7 +726,7 @@ Verdict decide(const DecisionInput& in) {
     }
     rank_rows.push_back(std::move(row));
   }
-  details["ranks_listed"] = world > k_max_rank_rows ? "notable" : "all";
+  details["ranks_listed"] = big_world ? "notable" : "all";
   details["ranks"] = std::move(rank_rows);
   details["kind"] = hang_kind_name(kind);
   v.details = std::move(details);

@@ -278,6 +278,40 @@ class TwoObservers(ScoutTestCase):
             finally:
                 shutil.rmtree(store, ignore_errors=True)
 
+    def test_store_directory_does_not_reveal_the_namespace(self):
+        """Why a forged evidence blob cannot be tested end to end: to offer one, a
+        process must join the probe's Gloo group, whose rendezvous keys live under
+        the namespace scout/<job>/<attempt>/<digest of the token>. The FileStore
+        names each key's file by a hash of the key, so a process that can read the
+        store directory but lacks the token learns neither the namespace nor the
+        keys, and cannot join; blobs that do arrive are HMAC-checked (unit-tested)."""
+        job = f"ns-hidden-{os.getpid()}"
+        token = f"secret-{random.SystemRandom().randrange(1 << 62)}"
+        store = tempfile.mkdtemp(prefix="scout-store-")
+        try:
+            proc = start_probe(job, "--nodes", "2", "--node-index", "1", "--store", f"file://{store}", timeout_s=4,
+                               env={"SCOUT_JOB_TOKEN": token}, log_level="info")
+            deadline = time.monotonic() + 30
+            seen = ""
+            while "registered" not in seen and time.monotonic() < deadline:
+                line = proc.stderr.readline()
+                if not line:
+                    break
+                seen += line
+            self.assertIn("registered", seen)
+            names = os.listdir(store)
+            contents = b"".join(open(os.path.join(store, n), "rb").read() for n in names
+                                if os.path.isfile(os.path.join(store, n)))
+            proc.communicate(timeout=40)
+            self.assertTrue(names)
+            for n in names:
+                self.assertRegex(n, r"^[0-9]+$", "key files are named by a hash of the key")
+            for secret in (job.encode(), b"scout/", token.encode()):
+                self.assertNotIn(secret, contents)
+                self.assertFalse(any(secret.decode() in n for n in names))
+        finally:
+            shutil.rmtree(store, ignore_errors=True)
+
 
 class ScoutPathFaults(ScoutTestCase):
     """Faults in scout's own path end in a verdict or a clear error within the timeout."""
@@ -375,6 +409,62 @@ class Observe(ScoutTestCase):
                 self.assertEqual(json.loads(out)["suspects"], doc["suspects"])
             finally:
                 shutil.rmtree(vdir, ignore_errors=True)
+
+    def test_two_daemons_split_the_ranks_and_each_write_one_verdict(self):
+        """Two `scout observe` daemons ("nodes"), each owning half the ranks of a
+        real 4-rank DDP job, meet over a file:// store with a token file; one
+        rank (random, seed printed) stops before a collective. Each daemon writes
+        exactly one verdict naming it, and both stop cleanly on SIGTERM."""
+        tmp = tempfile.mkdtemp(prefix="scout-observe2-")
+        store, vdirs = os.path.join(tmp, "store"), [os.path.join(tmp, f"verdicts{i}") for i in range(2)]
+        token_file = os.path.join(tmp, "token")
+        with open(os.open(token_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            f.write(f"token-{random.SystemRandom().randrange(1 << 62)}\n")
+        daemons = []
+        try:
+            with TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective") as job:
+                job.start()
+                for i in range(2):
+                    if i:
+                        time.sleep(3)  # the nodes' daemons do not start together
+                    daemons.append(subprocess.Popen(
+                        [SCOUT_BIN, "observe", "--job", job.job, "--nodes", "2", "--node-index", str(i),
+                         "--local-ranks", f"{2 * i}-{2 * i + 1}", "--store", f"file://{store}", "--token-file",
+                         token_file, "--threshold", "2", "--interval", "0.2", "--timeout", "10",
+                         "--verdict-dir", vdirs[i], "--duration", "150", "--format", "json"],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL))
+                # Wait (bounded) until both wrote a verdict, then a little longer: no second one may follow.
+                deadline = time.monotonic() + 120
+                def verdicts(d):
+                    return sorted(f for f in os.listdir(d) if f.endswith(".json")) if os.path.isdir(d) else []
+                while time.monotonic() < deadline and not all(verdicts(d) for d in vdirs):
+                    self.assertTrue(all(p.poll() is None for p in daemons), "a daemon exited early")
+                    time.sleep(0.2)
+                time.sleep(3)
+                for p in daemons:
+                    p.send_signal(signal.SIGTERM)
+                outs = [p.communicate(timeout=30) for p in daemons]
+                docs = []
+                for i, (p, (out, err)) in enumerate(zip(daemons, outs)):
+                    self.assertEqual(p.returncode, 0, f"seed {job.seed}\n{err}")
+                    files = verdicts(vdirs[i])
+                    self.assertEqual(len(files), 1, f"seed {job.seed} observer {i}: {files}\n{err}")
+                    self.assertEqual([f for f in os.listdir(vdirs[i]) if f.startswith(".")], [], "no temporary file left")
+                    with open(os.path.join(vdirs[i], files[0])) as f:
+                        doc = json.load(f)
+                    validate(doc)
+                    self.assertEqual(doc["command"], "observe")
+                    self.assertEqual(suspects(doc), [job.fault_rank], f"seed {job.seed} observer {i}\n{err}")
+                    self.assertEqual(doc["details"]["observers"]["reached"], [0, 1], f"seed {job.seed}")
+                    self.assertTrue(doc["details"]["transport"]["authenticated"])
+                    docs.append(doc)
+                self.assertEqual(docs[0]["suspects"], docs[1]["suspects"])
+        finally:
+            for p in daemons:
+                if p.poll() is None:
+                    p.kill()
+                    p.communicate(timeout=10)
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def test_sigterm_stops_it_cleanly(self):
         job = f"observe-idle-{os.getpid()}"

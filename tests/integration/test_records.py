@@ -115,7 +115,7 @@ class CleanJob(scoutlib.ScoutTestCase):
 
 
 class PythonPackage(scoutlib.ScoutTestCase):
-    def run_module(self, env):
+    def run_module(self, env, unset=()):
         tmp = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, tmp)
         script = os.path.join(tmp, "train.py")
@@ -125,7 +125,7 @@ class PythonPackage(scoutlib.ScoutTestCase):
                     "print(pub.record.segment if pub else 'none')\n"
                     "print(' '.join(sys.argv[1:]))\n")
         full = dict(os.environ, PYTHONPATH=th.PYTHON_DIR, SCOUT_PUBLISHER_LIB=th.PUBLISHER_LIB, **env)
-        for k in ("SCOUT_JOB", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"):
+        for k in ("SCOUT_JOB", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", *unset):
             if k not in env:
                 full.pop(k, None)
         return subprocess.run([th.PYTHON, "-m", "scout_publisher", script, "--lr", "1"], capture_output=True,
@@ -174,13 +174,29 @@ class PythonPackage(scoutlib.ScoutTestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(by_rank(list_records(job))[0]["record"]["phase"], "forward")
 
+    def assertOneLineError(self, p, *fragments):
+        """Exit code 2, nothing on stdout (the script never ran), and exactly one
+        line on stderr: `scout_publisher: error: what; what to do`."""
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertEqual(p.stdout, "")
+        lines = p.stderr.splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertRegex(lines[0], r"^scout_publisher: error: [^;]+; \S.*$")
+        self.assertNotIn("Traceback", p.stderr)
+        for fragment in fragments:
+            self.assertIn(fragment, lines[0])
+
     def test_missing_job_is_a_clear_error(self):
         p = self.run_module({"RANK": "0", "WORLD_SIZE": "1"})
-        self.assertNotEqual(p.returncode, 0)
-        self.assertIn("no job id", p.stderr)
+        self.assertOneLineError(p, "no job id", "SCOUT_JOB")
+
+    def test_rank_outside_the_world_is_a_clear_error(self):
         p = self.run_module({"SCOUT_JOB": "j", "RANK": "4", "WORLD_SIZE": "4"})
-        self.assertNotEqual(p.returncode, 0)
-        self.assertIn("rank 4 is not in [0, world size 4)", p.stderr)
+        self.assertOneLineError(p, "rank 4 is not in [0, world size 4)", "RANK")
+        p = self.run_module({"SCOUT_JOB": "j", "RANK": "one", "WORLD_SIZE": "4"})
+        self.assertOneLineError(p, "'one'", "integers")
+        p = self.run_module({"SCOUT_JOB": "j", "WORLD_SIZE": "4"}, unset=("RANK", "SLURM_PROCID"))
+        self.assertOneLineError(p, "no rank or world size", "RANK and WORLD_SIZE")
 
 
 class FaultRecords(scoutlib.ScoutTestCase):

@@ -33,9 +33,19 @@ import threading
 
 from . import _lib
 
-__all__ = ["enable", "disable", "publisher", "step", "phase", "PublisherError", "set_after_enter_hook"]
+__all__ = ["enable", "disable", "publisher", "step", "phase", "PublisherError", "ConfigError", "set_after_enter_hook"]
 
 PublisherError = _lib.PublisherError
+
+
+class ConfigError(ValueError):
+    """enable() could not tell the job, rank, world size or mesh. `what` says
+    what is wrong, `fix_call` how to fix it in an enable() call, `fix_env` how
+    to fix it in the environment (for `python3 -m scout_publisher`)."""
+
+    def __init__(self, what, fix_call, fix_env):
+        super().__init__(f"{what}: {fix_call}" if fix_call else what)
+        self.what, self.fix_call, self.fix_env = what, fix_call, fix_env
 _DIMS = {"dp": 0, "fsdp": 1, "tp": 2, "pp": 3, "cp": 4, "ep": 5}
 
 _lock = threading.Lock()
@@ -57,13 +67,15 @@ def mesh_coords(mesh, rank):
     for part in mesh.split(","):
         name, _, size = part.strip().partition("=")
         if name not in _DIMS or not size.isdigit() or int(size) < 1:
-            raise ValueError(f"bad mesh {mesh!r}: expected dims {sorted(_DIMS)} as name=size")
+            raise ConfigError(f"bad mesh {mesh!r}", f"expected dims {sorted(_DIMS)} as name=size",
+                              f"set SCOUT_MESH to name=size pairs of {sorted(_DIMS)}, e.g. dp=4,tp=2")
         dims.append((_DIMS[name], int(size)))
     total = 1
     for _, size in dims:
         total *= size
     if not 0 <= rank < total:
-        raise ValueError(f"rank {rank} is outside mesh {mesh!r} of {total} ranks")
+        raise ConfigError(f"rank {rank} is outside mesh {mesh!r} of {total} ranks", "",
+                          "make SCOUT_MESH's sizes multiply to WORLD_SIZE")
     coords = [0] * 6
     rest = rank
     for index, size in reversed(dims):
@@ -103,25 +115,32 @@ def enable(job=None, rank=None, world_size=None, mesh=None, coords=None, host=No
     Publisher. Idempotent: a second call returns the first publisher.
     job/rank/world_size/mesh/host/attempt default to the environment (module
     docstring); `coords` (6 ints) overrides `mesh`. Raises ValueError when the
-    job, rank or world size cannot be found, PublisherError when the record
+    job, rank or world size cannot be found (ConfigError), PublisherError when the record
     cannot be created."""
     with _lock:
         if _state["publisher"] is not None:
             return _state["publisher"]
         job = job or _first_env("SCOUT_JOB", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID")
         if not job:
-            raise ValueError("no job id: pass job= or set SCOUT_JOB (or TORCHELASTIC_RUN_ID / SLURM_JOB_ID)")
+            raise ConfigError("no job id", "pass job= or set SCOUT_JOB (or TORCHELASTIC_RUN_ID / SLURM_JOB_ID)",
+                              "set SCOUT_JOB (or TORCHELASTIC_RUN_ID / SLURM_JOB_ID) to the job id")
         if rank is None:
             rank = _first_env("RANK", "SLURM_PROCID")
         if world_size is None:
             world_size = _first_env("WORLD_SIZE", "SLURM_NTASKS")
         if rank is None or world_size is None:
-            raise ValueError("no rank or world size: pass rank=/world_size= or set RANK and WORLD_SIZE")
-        rank, world_size = int(rank), int(world_size)
+            raise ConfigError("no rank or world size", "pass rank=/world_size= or set RANK and WORLD_SIZE",
+                              "set RANK and WORLD_SIZE (the launcher usually does)")
+        try:
+            rank, world_size = int(rank), int(world_size)
+        except ValueError:
+            raise ConfigError(f"rank {rank!r} or world size {world_size!r} is not an integer", "",
+                              "set RANK and WORLD_SIZE to integers") from None
         if world_size < 1 or not 0 <= rank < world_size:
-            raise ValueError(f"rank {rank} is not in [0, world size {world_size})")
+            raise ConfigError(f"rank {rank} is not in [0, world size {world_size})", "",
+                              "set RANK to a number from 0 to WORLD_SIZE - 1")
         if len(job.encode()) > 127:
-            raise ValueError(f"job id {job[:40]!r}... is longer than 127 bytes")
+            raise ConfigError(f"job id {job[:40]!r}... is longer than 127 bytes", "", "use a job id of at most 127 bytes")
         if coords is None:
             mesh = mesh or os.environ.get("SCOUT_MESH")
             coords = mesh_coords(mesh, rank) if mesh else [rank, 0, 0, 0, 0, 0]
@@ -129,7 +148,11 @@ def enable(job=None, rank=None, world_size=None, mesh=None, coords=None, host=No
             _first_env("SCOUT_ATTEMPT", "TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT") or "0")
         host = host or os.environ.get("SCOUT_HOST")
         if heartbeat_s is None:
-            heartbeat_s = float(os.environ.get("SCOUT_HEARTBEAT_S", "1.0"))
+            try:
+                heartbeat_s = float(os.environ.get("SCOUT_HEARTBEAT_S", "1.0"))
+            except ValueError:
+                raise ConfigError(f"SCOUT_HEARTBEAT_S={os.environ['SCOUT_HEARTBEAT_S']!r} is not a number", "",
+                                  "set SCOUT_HEARTBEAT_S to seconds (0 turns the heartbeat off)") from None
         lib = _lib.load(library)
         record = _lib.Record(lib, job, rank, world_size, coords=coords, host=host, attempt=str(attempt))
         pub = Publisher(record, heartbeat_s)

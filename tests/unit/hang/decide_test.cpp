@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <random>
+#include <set>
 
 namespace scout::hang {
 namespace {
@@ -208,6 +210,25 @@ TEST_F(DecideTest, SkipperWhoseNextCallWasMatchedAgainstTheOthersIsNamed) {
   EXPECT_EQ(v.suspects[0].reason, "collective_arguments_differ");
 }
 
+TEST_F(DecideTest, SkipperThatFinishedADifferentCallUnderTheSameNumberIsNamed) {
+  // The others wait inside call `seq`; the skipper made its next call under that
+  // number (different arguments), which completed or failed on its side.
+  World w(pick(3, 16));
+  std::int64_t bad = pick(0, w.size - 1);
+  SCOPED_TRACE(testing::Message() << "world " << w.size << " rank " << bad << " seed " << seed);
+  auto& s = w[bad].snapshot;
+  s.collective_state = CollectiveState::done;
+  s.pending.count = 178;
+  Verdict v = decide(w.input());
+  EXPECT_EQ(v.status, VerdictStatus::attributed);
+  EXPECT_EQ(suspect_ranks(v), std::vector<std::int64_t>{bad});
+  EXPECT_EQ(v.suspects[0].reason, "collective_arguments_differ");
+  // A rank that finished the same call the others are inside is no suspect (communication).
+  World same(pick(3, 16));
+  same[0].snapshot.collective_state = CollectiveState::done;
+  EXPECT_TRUE(decide(same.input()).suspects.empty());
+}
+
 TEST_F(DecideTest, DifferentShapeIsArgumentDivergence) {
   World w(pick(3, 16));
   std::int64_t bad = pick(0, w.size - 1);
@@ -336,6 +357,85 @@ TEST_F(DecideTest, ReplicaGroupsOfAMeshAreComparedSeparately) {
   bool saw_replica = false;
   for (const auto& g : v.groups) saw_replica |= g.kind == "replica" && g.members.size() == 4;
   EXPECT_TRUE(saw_replica);
+}
+
+TEST_F(DecideTest, SmallGroupsListOneValuePerMemberInPeerOrder) {
+  World w(pick(3, 64));
+  std::int64_t bad = pick(0, w.size - 1);
+  SCOPED_TRACE(testing::Message() << "world " << w.size << " rank " << bad << " seed " << seed);
+  w.behind(bad);
+  Verdict v = decide(w.input());
+  ASSERT_EQ(v.groups.size(), 1u);
+  const auto& g = v.groups[0];
+  ASSERT_EQ(g.values.size(), static_cast<std::size_t>(w.size));
+  for (std::int64_t r = 0; r < w.size; ++r) {
+    const std::string expected = r == bad ? "step 5 pg 7 seq 19 out all_reduce dt7 x1024 r0" : "step 5 pg 7 seq 20 in all_reduce dt7 x1024 r0";
+    EXPECT_EQ(g.values[r], expected) << "rank " << r;
+  }
+  EXPECT_FALSE(g.stats.contains("values"));
+  EXPECT_EQ(v.suspects[0].evidence["group_members"].size(), static_cast<std::size_t>(w.size));
+}
+
+TEST_F(DecideTest, BigWorldsListEachDistinctValueOnceWithTheOutliersComplete) {
+  // dp=N/8 x tp=8 beyond the per-member listing limits, every rank waiting in
+  // its replica group's all-reduce (process group = tp index); a few ranks behind.
+  const std::int64_t n = 8 * pick(520, 700);
+  World w(n);
+  for (std::int64_t r = 0; r < n; ++r) {
+    w[r].snapshot.coords = {r / 8, 0, r % 8, 0, 0, 0};
+    w[r].snapshot.pending.group = static_cast<std::uint64_t>(r % 8);
+  }
+  std::set<std::int64_t> bad;
+  while (bad.size() < 3) bad.insert(pick(0, n - 1));
+  SCOPED_TRACE(testing::Message() << "world " << n << " seed " << seed);
+  for (auto r : bad) w.behind(r);
+  DecisionInput in = w.input(8);
+  in.mesh = *Mesh::parse(fmt::format("dp={},tp=8", n / 8));
+  Verdict v = decide(in);
+  EXPECT_EQ(v.status, VerdictStatus::attributed);
+  EXPECT_EQ(suspect_ranks(v), std::vector<std::int64_t>(bad.begin(), bad.end()));
+  std::size_t replica_groups = 0, agreeing_replica_groups = 0, tp_groups = 0;
+  for (const auto& g : v.groups) {
+    if (g.kind == "tp") {
+      // Small groups that do not agree keep one value per member.
+      ++tp_groups;
+      EXPECT_EQ(g.members.size(), 8u);
+      if (g.status != C3Status::agree) {
+        ASSERT_EQ(g.values.size(), 8u);
+        EXPECT_TRUE(g.values[0].is_string());
+      }
+      continue;
+    }
+    ASSERT_EQ(g.kind, "replica");
+    ++replica_groups;
+    EXPECT_EQ(g.stats["values"], "distinct");
+    std::int64_t total = 0;
+    std::set<std::int64_t> listed;
+    for (const auto& e : g.values) {
+      ASSERT_TRUE(e.is_object()) << e.dump();
+      total += e["count"].get<std::int64_t>();
+      if (e.contains("ranks"))
+        for (const auto& r : e["ranks"]) listed.insert(r.get<std::int64_t>());
+    }
+    EXPECT_EQ(total, static_cast<std::int64_t>(g.members.size()));
+    EXPECT_EQ(listed, std::set<std::int64_t>(g.outliers.begin(), g.outliers.end()));
+    if (g.status == C3Status::agree) {
+      ++agreeing_replica_groups;
+      EXPECT_EQ(g.values.size(), 1u);
+    }
+  }
+  EXPECT_EQ(replica_groups, 8u);
+  EXPECT_GE(agreeing_replica_groups, 5u);
+  EXPECT_EQ(tp_groups, static_cast<std::size_t>(n / 8));
+  for (const auto& s : v.suspects) {
+    EXPECT_EQ(s.reason, "never_entered_collective");
+    // A finding in a big group names the group instead of listing its members.
+    ASSERT_TRUE(s.evidence.contains("group_index")) << s.evidence.dump();
+    const auto& g = v.groups.at(s.evidence["group_index"].get<std::size_t>());
+    EXPECT_EQ(s.evidence["group_size"].get<std::size_t>(), g.members.size());
+    EXPECT_TRUE(std::count(g.outliers.begin(), g.outliers.end(), s.rank));
+  }
+  EXPECT_EQ(v.details["ranks_listed"], "notable");
 }
 
 TEST_F(DecideTest, SameEvidenceGivesTheSameVerdictWhicheverObserverDecides) {
