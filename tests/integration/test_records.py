@@ -6,6 +6,7 @@ Fault ranks and steps are drawn from a seed the harness prints
 """
 import ctypes
 import json
+import atexit
 import os
 import random
 import shutil
@@ -28,10 +29,36 @@ def seg_path(job, rank):
     return f"/dev/shm/scout.{job}.{rank}"
 
 
+# Every writer process started, so that none outlives the tests: a leftover
+# looping writer would hold ctest's output pipe open and stall the whole run.
+_WRITERS = []
+
+
+def _kill_writers():
+    for p in _WRITERS:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+atexit.register(_kill_writers)
+
+
+def tearDownModule():
+    _kill_writers()
+
+
 def writer(job, rank, world, mode, env=None):
     full = dict(os.environ, SCOUT_PUBLISHER_LIB=th.PUBLISHER_LIB, **(env or {}))
     p = subprocess.Popen([th.PYTHON, WRITER, job, str(rank), str(world), mode], stdout=subprocess.PIPE, text=True,
                          env=full, start_new_session=True)
+    _WRITERS.append(p)
     if mode != "once":
         line = p.stdout.readline()
         assert line.strip() == "ready", line
