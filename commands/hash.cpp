@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "lib/checkpoint/checkpoint_file.hpp"
 #include "lib/checkpoint/safetensors.hpp"
 #include "lib/hash/tensor_hash.hpp"
 
@@ -78,7 +79,7 @@ FileDigest hash_raw(const std::string& path, unsigned threads) {
 FileDigest hash_safetensors_file(const std::string& path) {
   auto header = value_or_throw(checkpoint::read_safetensors_header(path));
   FileDigest out{path, "safetensors", header.file_size, {}};
-  out.tensors = value_or_throw(checkpoint::hash_safetensors(header));
+  out.tensors = value_or_throw(checkpoint::hash_safetensors_pipelined(header));  // reads ahead while it hashes
   return out;
 }
 

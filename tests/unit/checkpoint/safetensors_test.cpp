@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "lib/checkpoint/checkpoint_file.hpp"
 #include "lib/hash/tensor_hash.hpp"
 
 namespace scout::checkpoint {
@@ -85,6 +86,43 @@ TEST_F(SafetensorsTest, RejectsMalformedFiles) {
   auto missing = read_safetensors_header((m_dir / "absent").string());
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().code, ExitCode::bad_input);
+}
+
+}  // namespace
+}  // namespace scout::checkpoint
+
+namespace scout::checkpoint {
+namespace {
+
+// The pipelined reader (reader thread + buffers) must give exactly the hashes
+// of the plain streaming reader, for chunk sizes that split tensors anywhere.
+TEST_F(SafetensorsTest, PipelinedHashesEqualStreamingHashes) {
+  unsigned seed = std::random_device{}();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
+  std::string header = "{";
+  std::string data;
+  for (int t = 0; t < 7; ++t) {
+    std::size_t n = 1 + rng() % 5000;
+    std::size_t begin = data.size();
+    for (std::size_t i = 0; i < n; ++i) data.push_back(static_cast<char>(rng()));
+    header += (t ? "," : "") + std::string("\"t") + std::to_string(t) + R"(":{"dtype":"U8","shape":[)" + std::to_string(n) +
+              R"(],"data_offsets":[)" + std::to_string(begin) + "," + std::to_string(data.size()) + "]}";
+  }
+  header += "}";
+  auto h = read_safetensors_header(write("p.safetensors", header, data));
+  ASSERT_TRUE(h.ok()) << h.error().message();
+  auto plain = hash_safetensors(*h);
+  ASSERT_TRUE(plain.ok());
+  for (std::size_t chunk : {4096u, 8192u, 65536u}) {
+    auto piped = hash_safetensors_pipelined(*h, {}, chunk, 2);
+    ASSERT_TRUE(piped.ok()) << piped.error().message();
+    ASSERT_EQ(piped->size(), plain->size());
+    for (std::size_t i = 0; i < plain->size(); ++i) {
+      EXPECT_EQ((*piped)[i].name, (*plain)[i].name);
+      EXPECT_EQ((*piped)[i].hash, (*plain)[i].hash) << (*plain)[i].name << " chunk " << chunk;
+    }
+  }
 }
 
 }  // namespace
