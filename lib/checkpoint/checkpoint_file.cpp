@@ -80,18 +80,6 @@ class Pipe {
   bool m_closed = false;
 };
 
-bool pread_all(int fd, std::byte* p, std::size_t n, std::uint64_t offset) {
-  while (n > 0) {
-    ssize_t got = ::pread(fd, p, n, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    p += got;
-    n -= static_cast<std::size_t>(got);
-    offset += static_cast<std::uint64_t>(got);
-  }
-  return true;
-}
-
 }  // namespace
 
 Result<std::vector<TensorDigest>> hash_safetensors_pipelined(const SafetensorsHeader& h, const ProgressFn& progress,
@@ -128,7 +116,7 @@ Result<std::vector<TensorDigest>> hash_safetensors_pipelined(const SafetensorsHe
         if (!empty.pop(c)) return;
         c.tensor = t;
         c.size = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, e.end - pos));
-        if (!pread_all(fd, pool[c.buffer].get(), c.size, h.data_offset + pos)) {
+        if (!read_exact(fd, pool[c.buffer].get(), c.size, h.data_offset + pos)) {
           read_error = fmt::format("tensor '{}': read failed at byte {}: file truncated", e.name, h.data_offset + pos);
           full.close();
           return;

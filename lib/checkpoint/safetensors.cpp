@@ -28,20 +28,6 @@ Error bad(const std::string& path, std::string what, std::string hint = {}) {
                      hint.empty() ? "the file is not a valid safetensors file; re-save or re-copy it" : std::move(hint));
 }
 
-// Reads exactly `n` bytes at `offset`; false on a short read.
-bool pread_all(int fd, void* buf, std::size_t n, std::uint64_t offset) {
-  auto* p = static_cast<char*>(buf);
-  while (n > 0) {
-    ssize_t got = ::pread(fd, p, n, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    p += got;
-    n -= static_cast<std::size_t>(got);
-    offset += static_cast<std::uint64_t>(got);
-  }
-  return true;
-}
-
 Result<int> open_file(const std::string& path, std::uint64_t& size) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return input_error(fmt::format("cannot open {}", path), std::strerror(errno), "check the path and permissions");
@@ -56,6 +42,19 @@ Result<int> open_file(const std::string& path, std::uint64_t& size) {
 
 }  // namespace
 
+bool read_exact(int fd, void* buf, std::size_t n, std::uint64_t offset) {
+  auto* p = static_cast<char*>(buf);
+  while (n > 0) {
+    ssize_t got = ::pread(fd, p, n, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    p += got;
+    n -= static_cast<std::size_t>(got);
+    offset += static_cast<std::uint64_t>(got);
+  }
+  return true;
+}
+
 Result<SafetensorsHeader> read_safetensors_header(const std::string& path) {
   SafetensorsHeader h;
   h.path = path;
@@ -64,7 +63,7 @@ Result<SafetensorsHeader> read_safetensors_header(const std::string& path) {
   Fd fd{*opened};
   if (h.file_size < 8) return bad(path, fmt::format("file is {} bytes, too short for a safetensors header length", h.file_size));
   unsigned char len_bytes[8];
-  if (!pread_all(fd.fd, len_bytes, 8, 0)) return bad(path, "cannot read the header length");
+  if (!read_exact(fd.fd, len_bytes, 8, 0)) return bad(path, "cannot read the header length");
   for (int i = 7; i >= 0; --i) h.header_size = (h.header_size << 8) | len_bytes[i];
   if (h.header_size == 0 || h.header_size > k_max_safetensors_header)
     return bad(path, fmt::format("header length {} is invalid (must be 1..{})", h.header_size, k_max_safetensors_header));
@@ -72,7 +71,7 @@ Result<SafetensorsHeader> read_safetensors_header(const std::string& path) {
     return bad(path, fmt::format("header length {} exceeds the file ({} bytes): truncated or not safetensors", h.header_size, h.file_size));
   h.data_offset = 8 + h.header_size;
   std::string text(h.header_size, '\0');
-  if (!pread_all(fd.fd, text.data(), text.size(), 8)) return bad(path, "cannot read the JSON header");
+  if (!read_exact(fd.fd, text.data(), text.size(), 8)) return bad(path, "cannot read the JSON header");
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return bad(path, "the header is not a JSON object");
   const std::uint64_t data_size = h.file_size - h.data_offset;
@@ -151,7 +150,7 @@ Status stream_safetensors(const SafetensorsHeader& h, const ChunkSink& sink, std
     if (e.byte_size() == 0) sink(e, {});
     while (pos < e.end) {
       std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, e.end - pos));
-      if (!pread_all(fd.fd, buf.data(), n, h.data_offset + pos))
+      if (!read_exact(fd.fd, buf.data(), n, h.data_offset + pos))
         return bad(h.path, fmt::format("tensor '{}': read failed at byte {}: file truncated", e.name, h.data_offset + pos));
       sink(e, std::span<const std::byte>(buf.data(), n));
       pos += n;

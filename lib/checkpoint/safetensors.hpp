@@ -40,6 +40,10 @@ struct SafetensorsHeader {
   std::map<std::string, std::string> metadata;
 };
 
+// Reads exactly `n` bytes of `fd` at `offset` into `buf`, retrying short
+// reads and EINTR; false when the file ends first or a read fails.
+bool read_exact(int fd, void* buf, std::size_t n, std::uint64_t offset);
+
 // Reads and validates the header of the safetensors file at `path`. Errors
 // (exit 4, bad input) name the file and the field: bad header length, invalid
 // JSON, unknown dtype, bad shape, offsets out of range or inconsistent with
