@@ -252,6 +252,14 @@ Mesh infer_mesh(std::int64_t world, const std::vector<RankView>& views, std::str
 
 }  // namespace
 
+// Says in the summary that something was refused: an on-call engineer must
+// not miss that a stray observer or a forged blob came near the probe.
+static void append_rejected(Verdict& v, const std::vector<RejectedObserver>& rejected) {
+  if (rejected.empty()) return;
+  v.summary += fmt::format("; {} observer{} rejected (details.rejected): {}", rejected.size(), rejected.size() > 1 ? "s" : "",
+                           rejected.front().reason);
+}
+
 Verdict decide(const DecisionInput& in) {
   Verdict v;
   v.command = in.command;
@@ -324,7 +332,16 @@ Verdict decide(const DecisionInput& in) {
   json unreachable_names = json::array();
   for (auto o : unreachable_obs) unreachable_names.push_back(fmt::format("node{}", o));
   json rejected = json::array();
-  for (const auto& r : in.rejected) rejected.push_back({{"observer", r.observer}, {"reason", r.reason}});
+  for (const auto& r : in.rejected) {
+    json row = {{"observer", r.observer}, {"reason", r.reason},
+                {"source", r.source == RejectedObserver::Source::presence ? "presence" : "evidence"}};
+    if (r.source == RejectedObserver::Source::presence) {
+      row["host"] = r.host;
+      row["pid"] = r.pid;
+      row["attempt"] = r.attempt;
+    }
+    rejected.push_back(std::move(row));
+  }
   details["observers"] = {{"expected", in.nodes.size()}, {"reached", reached}, {"unreachable", unreachable_obs}};
   details["unreachable"] = unreachable_names;
   details["rejected"] = rejected;
@@ -342,6 +359,7 @@ Verdict decide(const DecisionInput& in) {
     details["stalled"] = false;
     details["ranks"] = json::array();
     v.details = std::move(details);
+    append_rejected(v, in.rejected);
     return v;
   }
 
@@ -618,6 +636,11 @@ Verdict decide(const DecisionInput& in) {
       for (std::int64_t r = 0; r < world; ++r)
         if (views[r].unreachable) ranks.push_back(r);
       s.evidence = {{"observer", o}, {"unseen_ranks", ranks}, {"waiting_ranks", known}};
+      // A process that claimed this node's observer slot with another token explains why it never answered.
+      json claims = json::array();
+      for (const auto& r : in.rejected)
+        if (r.observer == o) claims.push_back(r.reason);
+      if (!claims.empty()) s.evidence["rejected_claims"] = claims;
       v.suspects.push_back(std::move(s));
     }
     v.summary = fmt::format("every visible rank waits inside a collective; unreachable: {}", unreachable_names.dump());
@@ -730,6 +753,7 @@ Verdict decide(const DecisionInput& in) {
   details["ranks"] = std::move(rank_rows);
   details["kind"] = hang_kind_name(kind);
   v.details = std::move(details);
+  append_rejected(v, in.rejected);
   return v;
 }
 

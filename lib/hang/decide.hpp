@@ -17,10 +17,17 @@
 
 namespace scout::hang {
 
-// An evidence blob the transport refused (bad HMAC, another job, malformed).
-struct RejectedBlob {
-  std::int64_t observer = -1;
+// What the transport refused: an evidence blob (bad HMAC, another job,
+// malformed) or an observer that announced itself with another key id (another
+// job token or attempt) and so was never admitted to the probe.
+struct RejectedObserver {
+  enum class Source { evidence, presence };
+  std::int64_t observer = -1;  // the observer index the blob came from, or the one the stray claims
   std::string reason;
+  Source source = Source::evidence;
+  std::string host;            // presence only: where it runs
+  std::int64_t pid = 0;        // presence only
+  std::string attempt;         // presence only: the attempt it probes
 };
 
 // Everything the decision needs.
@@ -29,7 +36,7 @@ struct DecisionInput {
   std::string command = "probe-hang";
   std::optional<Mesh> mesh;                       // from --mesh; absent: inferred from the records
   std::vector<std::optional<NodeEvidence>> nodes; // one slot per expected observer; nullopt: unreachable
-  std::vector<RejectedBlob> rejected;
+  std::vector<RejectedObserver> rejected;
   std::int64_t now_ns = 0;                        // CLOCK_REALTIME of the decision (agreed: max collected_ns)
   std::int64_t threshold_ns = 0;                  // silence threshold
 };

@@ -1,6 +1,9 @@
 #include "lib/hang/probe.hpp"
 
+#include <algorithm>
 #include <arpa/inet.h>
+#include <cerrno>
+#include <csignal>
 #include <ctime>
 #include <fmt/format.h>
 #include <netdb.h>
@@ -10,6 +13,7 @@
 
 #include "lib/transport/auth.hpp"
 #include "lib/transport/gather.hpp"
+#include "lib/transport/presence.hpp"
 
 namespace scout::hang {
 
@@ -49,6 +53,8 @@ std::string address_towards(const std::string& host, std::uint16_t port) {
   freeaddrinfo(res);
   return out;
 }
+
+bool pid_alive(std::int64_t pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
 
 }  // namespace
 
@@ -141,6 +147,7 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
   in.nodes.assign(static_cast<std::size_t>(o.nodes), std::nullopt);
   nlohmann::json transport_details = {{"observer", *index}, {"nodes", o.nodes}, {"authenticated", token->authenticated()}};
 
+  std::vector<transport::StrayObserver> strays;
   if (o.nodes == 1) {
     in.nodes[0] = local;
     transport_details["store"] = nullptr;
@@ -176,34 +183,59 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
       if (go.listen_address.empty() && uri.kind == transport::StoreUri::Kind::tcp) go.listen_address = address_towards(uri.host, uri.port);
       const std::string context = fmt::format("{}/evidence/{}", ns, *index);
       auto signed_blob = token->sign(own_blob, context);
+      // Announce this observer where any observer of the job looks, whatever its token: one
+      // that was kept out of the gather by its token is still seen, and reported.
+      transport::PresenceEntry self{.key_id = token->key_id(), .attempt = o.attempt, .observer = *index, .host = host_name(),
+                                    .pid = static_cast<std::int64_t>(getpid()), .authenticated = token->authenticated(),
+                                    .written_ns = realtime_now_ns()};
+      if (auto a = transport::announce_presence(**store, token->presence_prefix(), self, std::min(go.timeout / 4, std::chrono::milliseconds(2000))); !a)
+        notes.push_back(fmt::format("presence: {}", a.error().message()));
       auto g = transport::gather_blobs(**store, go, signed_blob);
       if (!g) {
         notes.push_back(g.error().message());
+        (*store)->cleanup();  // a finished gather cleans up itself, and then writes the "closed" marker that must stay
       } else {
         gathered = std::move(*g);
         transport_details["generation"] = gathered->generation;
         transport_details["rounds"] = gathered->rounds;
         for (auto& n : gathered->notes) notes.push_back(n);
       }
+      // Who else announced itself, read once the gather is over (strays wait out their own timeout).
+      elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+      auto scan = transport::read_presence(**store, token->presence_prefix(),
+                                           std::max(std::chrono::milliseconds(100), o.timeout - elapsed - std::chrono::milliseconds(50)));
+      if (!scan) {
+        notes.push_back(fmt::format("presence: {}", scan.error().message()));
+      } else {
+        for (auto& n : scan->notes) notes.push_back(n);
+        const std::int64_t max_age_ns = std::max<std::int64_t>(60'000'000'000, 3 * std::chrono::duration_cast<std::chrono::nanoseconds>(o.timeout).count());
+        strays = transport::find_strays(*scan, self, realtime_now_ns(), max_age_ns, pid_alive);
+      }
     }
     transport_details["notes"] = notes;
     in.nodes[*index] = local;
     if (gathered) {
+      auto reject_blob = [&](std::int64_t i, std::string reason) {
+        RejectedObserver r;
+        r.observer = i;
+        r.reason = std::move(reason);
+        in.rejected.push_back(std::move(r));
+      };
       for (std::int64_t i = 0; i < o.nodes; ++i) {
         if (i == *index || !gathered->blobs[i]) continue;
         const std::string context = fmt::format("{}/evidence/{}", ns, i);
         auto plain = token->verify(*gathered->blobs[i], context);
         if (!plain) {
-          in.rejected.push_back({i, "evidence blob failed authentication (wrong job token or forged)"});
+          reject_blob(i, "evidence blob failed authentication (wrong job token or forged)");
           continue;
         }
         auto ev = deserialize(*plain);
         if (!ev) {
-          in.rejected.push_back({i, ev.error().message()});
+          reject_blob(i, ev.error().message());
           continue;
         }
         if (ev->job != o.job || ev->observer != i) {
-          in.rejected.push_back({i, fmt::format("blob names job '{}' observer {}", ev->job, ev->observer)});
+          reject_blob(i, fmt::format("blob names job '{}' observer {}", ev->job, ev->observer));
           continue;
         }
         in.nodes[i] = std::move(*ev);
@@ -211,6 +243,20 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
     }
   }
   in.now_ns = agreed_now(in.nodes);
+  // Sorted, so that every observer lists them alike.
+  std::sort(strays.begin(), strays.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.entry.observer, a.entry.host, a.entry.pid) < std::tie(b.entry.observer, b.entry.host, b.entry.pid);
+  });
+  for (const auto& st : strays) {
+    RejectedObserver r;
+    r.observer = st.entry.observer;
+    r.reason = st.reason;
+    r.source = RejectedObserver::Source::presence;
+    r.host = st.entry.host;
+    r.pid = st.entry.pid;
+    r.attempt = st.entry.attempt;
+    in.rejected.push_back(std::move(r));
+  }
   Verdict v = decide(in);
   v.details["transport"] = transport_details;
   return v;

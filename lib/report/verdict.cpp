@@ -125,6 +125,21 @@ std::string render_text(const Verdict& v) {
       out += "\n";
     }
   }
+  // Observers that never answered, and what the transport refused (hang verdicts).
+  if (v.details.is_object()) {
+    if (auto u = v.details.find("unreachable"); u != v.details.end() && u->is_array() && !u->empty()) {
+      std::vector<std::string> names;
+      for (const auto& n : *u) names.push_back(n.is_string() ? n.get<std::string>() : n.dump());
+      out += fmt::format("unreachable: {}\n", fmt::join(names, ", "));
+    }
+    if (auto r = v.details.find("rejected"); r != v.details.end() && r->is_array() && !r->empty()) {
+      out += "rejected:\n";
+      for (const auto& row : *r)
+        out += fmt::format("  {:<24} {}\n",
+                           fmt::format("observer {} ({})", row.value("observer", -1), row.value("source", std::string("evidence"))),
+                           row.value("reason", std::string()));
+    }
+  }
   return out;
 }
 

@@ -18,6 +18,20 @@ void write_err(char* err, std::size_t len, const char* what) {
   err[len - 1] = '\0';
 }
 
+// Runs `body`, turning any exception into a message in err and a return of 1.
+template <typename Body>
+int guarded(char* err, std::size_t err_len, Body&& body) {
+  try {
+    body();
+    return 0;
+  } catch (const std::exception& e) {
+    write_err(err, err_len, e.what());
+  } catch (...) {
+    write_err(err, err_len, "unknown error");
+  }
+  return 1;
+}
+
 struct Handle {
   c10::intrusive_ptr<c10d::TCPStore> store;
 };
@@ -46,22 +60,15 @@ void* scout_tcp_store_open(const char* host, std::uint16_t port, int is_server, 
 }
 
 int scout_tcp_store_set(void* store, const char* key, const void* data, std::size_t len, char* err, std::size_t err_len) {
-  try {
-    auto* h = static_cast<Handle*>(store);
+  return guarded(err, err_len, [&] {
     const auto* p = static_cast<const std::uint8_t*>(data);
-    h->store->set(key, std::vector<std::uint8_t>(p, p + len));
-    return 0;
-  } catch (const std::exception& e) {
-    write_err(err, err_len, e.what());
-  } catch (...) {
-    write_err(err, err_len, "unknown error");
-  }
-  return 1;
+    static_cast<Handle*>(store)->store->set(key, std::vector<std::uint8_t>(p, p + len));
+  });
 }
 
 int scout_tcp_store_get(void* store, const char* key, std::int64_t timeout_ms, void** out, std::size_t* out_len,
                         char* err, std::size_t err_len) {
-  try {
+  return guarded(err, err_len, [&] {
     auto* h = static_cast<Handle*>(store);
     h->store->wait({key}, std::chrono::milliseconds(timeout_ms));
     std::vector<std::uint8_t> v = h->store->get(key);
@@ -70,26 +77,16 @@ int scout_tcp_store_get(void* store, const char* key, std::int64_t timeout_ms, v
     if (!v.empty()) std::memcpy(buf, v.data(), v.size());
     *out = buf;
     *out_len = v.size();
-    return 0;
-  } catch (const std::exception& e) {
-    write_err(err, err_len, e.what());
-  } catch (...) {
-    write_err(err, err_len, "unknown error");
-  }
-  return 1;
+  });
 }
 
 int scout_tcp_store_check(void* store, const char* key, int* exists, char* err, std::size_t err_len) {
-  try {
-    auto* h = static_cast<Handle*>(store);
-    *exists = h->store->check({key}) ? 1 : 0;
-    return 0;
-  } catch (const std::exception& e) {
-    write_err(err, err_len, e.what());
-  } catch (...) {
-    write_err(err, err_len, "unknown error");
-  }
-  return 1;
+  return guarded(err, err_len, [&] { *exists = static_cast<Handle*>(store)->store->check({key}) ? 1 : 0; });
+}
+
+int scout_tcp_store_add(void* store, const char* key, std::int64_t delta, std::int64_t* value, char* err,
+                        std::size_t err_len) {
+  return guarded(err, err_len, [&] { *value = static_cast<Handle*>(store)->store->add(key, delta); });
 }
 
 int scout_tcp_store_delete(void* store, const char* key) {

@@ -51,6 +51,10 @@ JobToken JobToken::from_secret(const std::string& job, const std::string& attemp
   t.m_key = sha256("scout-hmac-key\n" + job + "\n" + attempt + "\n" + secret);
   auto ns = sha256("scout-namespace\n" + job + "\n" + attempt + "\n" + secret);
   t.m_namespace = fmt::format("scout/{}/{}/{}", sanitize(job), sanitize(attempt), hex(ns.data(), 8));
+  auto id = sha256("scout-key-id\n" + job + "\n" + attempt + "\n" + secret);
+  t.m_key_id = hex(id.data(), 8);
+  t.m_presence_prefix = fmt::format("scout/{}/presence", sanitize(job));
+  t.m_attempt = attempt;
   t.m_authenticated = authenticated;
   return t;
 }

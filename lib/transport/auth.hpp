@@ -1,7 +1,9 @@
 // The job token: only observers of the same job and attempt may meet. The
 // token namespaces the store keys and authenticates every gathered evidence
 // blob with HMAC-SHA256 (OpenSSL), so a stray observer of another job never
-// meets this job's observers and a forged blob is rejected, not believed.
+// meets this job's observers and a forged blob is rejected, not believed. The
+// stray is still reported: every observer also announces itself under a
+// token-independent presence key with its key id (lib/transport/presence.hpp).
 #pragma once
 
 #include <array>
@@ -31,6 +33,14 @@ class JobToken {
   bool authenticated() const { return m_authenticated; }
   // Store key namespace: "scout/<job>/<attempt>/<16 hex of a digest of the token>".
   const std::string& key_namespace() const { return m_namespace; }
+  // A public name for the token (16 hex of a digest under another label than
+  // the namespace's: it reveals neither the token nor the namespace). Observers
+  // of one job and attempt share it; a different one means another token.
+  const std::string& key_id() const { return m_key_id; }
+  // Where every observer of the job announces itself, whatever its token or
+  // attempt: "scout/<job>/presence". See lib/transport/presence.hpp.
+  const std::string& presence_prefix() const { return m_presence_prefix; }
+  const std::string& attempt() const { return m_attempt; }
 
   // `blob` followed by HMAC(key, context || blob); context binds it to a probe and a sender.
   std::vector<std::uint8_t> sign(const std::vector<std::uint8_t>& blob, const std::string& context) const;
@@ -40,6 +50,9 @@ class JobToken {
  private:
   std::array<std::uint8_t, 32> m_key{};
   std::string m_namespace;
+  std::string m_key_id;
+  std::string m_presence_prefix;
+  std::string m_attempt;
   bool m_authenticated = false;
 };
 

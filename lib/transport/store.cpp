@@ -2,8 +2,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gloo/rendezvous/file_store.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
@@ -63,6 +65,8 @@ class CheckableFileStore : public gloo::rendezvous::FileStore {
  public:
   using FileStore::FileStore;
   bool exists(const std::string& key) { return check({key}); }
+  // The file a key lives in (named by a hash of the key, like every key file).
+  std::string path_of(const std::string& key) { return objectPath(key); }
   void remove_own() {
     for (const auto& p : getAllKeyFilePaths()) ::unlink(p.c_str());
     keyFilePaths_.clear();
@@ -96,6 +100,42 @@ class FileKeyValueStore final : public KeyValueStore {
       return unavailable_error(fmt::format("cannot read the store {}", describe()), e.what());
     }
   }
+  // The counter is the decimal text of the key's file, read and rewritten under flock.
+  Result<std::int64_t> add(const std::string& key, std::int64_t delta, std::chrono::milliseconds timeout) override {
+    const std::string path = m_store.path_of(key);
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return unavailable_error(fmt::format("cannot open counter {} in the store {}", key, describe()), std::strerror(errno));
+    struct Closer {
+      int fd;
+      ~Closer() { ::close(fd); }
+    } closer{fd};
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK && errno != EINTR)
+        return unavailable_error(fmt::format("cannot lock counter {} in the store {}", key, describe()), std::strerror(errno));
+      if (std::chrono::steady_clock::now() >= deadline)
+        return unavailable_error(fmt::format("timed out waiting for the lock on counter {} in the store {}", key, describe()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    char buf[32] = {};
+    ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    if (n < 0) return unavailable_error(fmt::format("cannot read counter {} in the store {}", key, describe()), std::strerror(errno));
+    std::int64_t value = 0;
+    if (n > 0) {
+      auto parsed = parse_int(std::string_view(buf, static_cast<std::size_t>(n)), "store counter");
+      if (!parsed)
+        return input_error(fmt::format("counter {} in the store {} is corrupt", key, describe()), parsed.error().message(),
+                           fmt::format("remove {}", path));
+      value = *parsed;
+    }
+    if (delta == 0) return value;
+    value += delta;
+    const std::string text = std::to_string(value);
+    if (::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()) ||
+        ::ftruncate(fd, static_cast<off_t>(text.size())) != 0)
+      return unavailable_error(fmt::format("cannot update counter {} in the store {}", key, describe()), std::strerror(errno));
+    return value;
+  }
   void cleanup() override { m_store.remove_own(); }
   std::string describe() const override { return "file://" + m_dir; }
 
@@ -110,6 +150,7 @@ struct TcpAbi {
   scout_tcp_store_set_fn set = nullptr;
   scout_tcp_store_get_fn get = nullptr;
   scout_tcp_store_check_fn check = nullptr;
+  scout_tcp_store_add_fn add = nullptr;
   scout_tcp_store_delete_fn remove = nullptr;
   scout_tcp_store_free_fn free = nullptr;
   scout_tcp_store_close_fn close = nullptr;
@@ -117,10 +158,10 @@ struct TcpAbi {
 
 Result<TcpAbi> load_tcp_abi() {
   TcpAbi abi;
-  const char* names[] = {"scout_tcp_store_open", "scout_tcp_store_set", "scout_tcp_store_get", "scout_tcp_store_check",
-                         "scout_tcp_store_delete", "scout_tcp_store_free", "scout_tcp_store_close"};
-  void* syms[7] = {};
-  for (int i = 0; i < 7; ++i) {
+  const char* names[] = {"scout_tcp_store_open",   "scout_tcp_store_set",  "scout_tcp_store_get",  "scout_tcp_store_check",
+                         "scout_tcp_store_delete", "scout_tcp_store_free", "scout_tcp_store_close", "scout_tcp_store_add"};
+  void* syms[8] = {};
+  for (int i = 0; i < 8; ++i) {
     auto s = torch_module_symbol(names[i]);
     if (!s) return s.error();
     syms[i] = *s;
@@ -132,6 +173,7 @@ Result<TcpAbi> load_tcp_abi() {
   abi.remove = reinterpret_cast<scout_tcp_store_delete_fn>(syms[4]);
   abi.free = reinterpret_cast<scout_tcp_store_free_fn>(syms[5]);
   abi.close = reinterpret_cast<scout_tcp_store_close_fn>(syms[6]);
+  abi.add = reinterpret_cast<scout_tcp_store_add_fn>(syms[7]);
   return abi;
 }
 
@@ -163,6 +205,14 @@ class TcpKeyValueStore final : public KeyValueStore {
     if (m_abi.check(m_handle, key.c_str(), &exists, err, sizeof err) != 0)
       return unavailable_error(fmt::format("cannot read the store {}", m_text), err);
     return exists != 0;
+  }
+  Result<std::int64_t> add(const std::string& key, std::int64_t delta, std::chrono::milliseconds) override {
+    // c10d's TCPStore bounds each request by the timeout it was opened with.
+    char err[512] = {};
+    std::int64_t value = 0;
+    if (m_abi.add(m_handle, key.c_str(), delta, &value, err, sizeof err) != 0)
+      return unavailable_error(fmt::format("cannot update counter {} in the store {}", key, m_text), err);
+    return value;
   }
   void cleanup() override {
     for (const auto& k : m_keys) m_abi.remove(m_handle, k.c_str());

@@ -37,6 +37,9 @@ class KeyValueStore {
   virtual Result<std::vector<char>> get(const std::string& key, std::chrono::milliseconds timeout) = 0;
   // Whether `key` exists now (never blocks on the key).
   virtual Result<bool> check(const std::string& key) = 0;
+  // Atomically adds `delta` to the integer counter at `key` (created at 0) and
+  // returns the new value; add(key, 0) reads it. Counters outlive cleanup().
+  virtual Result<std::int64_t> add(const std::string& key, std::int64_t delta, std::chrono::milliseconds timeout) = 0;
   // Removes the keys this process set (best effort; FileStore never deletes otherwise).
   virtual void cleanup() = 0;
   // "file:///dir" or "tcp://host:port (hosted)": for messages.

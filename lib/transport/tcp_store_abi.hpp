@@ -21,6 +21,9 @@ typedef int (*scout_tcp_store_get_fn)(void* store, const char* key, std::int64_t
                                       std::size_t* out_len, char* err, std::size_t err_len);
 // *exists = 1 when key exists.
 typedef int (*scout_tcp_store_check_fn)(void* store, const char* key, int* exists, char* err, std::size_t err_len);
+// Atomically adds delta to the integer counter at key (created at 0); *value is the new value.
+typedef int (*scout_tcp_store_add_fn)(void* store, const char* key, std::int64_t delta, std::int64_t* value, char* err,
+                                      std::size_t err_len);
 // Deletes key (best effort).
 typedef int (*scout_tcp_store_delete_fn)(void* store, const char* key);
 // Frees a buffer returned by get.

@@ -213,8 +213,9 @@ class TwoObservers(ScoutTestCase):
         try:
             docs = self.two_node_probe(["--store", f"file://{store}"], env={"SCOUT_JOB_TOKEN": "t0k3n-" + str(os.getpid())})
             self.assertTrue(all(d["details"]["transport"]["authenticated"] for d in docs))
-            # Each observer removed every key it wrote but its "closed" marker for this generation.
-            self.assertEqual(len(os.listdir(store)), 2, os.listdir(store))
+            # Each observer removed every key it wrote but its "closed" marker for this generation;
+            # the job's presence counter stays too (it only ever counts up).
+            self.assertEqual(len(os.listdir(store)), 3, os.listdir(store))
         finally:
             shutil.rmtree(store, ignore_errors=True)
 
@@ -245,11 +246,7 @@ class TwoObservers(ScoutTestCase):
                 victim = start_probe(job.job, "--nodes", "2", "--node-index", "1", "--local-ranks", "2-3",
                                      "--store", f"file://{store}", timeout_s=30, log_level="info")
                 # Kill it once it has registered with the store: it is then part of the probe.
-                deadline = time.monotonic() + 30
-                seen = ""
-                while "registered" not in seen and time.monotonic() < deadline:
-                    seen += victim.stderr.readline()
-                self.assertIn("registered", seen)
+                self.wait_registered(victim)
                 victim.send_signal(signal.SIGKILL)
                 victim.communicate(timeout=10)
                 res = probe(job.job, "--nodes", "2", "--node-index", "0", "--local-ranks", "0-1", "--store", f"file://{store}",
@@ -261,47 +258,142 @@ class TwoObservers(ScoutTestCase):
             finally:
                 shutil.rmtree(store, ignore_errors=True)
 
-    def test_observer_of_another_job_token_never_joins(self):
-        with TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective", fault_rank=0) as job:
+    def wait_registered(self, proc):
+        """Reads proc's log until its gather registered (its presence is announced by then)."""
+        deadline = time.monotonic() + 60
+        seen = ""
+        while "registered" not in seen and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            seen += line
+        self.assertIn("registered", seen)
+
+    def assert_stray_rejected(self, doc, stray, observer, why):
+        rejected = [r for r in doc["details"]["rejected"] if r["source"] == "presence"]
+        self.assertEqual([(r["observer"], r["pid"]) for r in rejected], [(observer, stray.pid)], doc["details"])
+        self.assertIn(why, rejected[0]["reason"])
+        self.assertEqual(rejected[0]["host"], socket.gethostname())
+        self.assertIn("rejected", doc["summary"])
+
+    def test_observer_of_another_job_token_is_rejected_and_reported(self):
+        """The only process claiming node 1 holds another token: it never joins,
+        node 1 is unreachable, and the verdict says who claimed it and why."""
+        rng = random.Random()
+        with TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective", fault_rank=rng.randrange(2)) as job:
             job.start()
             settle(job)
             store = tempfile.mkdtemp(prefix="scout-store-")
             try:
-                procs = [start_probe(job.job, "--nodes", "2", "--node-index", str(i), "--local-ranks", f"{2 * i}-{2 * i + 1}",
-                                     "--store", f"file://{store}", timeout_s=4,
-                                     env={"SCOUT_JOB_TOKEN": f"token-{i}"}) for i in range(2)]
-                outs = [p.communicate(timeout=40) for p in procs]
-                doc = json.loads(outs[0][0])
+                stray = start_probe(job.job, "--nodes", "2", "--node-index", "1", "--local-ranks", "2-3",
+                                    "--store", f"file://{store}", timeout_s=8, env={"SCOUT_JOB_TOKEN": "token-of-another-job"},
+                                    log_level="info")
+                self.wait_registered(stray)
+                res = probe(job.job, "--nodes", "2", "--node-index", "0", "--local-ranks", "0-1", "--store", f"file://{store}",
+                            timeout_s=4, env={"SCOUT_JOB_TOKEN": "token-of-this-job"})
+                stray.communicate(timeout=60)
+                doc = res.json()
+                self.assertEqual(doc["details"]["unreachable"], ["node1"], res)
+                self.assert_stray_rejected(doc, stray, 1, "another job token")
+                self.assertEqual(suspects(doc), [job.fault_rank], f"seed {job.seed}\n{res}")
+                # Nothing the stray holds was believed: ranks 2 and 3 are unseen, not evidence.
+                self.assertEqual({r["rank"]: r.get("record_problem") for r in doc["details"]["ranks"] if r["rank"] >= 2},
+                                 {2: "unreachable", 3: "unreachable"})
+            finally:
+                shutil.rmtree(store, ignore_errors=True)
+
+    def stray_beside_two_observers(self, store_args, timeout_s, stray_env, why, env=None, stray_args=()):
+        """A stray claims node 1 while both real observers run: they still decide
+        together, and both report the stray."""
+        with TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective") as job:
+            job.start()
+            settle(job)
+            first = start_probe(job.job, "--nodes", "2", "--node-index", "0", "--local-ranks", "0-1", *store_args, env=env,
+                                timeout_s=timeout_s)
+            stray = start_probe(job.job, "--nodes", "2", "--node-index", "1", "--local-ranks", "2-3", *store_args, *stray_args,
+                                env=stray_env, timeout_s=timeout_s, log_level="info")
+            self.wait_registered(stray)
+            second = start_probe(job.job, "--nodes", "2", "--node-index", "1", "--local-ranks", "2-3", *store_args, env=env,
+                                 timeout_s=timeout_s)
+            docs = []
+            for p in (first, second):
+                out, err = p.communicate(timeout=timeout_s + 60)
+                self.assertEqual(p.returncode, EXIT["attributed"], f"seed {job.seed}\n{out}\n{err}")
+                doc = json.loads(out)
                 validate(doc)
+                docs.append(doc)
+            stray.communicate(timeout=timeout_s + 60)
+            for doc in docs:
+                self.assertEqual(doc["details"]["observers"]["reached"], [0, 1])
+                self.assertEqual(suspects(doc), [job.fault_rank], f"seed {job.seed}")
+                self.assert_stray_rejected(doc, stray, 1, why)
+
+    def test_stray_beside_two_observers_file_store(self):
+        store = tempfile.mkdtemp(prefix="scout-store-")
+        try:
+            self.stray_beside_two_observers(["--store", f"file://{store}"], 8, {"SCOUT_JOB_TOKEN": "stray"},
+                                            "another job token", env={"SCOUT_JOB_TOKEN": "real"})
+        finally:
+            shutil.rmtree(store, ignore_errors=True)
+
+    def test_stray_of_another_attempt_beside_two_observers_tcp_store(self):
+        # Observer 0 hosts the TCPStore; the stray joins it, as does observer 1.
+        port = free_port()
+        self.stray_beside_two_observers(["--store", f"tcp://127.0.0.1:{port}"], 30, {"SCOUT_JOB_TOKEN": "real"},
+                                        "it probes attempt 'restart-7'", env={"SCOUT_JOB_TOKEN": "real"},
+                                        stray_args=("--attempt", "restart-7"))
+
+    def test_forged_blob_is_rejected_and_reported_not_believed(self):
+        """An adversary that knows the probe's namespace but not the token's key
+        joins the real gather as observer 1 (tests/tools/forge_observer.cpp) and
+        offers evidence that frames one of its ranks as stopped."""
+        rng = random.Random()
+        forge = os.path.join(os.environ["SCOUT_BUILD_DIR"], "tests", "scout_test_forge_observer")
+        with TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective", fault_rank=rng.randrange(2)) as job:
+            job.start()
+            settle(job)
+            store = tempfile.mkdtemp(prefix="scout-store-")
+            token = f"secret-{random.SystemRandom().randrange(1 << 62)}"
+            try:
+                forger = subprocess.Popen([forge, job.job, token, store, "/dev/shm", "2", "3", "20000"], stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+                self.assertIn("forged rank 2", forger.stdout.readline())
+                res = probe(job.job, "--nodes", "2", "--node-index", "0", "--local-ranks", "0-1", "--store", f"file://{store}",
+                            timeout_s=8, env={"SCOUT_JOB_TOKEN": token})
+                out, err = forger.communicate(timeout=60)
+                self.assertIn("received 2 blobs", out, err)  # it did join the gather
+                doc = res.json()
+                rejected = doc["details"]["rejected"]
+                self.assertEqual([(r["observer"], r["source"]) for r in rejected], [(1, "evidence")], res)
+                self.assertIn("failed authentication", rejected[0]["reason"])
+                self.assertIn("rejected", doc["summary"])
+                # Not believed: rank 2 is not named, and ranks 2 and 3 count as unseen.
+                self.assertEqual(suspects(doc), [job.fault_rank], f"seed {job.seed}\n{res}")
                 self.assertEqual(doc["details"]["unreachable"], ["node1"])
-                self.assertEqual(suspects(doc), [0])
+                self.assertEqual({r["rank"]: r.get("record_problem") for r in doc["details"]["ranks"] if r["rank"] >= 2},
+                                 {2: "unreachable", 3: "unreachable"})
             finally:
                 shutil.rmtree(store, ignore_errors=True)
 
     def test_store_directory_does_not_reveal_the_namespace(self):
-        """Why a forged evidence blob cannot be tested end to end: to offer one, a
-        process must join the probe's Gloo group, whose rendezvous keys live under
-        the namespace scout/<job>/<attempt>/<digest of the token>. The FileStore
-        names each key's file by a hash of the key, so a process that can read the
-        store directory but lacks the token learns neither the namespace nor the
-        keys, and cannot join; blobs that do arrive are HMAC-checked (unit-tested)."""
+        """The forged blob above needed the namespace: the probe's Gloo group meets
+        under scout/<job>/<attempt>/<digest of the token>. The FileStore names each
+        key's file by a hash of the key, so a process that can read the store
+        directory but lacks the token learns neither the namespace nor the keys
+        (presence entries carry a key id under another label, no namespace)."""
         job = f"ns-hidden-{os.getpid()}"
         token = f"secret-{random.SystemRandom().randrange(1 << 62)}"
         store = tempfile.mkdtemp(prefix="scout-store-")
         try:
             proc = start_probe(job, "--nodes", "2", "--node-index", "1", "--store", f"file://{store}", timeout_s=4,
                                env={"SCOUT_JOB_TOKEN": token}, log_level="info")
-            deadline = time.monotonic() + 30
-            seen = ""
-            while "registered" not in seen and time.monotonic() < deadline:
-                line = proc.stderr.readline()
-                if not line:
-                    break
-                seen += line
-            self.assertIn("registered", seen)
+            self.wait_registered(proc)
             names = os.listdir(store)
-            contents = b"".join(open(os.path.join(store, n), "rb").read() for n in names
-                                if os.path.isfile(os.path.join(store, n)))
+            contents = b""
+            for n in names:
+                if os.path.isfile(os.path.join(store, n)):
+                    with open(os.path.join(store, n), "rb") as f:
+                        contents += f.read()
             proc.communicate(timeout=40)
             self.assertTrue(names)
             for n in names:

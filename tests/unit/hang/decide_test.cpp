@@ -341,6 +341,37 @@ TEST_F(DecideTest, VisibleMajorityWaitingNamesTheUnreachableNode) {
   EXPECT_EQ(v2.status, VerdictStatus::inconclusive) << v2.summary;
 }
 
+TEST_F(DecideTest, StrayClaimingAnUnreachableNodeIsListedAndExplainsIt) {
+  World w(8);
+  std::int64_t lost = pick(0, 3);
+  auto in = w.input(2, {lost});
+  RejectedObserver stray;
+  stray.observer = lost;
+  stray.reason = fmt::format("observer {} on h2 (pid 77) was not admitted: it holds another job token", lost);
+  stray.source = RejectedObserver::Source::presence;
+  stray.host = "h2";
+  stray.pid = 77;
+  in.rejected.push_back(stray);
+  RejectedObserver forged;
+  forged.observer = (lost + 1) % 4;
+  forged.reason = "evidence blob failed authentication (wrong job token or forged)";
+  in.rejected.push_back(forged);
+  Verdict v = decide(in);
+  ASSERT_EQ(v.status, VerdictStatus::attributed) << v.summary;
+  ASSERT_EQ(v.suspects.size(), 1u);
+  EXPECT_EQ(v.suspects[0].evidence["rejected_claims"], nlohmann::json::array({stray.reason}));
+  const auto& rejected = v.details["rejected"];
+  ASSERT_EQ(rejected.size(), 2u);
+  EXPECT_EQ(rejected[0]["source"], "presence");
+  EXPECT_EQ(rejected[0]["pid"], 77);
+  EXPECT_EQ(rejected[0]["host"], "h2");
+  EXPECT_EQ(rejected[1]["source"], "evidence");
+  EXPECT_FALSE(rejected[1].contains("pid"));
+  EXPECT_NE(v.summary.find("2 observers rejected"), std::string::npos) << v.summary;
+  // Without rejections the summary does not mention any.
+  EXPECT_EQ(decide(w.input(2, {lost})).summary.find("rejected"), std::string::npos);
+}
+
 TEST_F(DecideTest, ReplicaGroupsOfAMeshAreComparedSeparately) {
   // dp=4,tp=2: peer groups {0,2,4,6} and {1,3,5,7}; tp groups {0,1},{2,3},...
   World w(8);

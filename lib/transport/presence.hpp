@@ -1,0 +1,69 @@
+// Presence: how an observer that was kept out is reported instead of missed.
+//
+// The job token namespaces every rendezvous key (auth.hpp), so an observer
+// holding another token, or probing another attempt, never meets this job's
+// observers. That keeps it out, but alone it would leave it invisible: the
+// node it claims would look merely unreachable. So every observer also
+// announces itself under keys that depend on the job name only:
+//   "<prefix>/n"       a store counter; add(+1) hands out slot numbers
+//   "<prefix>/<slot>"  a small JSON object (PresenceEntry), removed by the
+//                      observer's cleanup at the end of its probe
+// and reads the recent slots once its gather is over. An entry with another
+// key id is an observer that was not admitted; the verdict lists it in
+// details.rejected. Presence is only ever reported, never believed as evidence,
+// and reading it is bounded (slots scanned, bytes per entry, time).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lib/common/error.hpp"
+#include "lib/transport/store.hpp"
+
+namespace scout::transport {
+
+// What an observer announces (no secret, no namespace, no job name).
+struct PresenceEntry {
+  std::string key_id;          // JobToken::key_id()
+  std::string attempt;         // as the observer was told (may be "")
+  std::int64_t observer = -1;  // the observer index it claims
+  std::string host;
+  std::int64_t pid = 0;
+  bool authenticated = false;  // it holds a job token (not the unauthenticated default)
+  std::int64_t written_ns = 0; // CLOCK_REALTIME when announced
+};
+
+// The largest entry accepted when reading (bytes) and the most slots scanned.
+inline constexpr std::size_t k_presence_max_bytes = 4096;
+inline constexpr std::int64_t k_presence_max_slots = 256;
+
+std::string encode_presence(const PresenceEntry& entry);
+// Validates every field; the error says what is wrong.
+Result<PresenceEntry> decode_presence(std::string_view text);
+
+// Claims a slot and writes `entry` there (the key is removed by store.cleanup()).
+Status announce_presence(KeyValueStore& store, const std::string& prefix, const PresenceEntry& entry,
+                         std::chrono::milliseconds timeout);
+
+struct PresenceScan {
+  std::vector<PresenceEntry> entries;
+  std::vector<std::string> notes;  // malformed entries, unreadable slots
+};
+// Reads the newest k_presence_max_slots slots that still exist, within `timeout`.
+Result<PresenceScan> read_presence(KeyValueStore& store, const std::string& prefix, std::chrono::milliseconds timeout);
+
+// An announced observer that could not have joined `self`'s probe.
+struct StrayObserver {
+  PresenceEntry entry;
+  std::string reason;  // why it was not admitted, in words
+};
+// The entries of `scan` that are not of self's kind (another key id), written
+// at most `max_age_ns` before `now_ns`, and not known dead (same host, pid
+// gone); one per (host, pid, observer). `alive(pid)` answers for this host.
+std::vector<StrayObserver> find_strays(const PresenceScan& scan, const PresenceEntry& self, std::int64_t now_ns,
+                                       std::int64_t max_age_ns, bool (*alive)(std::int64_t pid));
+
+}  // namespace scout::transport
