@@ -502,13 +502,21 @@ class Observe(ScoutTestCase):
             finally:
                 shutil.rmtree(vdir, ignore_errors=True)
 
-    def test_two_daemons_split_the_ranks_and_each_write_one_verdict(self):
+    def test_two_daemons_split_the_ranks_and_each_write_one_verdict_file_store(self):
+        self.two_daemons(lambda tmp: f"file://{os.path.join(tmp, 'store')}")
+
+    def test_two_daemons_split_the_ranks_and_each_write_one_verdict_tcp_store(self):
+        # Daemon 0 hosts the TCPStore for the length of each probe it runs; daemon 1 joins it.
+        port = free_port()
+        self.two_daemons(lambda tmp: f"tcp://127.0.0.1:{port}")
+
+    def two_daemons(self, store_of):
         """Two `scout observe` daemons ("nodes"), each owning half the ranks of a
-        real 4-rank DDP job, meet over a file:// store with a token file; one
-        rank (random, seed printed) stops before a collective. Each daemon writes
+        real 4-rank DDP job, meet over a store with a token file; one rank
+        (random, seed printed) stops before a collective. Each daemon writes
         exactly one verdict naming it, and both stop cleanly on SIGTERM."""
         tmp = tempfile.mkdtemp(prefix="scout-observe2-")
-        store, vdirs = os.path.join(tmp, "store"), [os.path.join(tmp, f"verdicts{i}") for i in range(2)]
+        store, vdirs = store_of(tmp), [os.path.join(tmp, f"verdicts{i}") for i in range(2)]
         token_file = os.path.join(tmp, "token")
         with open(os.open(token_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
             f.write(f"token-{random.SystemRandom().randrange(1 << 62)}\n")
@@ -521,7 +529,7 @@ class Observe(ScoutTestCase):
                         time.sleep(3)  # the nodes' daemons do not start together
                     daemons.append(subprocess.Popen(
                         [SCOUT_BIN, "observe", "--job", job.job, "--nodes", "2", "--node-index", str(i),
-                         "--local-ranks", f"{2 * i}-{2 * i + 1}", "--store", f"file://{store}", "--token-file",
+                         "--local-ranks", f"{2 * i}-{2 * i + 1}", "--store", store, "--token-file",
                          token_file, "--threshold", "2", "--interval", "0.2", "--timeout", "10",
                          "--verdict-dir", vdirs[i], "--duration", "150", "--format", "json"],
                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL))
