@@ -210,6 +210,12 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
         for (auto& n : scan->notes) notes.push_back(n);
         const std::int64_t max_age_ns = std::max<std::int64_t>(60'000'000'000, 3 * std::chrono::duration_cast<std::chrono::nanoseconds>(o.timeout).count());
         strays = transport::find_strays(*scan, self, realtime_now_ns(), max_age_ns, pid_alive);
+        // A flood of announcements must not flood the verdict.
+        constexpr std::size_t k_max_listed = 16;
+        if (strays.size() > k_max_listed) {
+          notes.push_back(fmt::format("presence: {} observers of another key id; the first {} are listed", strays.size(), k_max_listed));
+          strays.resize(k_max_listed);
+        }
       }
     }
     transport_details["notes"] = notes;

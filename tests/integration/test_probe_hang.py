@@ -19,7 +19,7 @@ import time
 import unittest
 
 from scoutlib import EXIT, SCOUT_BIN, ScoutTestCase, run, validate
-from trainer_harness import TrainerJob, free_port
+from trainer_harness import TrainerJob, TwoNetnsNodes, free_port, have_netns
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORLD = 4
@@ -44,26 +44,6 @@ def start_probe(job, *extra, timeout_s=10, env=None, log_level=None):
                             stdin=subprocess.DEVNULL)
 
 
-def wait_training(job, min_step=1, timeout=120):
-    """Waits until every rank has published step >= min_step (or some rank is gone):
-    silence during interpreter start-up is not a hang."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any(rc is not None for rc in job.returncodes()):
-            return
-        recs = job.records()
-        if len(recs) == job.world and min(r["record"]["step"] for r in recs.values()) >= min_step:
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"job {job.job} did not start training; logs in {job.logdir}")
-
-
-def settle(job):
-    """Waits for training to start, then for the records to go silent."""
-    wait_training(job)
-    job.wait_silent()
-
-
 def suspects(doc):
     return sorted(s["rank"] for s in doc["suspects"])
 
@@ -74,7 +54,7 @@ class FaultLocalization(ScoutTestCase):
     def localize(self, fault, kinds):
         with TrainerJob(world=WORLD, steps=STEPS, fault=fault) as job:
             job.start()
-            settle(job)
+            job.settle()
             res = probe(job.job)
             doc = res.json()
             msg = f"seed {job.seed} fault {fault} rank {job.fault_rank} step {job.fault_step}\n{res}"
@@ -118,7 +98,7 @@ class FaultLocalization(ScoutTestCase):
     def test_clean_job_is_healthy_while_running_and_after_it_ends(self):
         with TrainerJob(world=WORLD, steps=40, fault="none", step_delay=0.1) as job:
             job.start()
-            wait_training(job, min_step=2)
+            job.wait_training(min_step=2)
             res = run(["probe-hang", "--job", job.job, "--threshold", "5", "--timeout", "10"], timeout=60)
             doc = res.json()
             self.assertExit(res, "healthy")
@@ -131,55 +111,28 @@ class FaultLocalization(ScoutTestCase):
             self.assertIn("ended", res.json()["summary"])
 
 
-def have_netns():
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        return False
-    return subprocess.run(["ip", "netns", "list"], capture_output=True).returncode == 0
-
-
 class GroupStall(ScoutTestCase):
     @unittest.skipUnless(have_netns(), "needs root and ip netns for two namespace 'nodes'")
     def test_link_down_mid_collective_is_a_group_stall(self):
-        tag = f"{os.getpid() % 100000}"
-        ns = [f"scout{tag}a", f"scout{tag}b"]
-        octet = 10 + os.getpid() % 200
-        addrs = [f"10.{octet}.77.1", f"10.{octet}.77.2"]
-        def sh(*cmd):
-            subprocess.run(cmd, check=True, capture_output=True, timeout=30)
-        try:
-            for n in ns:
-                sh("ip", "netns", "add", n)
-                sh("ip", "netns", "exec", n, "ip", "link", "set", "lo", "up")
-            sh("ip", "link", "add", f"sv{tag}a", "type", "veth", "peer", "name", f"sv{tag}b")
-            for i, n in enumerate(ns):
-                end = f"sv{tag}{'ab'[i]}"
-                sh("ip", "link", "set", end, "netns", n)
-                sh("ip", "netns", "exec", n, "ip", "link", "set", end, "name", "scv0")
-                sh("ip", "netns", "exec", n, "ip", "addr", "add", f"{addrs[i]}/24", "dev", "scv0")
-                sh("ip", "netns", "exec", n, "ip", "link", "set", "scv0", "up")
-            rng = random.Random()
-            seed = rng.randrange(1 << 31)
-            rng.seed(seed)
-            print(f"group stall seed {seed}", file=sys.stderr)
-            with TrainerJob(world=WORLD, steps=400, fault="none", step_delay=0.05, pg_timeout=300,
-                            master_addr=addrs[0], extra_env={"GLOO_SOCKET_IFNAME": "scv0"},
-                            rank_prefix=lambda r: ["ip", "netns", "exec", ns[r // 2]]) as job:
-                job.start()
-                wait_training(job, min_step=2)
-                time.sleep(rng.uniform(0, 0.5))
-                sh("ip", "netns", "exec", ns[0], "ip", "link", "set", "scv0", "down")
-                job.wait_silent(quiet_s=2.0)
-                self.assertEqual(job.returncodes(), [None] * WORLD, "every rank must still be alive")
-                res = probe(job.job)
-                doc = res.json()
-                self.assertExit(res, "inconclusive")
-                self.assertEqual(doc["status"], "group_stall", res)
-                self.assertEqual(doc["scope"], "group")
-                self.assertEqual(doc["action"], "fabric_diagnostics")
-                self.assertEqual(doc["suspects"], [])
-        finally:
-            for n in ns:
-                subprocess.run(["ip", "netns", "delete", n], capture_output=True)
+        rng = random.Random()
+        seed = rng.randrange(1 << 31)
+        rng.seed(seed)
+        print(f"group stall seed {seed}", file=sys.stderr)
+        with TwoNetnsNodes() as nodes, TrainerJob(world=WORLD, steps=400, fault="none", step_delay=0.05, pg_timeout=300,
+                                                   **nodes.job_args(WORLD)) as job:
+            job.start()
+            job.wait_training(min_step=2)
+            time.sleep(rng.uniform(0, 0.5))
+            nodes.link_down()
+            job.wait_silent(quiet_s=2.0)
+            self.assertEqual(job.returncodes(), [None] * WORLD, "every rank must still be alive")
+            res = probe(job.job)
+            doc = res.json()
+            self.assertExit(res, "inconclusive")
+            self.assertEqual(doc["status"], "group_stall", res)
+            self.assertEqual(doc["scope"], "group")
+            self.assertEqual(doc["action"], "fabric_diagnostics")
+            self.assertEqual(doc["suspects"], [])
 
 
 class TwoObservers(ScoutTestCase):
@@ -188,7 +141,7 @@ class TwoObservers(ScoutTestCase):
     def two_node_probe(self, store_args, env=None, timeout_s=10):
         with TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective") as job:
             job.start()
-            settle(job)
+            job.settle()
             procs = [start_probe(job.job, "--nodes", "2", "--node-index", str(i), "--local-ranks", f"{2 * i}-{2 * i + 1}",
                                  *store_args, env=env, timeout_s=timeout_s) for i in range(2)]
             outs = [p.communicate(timeout=60) for p in procs]
@@ -240,7 +193,7 @@ class TwoObservers(ScoutTestCase):
         rng = random.Random()
         with TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective", fault_rank=rng.randrange(2)) as job:
             job.start()
-            settle(job)
+            job.settle()
             store = tempfile.mkdtemp(prefix="scout-store-")
             try:
                 victim = start_probe(job.job, "--nodes", "2", "--node-index", "1", "--local-ranks", "2-3",
@@ -282,7 +235,7 @@ class TwoObservers(ScoutTestCase):
         rng = random.Random()
         with TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective", fault_rank=rng.randrange(2)) as job:
             job.start()
-            settle(job)
+            job.settle()
             store = tempfile.mkdtemp(prefix="scout-store-")
             try:
                 stray = start_probe(job.job, "--nodes", "2", "--node-index", "1", "--local-ranks", "2-3",
@@ -307,7 +260,7 @@ class TwoObservers(ScoutTestCase):
         together, and both report the stray."""
         with TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective") as job:
             job.start()
-            settle(job)
+            job.settle()
             first = start_probe(job.job, "--nodes", "2", "--node-index", "0", "--local-ranks", "0-1", *store_args, env=env,
                                 timeout_s=timeout_s)
             stray = start_probe(job.job, "--nodes", "2", "--node-index", "1", "--local-ranks", "2-3", *store_args, *stray_args,
@@ -351,7 +304,7 @@ class TwoObservers(ScoutTestCase):
         forge = os.path.join(os.environ["SCOUT_BUILD_DIR"], "tests", "scout_test_forge_observer")
         with TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective", fault_rank=rng.randrange(2)) as job:
             job.start()
-            settle(job)
+            job.settle()
             store = tempfile.mkdtemp(prefix="scout-store-")
             token = f"secret-{random.SystemRandom().randrange(1 << 62)}"
             try:
@@ -466,7 +419,7 @@ class ScoutPathFaults(ScoutTestCase):
     def test_trainer_killed_mid_write(self):
         with TrainerJob(world=WORLD, steps=5000, fault="none") as job:
             job.start()
-            wait_training(job, min_step=2)
+            job.wait_training(min_step=2)
             victim = random.randrange(WORLD)
             print(f"killing rank {victim} mid-write", file=sys.stderr)
             os.kill(job.pids()[victim], signal.SIGKILL)

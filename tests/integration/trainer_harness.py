@@ -152,6 +152,24 @@ class TrainerJob:
             time.sleep(0.05)
         return self.returncodes()
 
+    def wait_training(self, min_step=1, timeout=120):
+        """Waits until every rank has published step >= min_step (or some rank is gone):
+        silence during interpreter start-up is not a hang."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(rc is not None for rc in self.returncodes()):
+                return
+            recs = self.records()
+            if len(recs) == self.world and min(r["record"]["step"] for r in recs.values()) >= min_step:
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"job {self.job} did not start training; logs in {self.logdir}")
+
+    def settle(self):
+        """Waits for training to start, then for the records to go silent."""
+        self.wait_training()
+        return self.wait_silent()
+
     def wait_silent(self, quiet_s=1.5, timeout=90):
         """Waits until every rank has a record, every running rank has published
         an event (start-up, e.g. importing torch, is not silence), and no record
@@ -202,6 +220,67 @@ class TrainerJob:
 
     def __exit__(self, *exc):
         self.teardown()
+        return False
+
+
+def have_netns():
+    """Whether this process can make network namespaces (root and iproute2)."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        return False
+    return subprocess.run(["ip", "netns", "list"], capture_output=True).returncode == 0
+
+
+class TwoNetnsNodes:
+    """Two network namespaces ("nodes") joined by a veth link, for a true
+    group-scoped stall: take the link down while every rank is alive inside a
+    collective. Ranks 0..world/2-1 run in node 0, the rest in node 1.
+
+        with TwoNetnsNodes() as nodes:
+            job = TrainerJob(..., **nodes.job_args(world))
+            nodes.link_down()
+    """
+
+    def __init__(self):
+        tag = f"{os.getpid() % 100000}{_counter[0]}"
+        _counter[0] += 1
+        self.tag = tag
+        self.ns = [f"scout{tag}a", f"scout{tag}b"]
+        octet = 10 + (os.getpid() + _counter[0]) % 200
+        self.addrs = [f"10.{octet}.77.1", f"10.{octet}.77.2"]
+
+    @staticmethod
+    def sh(*cmd):
+        subprocess.run(cmd, check=True, capture_output=True, timeout=30)
+
+    def __enter__(self):
+        try:
+            for n in self.ns:
+                self.sh("ip", "netns", "add", n)
+                self.sh("ip", "netns", "exec", n, "ip", "link", "set", "lo", "up")
+            self.sh("ip", "link", "add", f"sv{self.tag}a", "type", "veth", "peer", "name", f"sv{self.tag}b")
+            for i, n in enumerate(self.ns):
+                end = f"sv{self.tag}{'ab'[i]}"
+                self.sh("ip", "link", "set", end, "netns", n)
+                self.sh("ip", "netns", "exec", n, "ip", "link", "set", end, "name", "scv0")
+                self.sh("ip", "netns", "exec", n, "ip", "addr", "add", f"{self.addrs[i]}/24", "dev", "scv0")
+                self.sh("ip", "netns", "exec", n, "ip", "link", "set", "scv0", "up")
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def job_args(self, world):
+        """TrainerJob arguments that place the ranks in the two nodes."""
+        half = max(1, world // 2)
+        return {"master_addr": self.addrs[0], "extra_env": {"GLOO_SOCKET_IFNAME": "scv0"},
+                "rank_prefix": lambda r: ["ip", "netns", "exec", self.ns[min(1, r // half)]]}
+
+    def link_down(self):
+        self.sh("ip", "netns", "exec", self.ns[0], "ip", "link", "set", "scv0", "down")
+
+    def __exit__(self, *exc):
+        for n in self.ns:  # deleting a namespace removes its end of the veth, and so the pair
+            subprocess.run(["ip", "netns", "delete", n], capture_output=True)
         return False
 
 
