@@ -83,10 +83,13 @@ def main():
     p.add_argument("--faults", default=",".join(RANK_FAULTS + ("group-stall", "clean")))
     a = p.parse_args()
     faults = [f for f in a.faults.split(",") if f]
-    t0 = time.perf_counter()
-    for _ in range(5):
+    subprocess.run([SCOUT_BIN, "--version"], capture_output=True)  # warm the page cache
+    version_times = []
+    for _ in range(11):
+        t0 = time.perf_counter()
         subprocess.run([SCOUT_BIN, "--version"], capture_output=True)
-    version_s = (time.perf_counter() - t0) / 5
+        version_times.append(time.perf_counter() - t0)
+    version_s = statistics.median(version_times)
 
     rows = []
     for fault in faults:
@@ -108,7 +111,7 @@ def main():
                 failures.append(what)
         rows.append((fault, a.runs, correct, statistics.median(times), failures))
 
-    print(f"\nworld {a.world}, {a.runs} randomized runs per fault; scout --version {version_s * 1000:.1f} ms")
+    print(f"\nworld {a.world}, {a.runs} randomized runs per fault; scout --version {version_s * 1000:.1f} ms (median of 11)")
     print(f"{'fault':<24} {'runs':>5} {'correct':>8} {'wrong':>6} {'probe ms':>9} {'x --version':>12}")
     for fault, runs, correct, med, failures in rows:
         print(f"{fault:<24} {runs:>5} {correct:>8} {runs - correct:>6} {med * 1000:>9.1f} {med / version_s:>12.1f}")
