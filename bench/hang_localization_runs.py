@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.environ.get("SCOUT_SOURCE_DIR", os.path.abspath(os.path.join(HERE, "..")))
 sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "integration"))
 
-from trainer_harness import SCOUT_BIN, TrainerJob, TwoNetnsNodes, have_netns  # noqa: E402
+from trainer_harness import SCOUT_BIN, TrainerJob, group_stalled_job, have_netns  # noqa: E402
 
 RANK_FAULTS = ("stop-before-collective", "exit", "crash", "skip-collective", "wrong-shape", "stop-inside-collective")
 
@@ -63,14 +63,7 @@ def run_clean(world):
 
 
 def run_group_stall(world):
-    rng = random.Random()
-    with TwoNetnsNodes() as nodes, TrainerJob(world=world, steps=400, fault="none", step_delay=0.05, pg_timeout=300,
-                                               **nodes.job_args(world)) as job:
-        job.start()
-        job.wait_training(min_step=2)
-        time.sleep(rng.uniform(0, 0.5))
-        nodes.link_down()
-        job.wait_silent(quiet_s=2.0)
+    with group_stalled_job(world, random.Random()) as job:
         doc, t = probe(job.job)
         ok = doc["status"] == "group_stall" and not doc["suspects"]
         return ok, t, f"seed {job.seed}: {doc['status']}"

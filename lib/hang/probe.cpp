@@ -147,7 +147,6 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
   in.nodes.assign(static_cast<std::size_t>(o.nodes), std::nullopt);
   nlohmann::json transport_details = {{"observer", *index}, {"nodes", o.nodes}, {"authenticated", token->authenticated()}};
 
-  std::vector<transport::StrayObserver> strays;
   if (o.nodes == 1) {
     in.nodes[0] = local;
     transport_details["store"] = nullptr;
@@ -209,12 +208,20 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
       } else {
         for (auto& n : scan->notes) notes.push_back(n);
         const std::int64_t max_age_ns = std::max<std::int64_t>(60'000'000'000, 3 * std::chrono::duration_cast<std::chrono::nanoseconds>(o.timeout).count());
-        strays = transport::find_strays(*scan, self, realtime_now_ns(), max_age_ns, pid_alive);
+        auto strays = transport::find_strays(*scan, self, realtime_now_ns(), max_age_ns, pid_alive);
         // A flood of announcements must not flood the verdict.
         constexpr std::size_t k_max_listed = 16;
-        if (strays.size() > k_max_listed) {
+        if (strays.size() > k_max_listed)
           notes.push_back(fmt::format("presence: {} observers of another key id; the first {} are listed", strays.size(), k_max_listed));
-          strays.resize(k_max_listed);
+        for (std::size_t i = 0; i < std::min(strays.size(), k_max_listed); ++i) {
+          RejectedObserver r;
+          r.observer = strays[i].entry.observer;
+          r.reason = strays[i].reason;
+          r.source = RejectedObserver::Source::presence;
+          r.host = strays[i].entry.host;
+          r.pid = strays[i].entry.pid;
+          r.attempt = strays[i].entry.attempt;
+          in.rejected.push_back(std::move(r));
         }
       }
     }
@@ -249,20 +256,6 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
     }
   }
   in.now_ns = agreed_now(in.nodes);
-  // Sorted, so that every observer lists them alike.
-  std::sort(strays.begin(), strays.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.entry.observer, a.entry.host, a.entry.pid) < std::tie(b.entry.observer, b.entry.host, b.entry.pid);
-  });
-  for (const auto& st : strays) {
-    RejectedObserver r;
-    r.observer = st.entry.observer;
-    r.reason = st.reason;
-    r.source = RejectedObserver::Source::presence;
-    r.host = st.entry.host;
-    r.pid = st.entry.pid;
-    r.attempt = st.entry.attempt;
-    in.rejected.push_back(std::move(r));
-  }
   Verdict v = decide(in);
   v.details["transport"] = transport_details;
   return v;

@@ -1,5 +1,6 @@
 #include "lib/transport/presence.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -117,6 +118,9 @@ std::vector<StrayObserver> find_strays(const PresenceScan& scan, const PresenceE
     out.push_back({e, fmt::format("observer {} on {} (pid {}) was not admitted: {} (key id {})", e.observer, e.host, e.pid,
                                   why, e.key_id)});
   }
+  std::sort(out.begin(), out.end(), [](const StrayObserver& a, const StrayObserver& b) {
+    return std::tie(a.entry.observer, a.entry.host, a.entry.pid) < std::tie(b.entry.observer, b.entry.host, b.entry.pid);
+  });
   return out;
 }
 

@@ -62,7 +62,8 @@ struct StrayObserver {
 };
 // The entries of `scan` that are not of self's kind (another key id), written
 // at most `max_age_ns` before `now_ns`, and not known dead (same host, pid
-// gone); one per (host, pid, observer). `alive(pid)` answers for this host.
+// gone); one per (host, pid, observer), ordered by (observer, host, pid) so
+// that observers list them alike. `alive(pid)` answers for this host.
 std::vector<StrayObserver> find_strays(const PresenceScan& scan, const PresenceEntry& self, std::int64_t now_ns,
                                        std::int64_t max_age_ns, bool (*alive)(std::int64_t pid));
 

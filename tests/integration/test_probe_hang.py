@@ -19,7 +19,7 @@ import time
 import unittest
 
 from scoutlib import EXIT, SCOUT_BIN, ScoutTestCase, run, validate
-from trainer_harness import TrainerJob, TwoNetnsNodes, free_port, have_netns
+from trainer_harness import TrainerJob, free_port, group_stalled_job, have_netns
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORLD = 4
@@ -118,13 +118,7 @@ class GroupStall(ScoutTestCase):
         seed = rng.randrange(1 << 31)
         rng.seed(seed)
         print(f"group stall seed {seed}", file=sys.stderr)
-        with TwoNetnsNodes() as nodes, TrainerJob(world=WORLD, steps=400, fault="none", step_delay=0.05, pg_timeout=300,
-                                                   **nodes.job_args(WORLD)) as job:
-            job.start()
-            job.wait_training(min_step=2)
-            time.sleep(rng.uniform(0, 0.5))
-            nodes.link_down()
-            job.wait_silent(quiet_s=2.0)
+        with group_stalled_job(WORLD, rng) as job:
             self.assertEqual(job.returncodes(), [None] * WORLD, "every rank must still be alive")
             res = probe(job.job)
             doc = res.json()

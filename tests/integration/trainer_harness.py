@@ -16,6 +16,7 @@ Command line (prints the seed, the job and the records, then cleans up):
     python3 trainer_harness.py --world 4 --fault exit [--seed N]
 """
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -282,6 +283,22 @@ class TwoNetnsNodes:
         for n in self.ns:  # deleting a namespace removes its end of the veth, and so the pair
             subprocess.run(["ip", "netns", "delete", n], capture_output=True)
         return False
+
+
+@contextlib.contextmanager
+def group_stalled_job(world, rng):
+    """A true group-scoped stall: ranks split over two netns nodes train, the
+    link between the nodes goes down at a random moment (from rng) mid-run,
+    and the job is yielded once its records are silent, every rank still
+    alive inside a collective that cannot finish."""
+    with TwoNetnsNodes() as nodes, TrainerJob(world=world, steps=400, fault="none", step_delay=0.05, pg_timeout=300,
+                                               **nodes.job_args(world)) as job:
+        job.start()
+        job.wait_training(min_step=2)
+        time.sleep(rng.uniform(0, 0.5))
+        nodes.link_down()
+        job.wait_silent(quiet_s=2.0)
+        yield job
 
 
 def main():
