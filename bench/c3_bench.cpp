@@ -1,4 +1,4 @@
-// Cost of one C3 decision over N peers (DESIGN.md target: 100,000 ranks in
+// Cost of one C3 decision over N peers (docs/contracts.md "Performance targets": 100,000 ranks in
 // under 100 ms in one process), with std::sort of the same values measured in
 // the same run as the reference the ratio is printed against.
 #include <benchmark/benchmark.h>

@@ -1,5 +1,5 @@
 // Cost of the hang decision (lib/hang/decide.hpp) for large worlds, one
-// process: DESIGN.md's target is a C3 decision for 100,000 ranks under 100 ms.
+// process: docs/contracts.md "Performance targets" is a C3 decision for 100,000 ranks under 100 ms.
 // Reference in the same run: bare C3 exact over the same number of 64-bit keys.
 // The world is N ranks on N/8 nodes, dp=N/8 x tp=8, one rank behind.
 #include <benchmark/benchmark.h>

@@ -1,5 +1,5 @@
 // Cost of publishing one event through libscout_publisher.so (target: under
-// 1 microsecond on the trainer's hot path, DESIGN.md), against references
+// 1 microsecond on the trainer's hot path, docs/contracts.md), against references
 // measured in the same run: clock_gettime(CLOCK_REALTIME) alone (every event
 // reads the clock once) and one relaxed atomic store to shared memory. Also
 // the reader's cost for one consistent snapshot (what the observer pays per rank).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start-up cost of `scout --version` and of a LibTorch-free command, against
 # /bin/true and against a process that loads the LibTorch module, all measured
-# in this run (DESIGN.md target: under 20 ms).
+# in this run (docs/contracts.md "Performance targets": under 20 ms).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${SCOUT_BUILD_DIR:-$root/build}"

@@ -1,12 +1,16 @@
 // scout's entry point: parse, dispatch to the chosen subcommand, and map
 // every failure to the documented exit codes. The only place FatalError is caught.
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "cli/app.hpp"
+#include "cli/diagnose.hpp"
+#include "commands/common.hpp"
 #include "lib/common/error.hpp"
 
 namespace {
@@ -23,6 +27,14 @@ int fail(const std::string& command, const std::string& message, scout::ExitCode
   return scout::to_int(code);
 }
 
+// Whatever a command printed must have reached stdout: a verdict lost to a
+// full disk or a closed pipe is an error (exit 5, unavailable), never a
+// silent success (docs/contracts.md "Exit codes").
+int finish(const std::string& command, int code) {
+  if (auto st = scout::flush_stdout(); !st) return fail(command, st.error().message(), st.error().code);
+  return code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -33,27 +45,30 @@ int main(int argc, char** argv) {
   std::map<std::string, scout::CommandRunner> runners;
   scout::build_app(app, globals, runners);
 
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (scout::Diagnosis d; !scout::check_help_words(app, args, &d)) return fail(d.command, d.message, scout::ExitCode::usage);
+  args = scout::rewrite_help(args);  // `scout help CMD` is `scout CMD --help`
+
   std::string command;
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses a reversed vector
+    app.parse(reversed);
   } catch (const CLI::Success& e) {
-    return app.exit(e);  // --help, --version
+    return finish("", app.exit(e));  // --help, --version
   } catch (const CLI::ParseError& e) {
-    for (const CLI::App* sub : app.get_subcommands()) command = sub->get_name();
-    if (command.empty() && argc > 1 && argv[1][0] != '-')
-      return fail("", fmt::format("unknown command '{}'; run 'scout --help' for the list of commands", argv[1]),
-                  scout::ExitCode::usage);
-    std::string hint = command.empty() ? "run 'scout --help'" : fmt::format("run 'scout {} --help'", command);
-    return fail(command, fmt::format("{}; {}", e.what(), hint), scout::ExitCode::usage);
+    scout::Diagnosis d = scout::diagnose(app, args, e);
+    return fail(d.command, d.message, scout::ExitCode::usage);
   }
   for (const CLI::App* sub : app.get_subcommands()) command = sub->get_name();
 
   try {
     setup_logging(globals.log_level);
-    return runners.at(command)();
+    return finish(command, runners.at(command)());
   } catch (const scout::FatalError& e) {
+    std::fflush(stdout);
     return fail(command, e.error().message(), e.error().code);
   } catch (const std::exception& e) {
+    std::fflush(stdout);
     return fail(command, fmt::format("internal error: {}; please report this with the command line", e.what()),
                 scout::ExitCode::internal);
   }

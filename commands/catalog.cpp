@@ -8,6 +8,7 @@
 #include "lib/catalog/catalog_io.hpp"
 #include "lib/catalog/compress.hpp"
 #include "lib/catalog/model.hpp"
+#include "lib/common/file.hpp"
 
 namespace scout {
 
@@ -132,7 +133,7 @@ int run_catalog_build(const CatalogBuildOptions& o) {
     space = ShapeSpace::uniform(cfg.experts, value_or_throw(parse_rows_spec(*o.rows)));
     prov.rows_source = "--rows " + *o.rows;
   } else {
-    std::string text = value_or_throw(read_file(*o.rows_file));
+    std::string text = value_or_throw(read_small_file(*o.rows_file, catalog::k_max_file_bytes));
     RowVectors rv = value_or_throw(parse_rows_file(text, o.experts, *o.rows_file));
     cfg.experts = rv.experts;
     prov.duplicates = rv.duplicates;
@@ -158,7 +159,7 @@ int run_catalog_build(const CatalogBuildOptions& o) {
 
   Observations observations;
   if (o.observations) {
-    std::string text = value_or_throw(read_file(*o.observations));
+    std::string text = value_or_throw(read_small_file(*o.observations, catalog::k_max_file_bytes));
     observations = value_or_throw(parse_observations(text, cfg, *o.observations));
     prov.observations_file = *o.observations;
     prov.observations_given = observations.size();
@@ -170,13 +171,21 @@ int run_catalog_build(const CatalogBuildOptions& o) {
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
 
   const std::string json = catalog_to_json(env, cfg, space, comp, prov).dump(2) + "\n";
-  if (o.output) value_or_throw(write_file_atomically(*o.output, json));
+  if (o.output) {
+    // -o names a file the user chose: a path that cannot be written is a usage error.
+    if (auto st = atomic_write_file(*o.output, json); !st) {
+      Error e = st.error();
+      e.code = ExitCode::usage;
+      e.hint = "give -o a path in an existing, writable directory with free space";
+      throw FatalError(e);
+    }
+  }
   if (o.format == OutputFormat::text) {
     std::string text = render_build_text(env, cfg, space, comp);
     if (o.output) text += fmt::format("catalog written to {}\n", *o.output);
-    std::fwrite(text.data(), 1, text.size(), stdout);
+    write_stdout(text);
   } else if (!o.output) {
-    std::fwrite(json.data(), 1, json.size(), stdout);
+    write_stdout(json);
   }
   std::fflush(stdout);
   return to_int(ExitCode::healthy);
@@ -185,7 +194,7 @@ int run_catalog_build(const CatalogBuildOptions& o) {
 int run_catalog_check(const CatalogCheckOptions& o) {
   using namespace catalog;
   value_or_throw(validate_overrides(o.env.values));
-  const std::string text = value_or_throw(read_file(o.catalog));
+  const std::string text = value_or_throw(read_small_file(o.catalog, catalog::k_max_file_bytes));
   const LoadedCatalog cat = value_or_throw(parse_catalog(text, o.catalog));
   const Environment current = detect_environment(o.env.values);
   const std::vector<EnvDifference> diffs = compare(cat.environment, current);
@@ -228,8 +237,7 @@ int run_catalog_check(const CatalogCheckOptions& o) {
     for (const auto& diff : diffs)
       out += fmt::format("  {:<20} catalog {:<24} here {:<24} ({})\n", env_field_name(diff.field), diff.recorded, diff.current,
                          env_field_flag(diff.field));
-    std::fwrite(out.data(), 1, out.size(), stdout);
-    std::fflush(stdout);
+    write_stdout(out);
   } else {
     emit_verdict(v, o.format);
   }
@@ -237,7 +245,7 @@ int run_catalog_check(const CatalogCheckOptions& o) {
                "scout catalog: error: the catalog %s does not match this environment; %s; rebuild the catalog on this image with "
                "'scout catalog build' (or pass the environment flags if detection is wrong)\n",
                o.catalog.c_str(), listed.c_str());
-  return to_int(ExitCode::bad_input);
+  return to_int(exit_code_for(v));  // inconclusive: 3, as the status says (docs/contracts.md "Exit codes")
 }
 
 }  // namespace scout

@@ -1,6 +1,8 @@
 #include "commands/common.hpp"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fmt/format.h>
 #include <iostream>
 #include <iterator>
@@ -14,10 +16,30 @@ OutputFormat resolve_format(const std::string& format) {
   return isatty(STDOUT_FILENO) ? OutputFormat::text : OutputFormat::json;
 }
 
+Status flush_stdout() {
+  errno = 0;
+  std::cout.flush();  // CLI11 prints --help through std::cout
+  const bool failed = std::cout.bad() || std::fflush(stdout) != 0 || std::ferror(stdout) != 0;
+  if (!failed) return Ok{};
+  const int err = errno;
+  return unavailable_error("cannot write the output to standard output",
+                           err != 0 ? std::strerror(err) : "a write failed",
+                           "check the file, disk or pipe standard output goes to (free space, a reader that stays)");
+}
+
+void write_stdout(std::string_view text) {
+  errno = 0;
+  const std::size_t n = std::fwrite(text.data(), 1, text.size(), stdout);
+  if (n != text.size() || std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+    const int err = errno;
+    throw FatalError(unavailable_error("cannot write the verdict to standard output",
+                                       err != 0 ? std::strerror(err) : "a write failed",
+                                       "check the file, disk or pipe standard output goes to (free space, a reader that stays)"));
+  }
+}
+
 int emit_verdict(const Verdict& verdict, OutputFormat format) {
-  std::string out = format == OutputFormat::json ? to_json(verdict).dump(2) + "\n" : render_text(verdict);
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  std::fflush(stdout);
+  write_stdout(format == OutputFormat::json ? to_json(verdict).dump(2) + "\n" : render_text(verdict));
   return to_int(exit_code_for(verdict));
 }
 

@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "lib/common/error.hpp"
 #include "lib/report/verdict.hpp"
@@ -30,7 +31,17 @@ OutputFormat resolve_format(const std::string& format);
 using CommandRunner = std::function<int()>;
 
 // Prints `verdict` on stdout in `format` and returns its documented exit code.
+// A verdict that cannot be written (full disk, closed pipe) throws an
+// `unavailable` FatalError (exit 5): a lost verdict is never a success.
 int emit_verdict(const Verdict& verdict, OutputFormat format);
+
+// Writes `text` to stdout and flushes it; throws an `unavailable` FatalError
+// when it does not all get there. Every command prints through this.
+void write_stdout(std::string_view text);
+
+// Flushes stdout and reports an earlier failed write; main calls it after
+// every command, so no failed write of any output goes unnoticed.
+Status flush_stdout();
 
 // Reads all of stdin, failing with a bad-input error past `limit` bytes.
 std::string read_stdin(std::size_t limit = std::size_t{64} << 20);

@@ -15,7 +15,7 @@ CommandRunner register_consensus(CLI::App& cmd, const GlobalOptions& globals) {
   auto o = std::make_shared<ConsensusOptions>();
   cmd.add_option("--mode", o->mode, "exact (values must be equal) or statistical (robust outliers)")
       ->check(CLI::IsMember({"exact", "statistical"}))->default_str("exact");
-  cmd.add_option("--values", o->values, "Comma-separated values, one per peer; absent: read stdin (one per line, or a JSON array)");
+  cmd.add_option("--values", o->values, "Comma-separated values, one per peer; absent: read stdin (one per line or separated by blanks or commas, or a JSON array)");
   cmd.add_option("--ranks", o->ranks, "Rank ids of the values, same count (e.g. 0,2,4,6 or 8-15); default: positions 0..N-1");
   cmd.add_option("--kappa", o->statistical.kappa, "Statistical: robust z-score cutoff")->default_str("3.5");
   cmd.add_option("--min-rel", o->statistical.min_relative, "Statistical: smallest deviation that counts, as a fraction of |median|")->default_str("0.1");
@@ -93,11 +93,17 @@ std::vector<Token> parse_values(const ConsensusOptions& o) {
     }
     return tokens;
   }
-  std::size_t line_no = 0;
-  for (std::string_view line : split(text, '\n')) {
-    ++line_no;
-    if (trim(line).empty()) continue;
-    tokens.push_back(make_token(line, line_no - 1));
+  // One value per line, or several on a line separated by blanks or commas
+  // ("1 1 1 2" is four values, never one).
+  std::size_t start = std::string::npos;
+  for (std::size_t i = 0; i <= text.size(); ++i) {
+    const bool sep = i == text.size() || text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r' ||
+                     text[i] == ',';
+    if (!sep && start == std::string::npos) start = i;
+    if (sep && start != std::string::npos) {
+      tokens.push_back(make_token(std::string_view(text).substr(start, i - start), tokens.size()));
+      start = std::string::npos;
+    }
   }
   return tokens;
 }

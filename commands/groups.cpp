@@ -13,7 +13,8 @@ CommandRunner register_groups(CLI::App& cmd, const GlobalOptions& globals) {
   auto opts = std::make_shared<GroupsOptions>();
   cmd.add_option("--mesh", opts->mesh, "Parallelism mesh, e.g. dp=4,tp=2 (dims dp,fsdp,tp,pp,cp,ep; last varies fastest)")->required();
   cmd.add_option("--order", opts->order, "Placement order override, slowest first, e.g. tp,dp");
-  cmd.add_option("--ranks-per-node", opts->ranks_per_node, "Ranks per node (node k holds ranks k*N..k*N+N-1)");
+  cmd.add_option("--ranks-per-node", opts->ranks_per_node, "Ranks per node (node k holds ranks k*N..k*N+N-1)")
+      ->each([opts](const std::string&) { opts->ranks_per_node_given = true; });
   cmd.add_option("--hosts", opts->hosts, "Host names, one per node or one per rank, comma-separated");
   cmd.add_option("--world-size", opts->world_size, "Expected world size; an error when the mesh disagrees");
   cmd.add_option("--rank", opts->rank, "Show only this rank");
@@ -54,6 +55,9 @@ int run_groups(const GroupsOptions& o) {
   if (o.world_size > 0 && o.world_size != mesh.world_size())
     throw FatalError(usage_error(fmt::format("the mesh {} has {} ranks but --world-size is {}", mesh.spec(), mesh.world_size(), o.world_size),
                                  {}, "fix the mesh sizes so that their product is the world size"));
+  if (o.ranks_per_node_given && o.ranks_per_node < 1)
+    throw FatalError(usage_error(fmt::format("--ranks-per-node must be at least 1, not {}", o.ranks_per_node), {},
+                                 "give how many ranks each node holds, e.g. --ranks-per-node 8"));
   if (o.ranks_per_node != 0 && !o.hosts.empty())
     throw FatalError(usage_error("--ranks-per-node and --hosts are mutually exclusive", {}, "give one of them"));
   std::optional<NodeMap> nodes;
@@ -74,7 +78,7 @@ int run_groups(const GroupsOptions& o) {
 
   if (o.format == OutputFormat::text) {
     std::string out = text_report(mesh, nodes ? &*nodes : nullptr, shown);
-    std::fwrite(out.data(), 1, out.size(), stdout);
+    write_stdout(out);
     return to_int(ExitCode::healthy);
   }
 

@@ -7,12 +7,15 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
+
+#include "lib/common/clock.hpp"
+#include "lib/common/file.hpp"
+#include "lib/hang/silence.hpp"
 
 namespace scout {
 
@@ -33,58 +36,21 @@ std::atomic<bool> g_stop{false};
 
 extern "C" void on_stop_signal(int) { g_stop.store(true); }
 
-// Writes `text` to dir/name atomically: temp file, fsync, rename, fsync of the directory.
-Status write_atomically(const std::string& dir, const std::string& name, const std::string& text) {
-  const std::string tmp = fmt::format("{}/.{}.tmp{}", dir, name, getpid());
-  const std::string path = dir + "/" + name;
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return unavailable_error(fmt::format("cannot create {}", tmp), std::strerror(errno));
-  std::size_t off = 0;
-  while (off < text.size()) {
-    ssize_t n = ::write(fd, text.data() + off, text.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return unavailable_error(fmt::format("cannot write {}", tmp), std::strerror(e));
-    }
-    off += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return unavailable_error(fmt::format("cannot flush {}", tmp), std::strerror(errno));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return unavailable_error(fmt::format("cannot rename {} to {}", tmp, path), std::strerror(e));
-  }
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return Ok{};
-}
-
-// What this node can see of the job's progress: newest progress time, whether
-// any local writer is dead or stopped, and a signature of where every rank is.
+// What this node can see of the job's progress: the silence rule over its
+// records (lib/hang/silence.hpp, the rule decide() applies) and a signature
+// of where every rank is.
 struct LocalView {
-  std::int64_t newest_progress_ns = 0;
-  bool bad_process = false;
+  hang::Silence silence;
   std::string signature;
   std::size_t records = 0;
 };
 
 LocalView look(const std::vector<records::RecordRead>& reads, const hang::ProbeOptions& po) {
   LocalView v;
-  hang::NodeEvidence e = hang::collect_evidence(reads, po, 0, hang::realtime_now_ns());
+  hang::NodeEvidence e = hang::collect_evidence(reads, po, 0, realtime_ns());
+  v.silence = hang::silence_of(e);
   for (const auto& r : e.ranks) {
     const auto& s = r.snapshot;
-    // A record that never published an event belongs to a trainer still starting up: its silence is no stall.
-    if (s.op_seq > 0) v.newest_progress_ns = std::max(v.newest_progress_ns, s.progress_ns > 0 ? s.progress_ns : s.heartbeat_ns);
-    v.bad_process |= r.process.state == hang::ProcessState::stopped || hang::is_dead(r.process.state);
     v.signature += fmt::format("{}:{}:{}:{}:{}:{};", s.rank, s.step, s.op_seq, s.pending.group_seq,
                                static_cast<int>(s.collective_state), static_cast<int>(r.process.state));
   }
@@ -132,8 +98,8 @@ int run_observe(const ObserveOptions& o) {
       spdlog::warn("{}", reads.error().message());
     } else {
       LocalView view = look(*reads, po);
-      const std::int64_t now = hang::realtime_now_ns();
-      const bool silent = view.records > 0 && (view.bad_process || (view.newest_progress_ns > 0 && now - view.newest_progress_ns >= threshold_ns));
+      const std::int64_t now = realtime_ns();
+      const bool silent = view.records > 0 && view.silence.stalled(now, threshold_ns);
       // Probe only a settled picture: when one rank stops or dies, its peers on
       // this node may still be on their way into the collective; probing at once
       // would give a second verdict for the same stall a moment later.
@@ -157,7 +123,7 @@ int run_observe(const ObserveOptions& o) {
           if (!o.verdict_dir.empty()) {
             std::string stamp = v->created_at;
             std::erase_if(stamp, [](char c) { return c == ':' || c == '-'; });
-            auto w = write_atomically(o.verdict_dir, fmt::format("verdict-{}-{}.json", stamp, verdicts), text);
+            auto w = atomic_write_file(fmt::format("{}/verdict-{}-{}.json", o.verdict_dir, stamp, verdicts), text);
             if (!w) spdlog::error("{}", w.error().message());
           }
           emit_verdict(*v, o.format);

@@ -5,6 +5,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "lib/common/clock.hpp"
+#include "lib/records/json.hpp"
 #include "lib/records/reader.hpp"
 #include "lib/tensor/dtype.hpp"
 
@@ -34,27 +36,7 @@ CommandRunner register_records(CLI::App& cmd, const GlobalOptions& globals) {
 
 namespace {
 
-std::int64_t now_realtime_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
-}
-
-std::string hex64(std::uint64_t v) {
-  return fmt::format("{:#018x}", v);
-}
-
-std::string dtype_text(std::uint8_t code) {
-  if (code == 0) return "none";
-  std::string_view n = dtype_name(static_cast<DType>(code));
-  return n == "UNKNOWN" ? fmt::format("dtype{}", code) : std::string(n);
-}
-
-nlohmann::json fingerprint_json(const records::Fingerprint& f) {
-  return {{"group", hex64(f.group)},      {"type", records::collective_type_name(f.type)},
-          {"dtype", dtype_text(f.dtype)}, {"count", f.count},
-          {"root_or_op", f.root_or_op},   {"group_seq", f.group_seq}};
-}
+using records::fingerprint_json;
 
 nlohmann::json read_json(const records::RecordRead& r, std::int64_t now) {
   nlohmann::json j;
@@ -129,7 +111,7 @@ int run_records(const RecordsOptions& o) {
   ro.shm_dir = o.shm_dir;
   ro.read_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.read_timeout_s * 1000.0));
   ro.owner = o.allow_other_owner ? records::OwnerPolicy::any_user : records::OwnerPolicy::same_user;
-  std::int64_t now = now_realtime_ns();
+  std::int64_t now = realtime_ns();
 
   Verdict v;
   v.command = "records";
@@ -139,7 +121,7 @@ int run_records(const RecordsOptions& o) {
     auto reads = value_or_throw(records::read_records(ro));
     if (o.format == OutputFormat::text) {
       std::string out = list_text(reads, now);
-      std::fwrite(out.data(), 1, out.size(), stdout);
+      write_stdout(out);
       return to_int(ExitCode::healthy);
     }
     std::size_t refused = 0;
@@ -168,7 +150,7 @@ int run_records(const RecordsOptions& o) {
       for (const auto& e : entries)
         out += fmt::format("  {:<40} {:<14} {}\n", e.segment,
                            e.removed ? (o.dry_run ? "would remove" : "removed") : "kept", e.reason);
-      std::fwrite(out.data(), 1, out.size(), stdout);
+      write_stdout(out);
       return to_int(ExitCode::healthy);
     }
   }

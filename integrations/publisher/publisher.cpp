@@ -13,6 +13,8 @@
 #include <new>
 #include <string>
 
+#include "lib/common/clock.hpp"
+#include "lib/common/proc.hpp"
 #include "lib/records/layout.hpp"
 #include "scout_publisher.h"
 
@@ -42,35 +44,14 @@ struct Mirror {
   std::uint8_t phase_before_collective = 0;
 };
 
-std::uint64_t now_ns(clockid_t clock) {
-  timespec ts{};
-  clock_gettime(clock, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-bool read_text(const char* path, char* buf, std::size_t cap, std::size_t* len) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  ssize_t n = read(fd, buf, cap - 1);
-  close(fd);
-  if (n <= 0) return false;
-  buf[n] = '\0';
-  *len = static_cast<std::size_t>(n);
-  return true;
-}
+std::uint64_t now_ns(clockid_t clock) { return static_cast<std::uint64_t>(scout::clock_ns(clock)); }
 
 // Start time of `pid` in ticks since boot, 0 when unknown; `state` gets its state letter.
 std::uint64_t process_start_ticks(long pid, char* state) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-  char buf[1024];
-  std::size_t len = 0;
-  if (!read_text(path, buf, sizeof buf, &len)) return 0;
-  std::uint64_t ticks = 0;
-  char st = '?';
-  if (!layout::parse_proc_stat(std::string_view(buf, len), &st, &ticks)) return 0;
-  if (state) *state = st;
-  return ticks;
+  scout::proc::Stat st;
+  if (!scout::proc::read_stat(pid, &st)) return 0;
+  if (state) *state = st.state;
+  return st.start_ticks;
 }
 
 void publish_progress(layout::Progress& p, const Mirror& m) {

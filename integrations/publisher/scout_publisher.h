@@ -1,5 +1,5 @@
 /* scout trainer-side publisher: a C ABI over scout's shared-memory progress
- * records (lib/records/layout.hpp, DESIGN.md "Progress records").
+ * records (lib/records/layout.hpp, docs/contracts.md "Progress records").
  *
  * A trainer creates one record per rank and publishes what it does: step
  * begin, phase, collective enter/exit with a fingerprint, heartbeats. The

@@ -1,5 +1,7 @@
 #include "lib/catalog/catalog_io.hpp"
 
+#include "lib/common/schema.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -39,25 +41,6 @@ Result<nlohmann::json> parse_json(std::string_view text, std::string_view origin
   nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
   if (j.is_discarded()) return input_error(fmt::format("{} is not valid JSON", origin), {}, std::string(hint));
   return j;
-}
-
-// Checks "schema" and a "schema_version" whose major part is `major`.
-Status check_schema(const nlohmann::json& j, std::string_view schema, int major, std::string_view origin, std::string_view hint) {
-  if (!j.is_object() || !j.contains("schema") || !j["schema"].is_string() || j["schema"].get<std::string>() != schema)
-    return input_error(fmt::format("{} is not a {} document", origin, schema), "its \"schema\" field is missing or different",
-                       std::string(hint));
-  if (!j.contains("schema_version") || !j["schema_version"].is_string())
-    return input_error(fmt::format("{} has no schema_version", origin), {}, std::string(hint));
-  const std::string version = j["schema_version"].get<std::string>();
-  auto parts = split(version, '.');
-  auto maj = parts.size() == 2 ? parse_int(parts[0], "major") : Result<std::int64_t>(input_error("bad"));
-  auto min = parts.size() == 2 ? parse_int(parts[1], "minor") : Result<std::int64_t>(input_error("bad"));
-  if (!maj || !min || *min < 0)
-    return input_error(fmt::format("{} has schema_version '{}'", origin, version), "expected MAJOR.MINOR", std::string(hint));
-  if (*maj != major)
-    return input_error(fmt::format("{} has schema version {} of {}", origin, version, schema),
-                       fmt::format("this scout reads version {}.x only", major), std::string(hint));
-  return Ok{};
 }
 
 Result<CountVector> kernel_counts_from_json(const nlohmann::json& kernels, std::string_view what) {
@@ -396,75 +379,6 @@ Result<LoadedCatalog> parse_catalog(std::string_view text, std::string_view orig
     return input_error(fmt::format("{}: {} representatives for {} shapes", origin, out.representatives, out.shapes), "the totals are inconsistent",
                        k_rebuild);
   return out;
-}
-
-Result<std::string> read_file(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return input_error(fmt::format("cannot open {}", path), std::strerror(errno), "check the path and its permissions");
-  struct stat st{};
-  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-    std::fclose(f);
-    return input_error(fmt::format("{} is a directory", path), {}, "give a file");
-  }
-  std::string data;
-  char buf[1 << 16];
-  while (true) {
-    std::size_t n = std::fread(buf, 1, sizeof buf, f);
-    data.append(buf, n);
-    if (data.size() > k_max_file_bytes) {
-      std::fclose(f);
-      return input_error(fmt::format("{} is too large", path), fmt::format("more than {} bytes", k_max_file_bytes));
-    }
-    if (n < sizeof buf) break;
-  }
-  const bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  if (failed) return input_error(fmt::format("cannot read {}", path), "read error");
-  return data;
-}
-
-Status write_file_atomically(const std::string& path, std::string_view data) {
-  const auto slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  if (base.empty()) return usage_error(fmt::format("output path '{}' names a directory", path), {}, "give a file name, e.g. -o catalog.json");
-  std::string tmpl = fmt::format("{}/.{}.tmp.XXXXXX", dir, base);
-  std::vector<char> name(tmpl.begin(), tmpl.end());
-  name.push_back('\0');
-  const int fd = mkstemp(name.data());
-  if (fd < 0)
-    return usage_error(fmt::format("cannot write {}", path), fmt::format("creating a temporary file in {}: {}", dir, std::strerror(errno)),
-                       "give -o a path in an existing, writable directory");
-  auto fail = [&](const char* step) {
-    const int err = errno;
-    ::close(fd);
-    ::unlink(name.data());
-    return usage_error(fmt::format("cannot write {}", path), fmt::format("{}: {}", step, std::strerror(err)),
-                       "give -o a path in an existing, writable directory with free space");
-  };
-  std::size_t off = 0;
-  while (off < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return fail("write");
-    }
-    off += static_cast<std::size_t>(n);
-  }
-  if (::fchmod(fd, 0644) != 0) return fail("chmod");
-  if (::fsync(fd) != 0) return fail("fsync");
-  if (::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(name.data());
-    return usage_error(fmt::format("cannot write {}", path), fmt::format("close: {}", std::strerror(err)));
-  }
-  if (std::rename(name.data(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(name.data());
-    return usage_error(fmt::format("cannot write {}", path), fmt::format("rename: {}", std::strerror(err)),
-                       "give -o a path that is not a directory");
-  }
-  return Ok{};
 }
 
 }  // namespace scout::catalog

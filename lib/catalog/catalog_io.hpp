@@ -92,11 +92,4 @@ struct LoadedCatalog {
 // and say to rebuild the catalog.
 Result<LoadedCatalog> parse_catalog(std::string_view text, std::string_view origin);
 
-// Reads a whole file (at most k_max_file_bytes); input_error when it cannot.
-Result<std::string> read_file(const std::string& path);
-
-// Writes `data` to `path` atomically: a temporary file in the same folder,
-// flushed to disk, then renamed over `path`. On failure nothing is left behind.
-Status write_file_atomically(const std::string& path, std::string_view data);
-
 }  // namespace scout::catalog

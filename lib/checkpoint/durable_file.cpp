@@ -3,9 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
-#include <filesystem>
 #include <fmt/format.h>
-#include <random>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <thread>
@@ -19,77 +17,7 @@ Error io_error(const std::string& what, int err, std::string hint = "check free 
   return unavailable_error(what, std::strerror(err), std::move(hint));
 }
 
-bool write_all(int fd, std::string_view data) {
-  const char* p = data.data();
-  std::size_t left = data.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
 }  // namespace
-
-Status atomic_write_file(const std::string& path, std::string_view content, unsigned mode) {
-  namespace fs = std::filesystem;
-  fs::path target(path);
-  fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::random_device rd;
-  std::string tmp = (dir / fmt::format(".{}.tmp.{}.{:x}", target.filename().string(), ::getpid(), rd())).string();
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  if (fd < 0) return io_error(fmt::format("cannot create {}", tmp), errno);
-  if (!write_all(fd, content) || ::fsync(fd) != 0) {
-    int err = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return io_error(fmt::format("cannot write {}", tmp), err);
-  }
-  if (::close(fd) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return io_error(fmt::format("cannot write {}", tmp), err);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return io_error(fmt::format("cannot rename {} to {}", tmp, path), err);
-  }
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return io_error(fmt::format("cannot open directory {} to sync it", dir.string()), errno);
-  int rc = ::fsync(dfd);
-  int err = errno;
-  ::close(dfd);
-  if (rc != 0) return io_error(fmt::format("cannot sync directory {}", dir.string()), err);
-  return Ok{};
-}
-
-Result<std::string> read_small_file(const std::string& path, std::size_t limit) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return input_error(fmt::format("cannot open {}", path), std::strerror(errno), "check the path and permissions");
-  std::string data;
-  char buf[65536];
-  while (true) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return input_error(fmt::format("cannot read {}", path), std::strerror(err));
-    }
-    if (n == 0) break;
-    data.append(buf, static_cast<std::size_t>(n));
-    if (data.size() > limit) {
-      ::close(fd);
-      return input_error(fmt::format("{} is larger than {} bytes", path, limit), {}, "is this the right file?");
-    }
-  }
-  ::close(fd);
-  return data;
-}
 
 Result<FileLock> FileLock::acquire(const std::string& lock_path, std::chrono::milliseconds timeout) {
   int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);

@@ -1,7 +1,6 @@
-// Crash-safe file updates: write a temporary file in the same directory,
-// fsync it, rename it over the target, fsync the directory. A reader (or a
-// process restarted after SIGKILL or power loss) sees either the old content
-// or the new, never a mix. Concurrent writers serialize with FileLock.
+// Crash-safe file updates: atomic_write_file (lib/common/file.hpp) replaces a
+// file so that a reader sees the old content or the new, never a mix;
+// concurrent writers serialize with FileLock.
 #pragma once
 
 #include <chrono>
@@ -9,17 +8,11 @@
 #include <string_view>
 
 #include "lib/common/error.hpp"
+#include "lib/common/file.hpp"
 
 namespace scout::checkpoint {
 
-// Replaces `path` with `content` atomically and durably (temp file, fsync,
-// rename, directory fsync). `mode` is the new file's permission bits. On
-// failure the old file is untouched and the temp file removed; the error is
-// `unavailable` (disk full, permissions) and names the path.
-Status atomic_write_file(const std::string& path, std::string_view content, unsigned mode = 0644);
-
-// Reads a whole small file (at most `limit` bytes); bad input when larger.
-Result<std::string> read_small_file(const std::string& path, std::size_t limit = std::size_t{64} << 20);
+// atomic_write_file and read_small_file live in lib/common/file.hpp.
 
 // An exclusive advisory lock (flock) on a lock file next to the data it
 // guards, held for the object's lifetime. The kernel drops it when the

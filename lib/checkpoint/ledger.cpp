@@ -1,5 +1,7 @@
 #include "lib/checkpoint/ledger.hpp"
 
+#include "lib/common/schema.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -248,10 +250,7 @@ bool get_opt_int(const nlohmann::json& j, const char* key, std::optional<std::in
 
 Result<Ledger> ledger_from_json(const nlohmann::json& j, const std::string& path) {
   if (!j.is_object()) return bad_ledger(path, "not a JSON object");
-  if (j.value("schema", "") != k_ledger_schema) return bad_ledger(path, fmt::format("schema is not \"{}\"", k_ledger_schema));
-  if (!j.contains("schema_version") || !j["schema_version"].is_string() || j["schema_version"].get<std::string>().rfind("1.", 0) != 0)
-    return input_error(fmt::format("{}: unsupported ledger schema_version", path), "this scout reads ledger version 1.x",
-                       "use the scout version that wrote it");
+  if (auto st = check_schema(j, k_ledger_schema, 1, path, "use the scout version that wrote it"); !st) return st.error();
   Ledger l;
   if (!j.contains("job") || !j["job"].is_string()) return bad_ledger(path, "job missing");
   l.job = j["job"].get<std::string>();
@@ -301,9 +300,7 @@ Result<ReplayCycle> parse_replay_verdict(const nlohmann::json& v, const std::str
                        "pass the JSON that 'scout replay' printed (see man scout-verify-ckpt, REPLAY VERDICTS)");
   };
   if (!v.is_object()) return bad("not a JSON object");
-  if (v.value("schema", "") != "scout.verdict") return bad("schema is not \"scout.verdict\"");
-  if (!v.contains("schema_version") || !v["schema_version"].is_string() || v["schema_version"].get<std::string>().rfind("1.", 0) != 0)
-    return bad("schema_version is not 1.x");
+  if (auto st = check_schema(v, "scout.verdict", 1, path, "pass the JSON that 'scout replay' printed"); !st) return st.error();
   if (v.value("command", "") != "replay") return bad(fmt::format("command is \"{}\", not \"replay\"", v.value("command", "")));
   if (!job.empty() && v.contains("job") && v["job"].is_string() && v["job"].get<std::string>() != job)
     return input_error(fmt::format("{}: verdict is for job '{}', the ledger for '{}'", path, v["job"].get<std::string>(), job), {},

@@ -1,5 +1,7 @@
 #include "lib/checkpoint/manifest.hpp"
 
+#include "lib/common/schema.hpp"
+
 #include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
@@ -54,10 +56,8 @@ Result<Manifest> read_manifest(const std::string& dir) {
   if (!text) return text.error();
   nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return bad_manifest(path, "not a JSON object");
-  if (j.value("schema", "") != k_manifest_schema) return bad_manifest(path, fmt::format("schema is not \"{}\"", k_manifest_schema));
-  if (!j.contains("schema_version") || !j["schema_version"].is_string() || j["schema_version"].get<std::string>().rfind("1.", 0) != 0)
-    return input_error(fmt::format("{}: unsupported schema_version", path), "this scout reads manifest version 1.x",
-                       "use the scout version that wrote it, or rewrite the manifest");
+  if (auto st = check_schema(j, k_manifest_schema, 1, path, "use the scout version that wrote it, or rewrite the manifest"); !st)
+    return st.error();
   if (!j.contains("hash_spec_version") || j["hash_spec_version"] != hash::k_hash_spec_version)
     return input_error(fmt::format("{}: hash_spec_version differs from this scout's ({})", path, hash::k_hash_spec_version),
                        "hashes of another specification cannot be compared", "rewrite the manifest with this scout");

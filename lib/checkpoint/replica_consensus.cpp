@@ -1,20 +1,9 @@
 #include "lib/checkpoint/replica_consensus.hpp"
 
-#include <charconv>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 namespace scout::checkpoint {
-
-std::string hash_hex(std::uint64_t hash) { return fmt::format("0x{:016x}", hash); }
-
-std::optional<std::uint64_t> parse_hash_hex(std::string_view text) {
-  if (text.size() != 18 || text.substr(0, 2) != "0x") return std::nullopt;
-  std::uint64_t v = 0;
-  auto [ptr, ec] = std::from_chars(text.data() + 2, text.data() + text.size(), v, 16);
-  if (ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
-  return v;
-}
 
 namespace {
 

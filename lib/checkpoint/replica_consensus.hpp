@@ -4,11 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lib/checkpoint/checkpoint_file.hpp"
 #include "lib/common/error.hpp"
+#include "lib/common/hex.hpp"
 #include "lib/consensus/c3.hpp"
 
 namespace scout::checkpoint {
@@ -45,9 +48,9 @@ struct ShardVerdict {
 // disagree on a tensor's dtype or shape. With one file nothing is compared.
 Result<ShardVerdict> compare_replicas(const ReplicaSet& set, const std::vector<FileDigest>& digests);
 
-// Hex form used in verdicts and manifests: "0x" + 16 lowercase digits.
-std::string hash_hex(std::uint64_t hash);
-// Parses hash_hex's form; nullopt otherwise.
-std::optional<std::uint64_t> parse_hash_hex(std::string_view text);
+// The one spelling of a 64-bit hash in documents lives in lib/common/hex.hpp;
+// these names are kept for the checkpoint code's callers.
+inline std::string hash_hex(std::uint64_t hash) { return hex64(hash); }
+inline std::optional<std::uint64_t> parse_hash_hex(std::string_view text) { return parse_hex64(text); }
 
 }  // namespace scout::checkpoint

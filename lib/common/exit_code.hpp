@@ -1,4 +1,4 @@
-// The documented exit codes of every scout command (DESIGN.md, man pages).
+// The documented exit codes of every scout command (docs/contracts.md "Exit codes", man pages).
 #pragma once
 
 #include <string_view>

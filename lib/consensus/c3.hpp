@@ -1,4 +1,4 @@
-// C3, consensus over equivalent peers (DESIGN.md "C3"): given one evidence
+// C3, consensus over equivalent peers (docs/contracts.md "C3"): given one evidence
 // value per peer, in peer order, decide whether the peers agree, whether a
 // strict minority disagrees (and which peers), or whether no decision is
 // possible. Pure functions: every participant that gathered the same evidence
@@ -73,7 +73,7 @@ struct StatisticalOptions {
 };
 
 // Statistical C3 over real-valued evidence (timings, counters). See
-// DESIGN.md: true median, 1.4826*MAD -> IQR/1.349 -> floor, kappa cutoff plus
+// docs/contracts.md "C3": true median, 1.4826*MAD -> IQR/1.349 -> floor, kappa cutoff plus
 // minimum practical effect; more than N/2 flagged or a two-cluster split with
 // no strict majority is inconclusive. Values must be finite.
 C3Result c3_statistical(std::span<const double> values, const StatisticalOptions& options = {});

@@ -1,5 +1,8 @@
 #include "lib/hang/decide.hpp"
 
+#include "lib/hang/silence.hpp"
+#include "lib/records/json.hpp"
+
 #include <algorithm>
 #include <fmt/format.h>
 #include <map>
@@ -56,16 +59,8 @@ bool entered(const RankSnapshot& s) {
 
 double seconds(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
 
-std::int64_t last_progress(const RankSnapshot& s) {
-  if (s.progress_ns > 0) return s.progress_ns;
-  if (s.heartbeat_ns > 0) return s.heartbeat_ns;
-  return s.start_ns;
-}
 
-json fingerprint_json(const records::Fingerprint& f) {
-  return {{"group", f.group},          {"type", records::collective_type_name(f.type)}, {"dtype", f.dtype},
-          {"count", f.count},          {"root_or_op", f.root_or_op},                   {"group_seq", f.group_seq}};
-}
+using records::fingerprint_json;  // the one JSON form (lib/records/json.hpp)
 
 // The progress coordinate compared by C3: step, where in which group, and the call's arguments.
 std::string position_key(const RankSnapshot& s) {
@@ -386,21 +381,13 @@ Verdict decide(const DecisionInput& in) {
   details["missing_ranks"] = missing;
 
   // --- silence and process evidence ---------------------------------------------------
-  std::int64_t newest_progress = 0;
-  bool any_bad_process = false;
+  Silence silence;  // the one silence rule (silence.hpp), shared with `scout observe`
   for (const auto& view : views) {
-    if (view.evidence) {
-      // A rank that never published an event is still starting up: its silence is no stall.
-      if (view.evidence->snapshot.op_seq > 0) newest_progress = std::max(newest_progress, last_progress(view.evidence->snapshot));
-      auto st = view.evidence->process.state;
-      any_bad_process |= st == ProcessState::stopped || is_dead(st);
-    } else if (view.issue && !view.issue->writer_alive && view.issue->problem == "torn") {
-      any_bad_process = true;
-    }
+    if (view.evidence) silence.add_rank(*view.evidence);
+    else if (view.issue) silence.add_issue(*view.issue);
   }
-  const std::int64_t silent_ns = newest_progress > 0 ? in.now_ns - newest_progress : 0;
-  const bool silent = newest_progress > 0 && silent_ns >= in.threshold_ns;
-  const bool stalled = silent || any_bad_process;
+  const std::int64_t silent_ns = silence.silent_ns(in.now_ns);
+  const bool stalled = silence.stalled(in.now_ns, in.threshold_ns);
   details["silent_s"] = seconds(std::max<std::int64_t>(silent_ns, 0));
   details["stalled"] = stalled;
 
@@ -542,7 +529,7 @@ Verdict decide(const DecisionInput& in) {
     if (views[r].evidence) {
       const auto& snap = views[r].evidence->snapshot;
       evidence["process"] = process_json(views[r].evidence->process, snap.pid);
-      evidence["silent_s"] = seconds(std::max<std::int64_t>(in.now_ns - last_progress(snap), 0));
+      evidence["silent_s"] = seconds(std::max<std::int64_t>(in.now_ns - last_progress_ns(snap), 0));
       evidence["op_seq"] = snap.op_seq;
       evidence["phase"] = records::phase_name(snap.phase);
       if (!evidence.contains("step")) evidence["step"] = snap.step;
@@ -615,7 +602,7 @@ Verdict decide(const DecisionInput& in) {
     v.status = VerdictStatus::healthy;
     v.scope = Scope::job;
     v.action = "none";
-    v.summary = newest_progress == 0
+    v.summary = silence.newest_progress_ns() == 0
                     ? std::string("no rank has published progress yet (starting up)")
                     : fmt::format("progress is not silent (last progress {:.1f} s ago, threshold {:.1f} s)", seconds(silent_ns),
                                   seconds(in.threshold_ns));
@@ -738,7 +725,7 @@ Verdict decide(const DecisionInput& in) {
       row["phase"] = records::phase_name(s.phase);
       row["pending"] = fingerprint_json(s.pending);
       row["collective_state"] = records::collective_state_name(s.collective_state);
-      row["silent_s"] = seconds(std::max<std::int64_t>(in.now_ns - last_progress(s), 0));
+      row["silent_s"] = seconds(std::max<std::int64_t>(in.now_ns - last_progress_ns(s), 0));
       row["writer_alive"] = view.evidence->writer_alive;
       row["process"] = process_json(view.evidence->process, s.pid);
     } else if (view.issue) {

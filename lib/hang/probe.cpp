@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <cerrno>
 #include <csignal>
+#include <filesystem>
 #include <ctime>
 #include <fmt/format.h>
 #include <netdb.h>
@@ -11,17 +12,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "lib/common/clock.hpp"
+#include "lib/common/proc.hpp"
 #include "lib/transport/auth.hpp"
 #include "lib/transport/gather.hpp"
 #include "lib/transport/presence.hpp"
 
 namespace scout::hang {
-
-std::int64_t realtime_now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 namespace {
 
@@ -53,8 +50,6 @@ std::string address_towards(const std::string& host, std::uint16_t port) {
   freeaddrinfo(res);
   return out;
 }
-
-bool pid_alive(std::int64_t pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
 
 }  // namespace
 
@@ -122,7 +117,7 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
   const auto start = std::chrono::steady_clock::now();
   auto reads = source();
   if (!reads) return reads.error();
-  NodeEvidence local = collect_evidence(*reads, o, -1, realtime_now_ns());
+  NodeEvidence local = collect_evidence(*reads, o, -1, realtime_ns());
   auto index = resolve_node_index(o, local);
   if (!index) return index.error();
   local.observer = *index;
@@ -186,7 +181,7 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
       // that was kept out of the gather by its token is still seen, and reported.
       transport::PresenceEntry self{.key_id = token->key_id(), .attempt = o.attempt, .observer = *index, .host = host_name(),
                                     .pid = static_cast<std::int64_t>(getpid()), .authenticated = token->authenticated(),
-                                    .written_ns = realtime_now_ns()};
+                                    .written_ns = realtime_ns()};
       if (auto a = transport::announce_presence(**store, token->presence_prefix(), self, std::min(go.timeout / 4, std::chrono::milliseconds(2000))); !a)
         notes.push_back(fmt::format("presence: {}", a.error().message()));
       auto g = transport::gather_blobs(**store, go, signed_blob);
@@ -208,7 +203,7 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
       } else {
         for (auto& n : scan->notes) notes.push_back(n);
         const std::int64_t max_age_ns = std::max<std::int64_t>(60'000'000'000, 3 * std::chrono::duration_cast<std::chrono::nanoseconds>(o.timeout).count());
-        auto strays = transport::find_strays(*scan, self, realtime_now_ns(), max_age_ns, pid_alive);
+        auto strays = transport::find_strays(*scan, self, realtime_ns(), max_age_ns, proc::pid_alive);
         // A flood of announcements must not flood the verdict.
         constexpr std::size_t k_max_listed = 16;
         if (strays.size() > k_max_listed)
@@ -223,6 +218,18 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
           r.attempt = strays[i].entry.attempt;
           in.rejected.push_back(std::move(r));
         }
+      }
+    }
+    // The default store is scout's own directory (/dev/shm/scout-store-*): the last observer of
+    // this generation to finish with it removes it. One that gave --store keeps its store.
+    if (store && !o.store && uri.kind == transport::StoreUri::Kind::file && gathered) {
+      const auto members = std::count_if(gathered->blobs.begin(), gathered->blobs.end(), [](const auto& b) { return b.has_value(); });
+      auto done = (*store)->add(fmt::format("{}/g{}/finished", ns, gathered->generation), 1, std::chrono::milliseconds(1000));
+      if (done && *done >= std::max<std::int64_t>(members, 1)) {
+        store->reset();
+        std::error_code ec;
+        std::filesystem::remove_all(uri.path, ec);
+        if (ec) spdlog::warn("cannot remove the store directory {}: {}", uri.path, ec.message());
       }
     }
     transport_details["notes"] = notes;

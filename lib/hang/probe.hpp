@@ -52,7 +52,4 @@ Result<std::int64_t> resolve_node_index(const ProbeOptions& options, const NodeE
 // Errors only when nothing can be decided at all (bad options, no store).
 Result<Verdict> run_probe(const ProbeOptions& options, const RecordSource& source);
 
-// CLOCK_REALTIME now, in nanoseconds.
-std::int64_t realtime_now_ns();
-
 }  // namespace scout::hang

@@ -1,13 +1,13 @@
 #include "lib/hang/process_state.hpp"
 
+#include "lib/common/proc.hpp"
+
 #include <csignal>
 #include <cstring>
 #include <fmt/format.h>
 #include <fstream>
-#include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <vector>
 
 namespace scout::hang {
 
@@ -52,40 +52,23 @@ ProcessEvidence probe_process(std::int64_t pid, std::int64_t writer_start_ns, st
     ev.detail = "the record names no pid";
     return ev;
   }
-  std::ifstream in(fmt::format("{}/{}/stat", proc_root, pid));
-  std::string line;
-  if (!in || !std::getline(in, line)) {
-    ev.state = ProcessState::gone;
-    ev.detail = fmt::format("pid {} does not exist", pid);
+  proc::Stat st;
+  const std::string root(proc_root);
+  if (!proc::read_stat(pid, &st, root.c_str())) {
+    ev.state = proc::pid_alive(pid) && root == "/proc" ? ProcessState::unknown : ProcessState::gone;
+    ev.detail = ev.state == ProcessState::gone ? fmt::format("pid {} does not exist", pid)
+                                               : fmt::format("unreadable /proc/{}/stat", pid);
     return ev;
   }
-  // "pid (comm) S f4 f5 ...": comm may hold spaces and parentheses; it ends at the last ')'.
-  auto close = line.rfind(')');
-  if (close == std::string::npos || close + 2 > line.size()) {
-    ev.detail = fmt::format("unparsable /proc/{}/stat", pid);
-    return ev;
-  }
-  std::istringstream fields(line.substr(close + 2));
-  std::vector<std::string> f;  // f[0] is field 3 (state)
-  for (std::string tok; fields >> tok;) f.push_back(tok);
-  if (f.empty()) {
-    ev.detail = fmt::format("unparsable /proc/{}/stat", pid);
-    return ev;
-  }
-  ev.raw_state = f[0].empty() ? '?' : f[0][0];
+  ev.raw_state = st.state;
 
   // Field 22: start time in clock ticks since boot; guards against pid reuse.
-  if (writer_start_ns > 0 && f.size() > 19) {
+  if (writer_start_ns > 0) {
     long ticks = sysconf(_SC_CLK_TCK);
     std::int64_t btime = boot_time_s(proc_root);
-    std::int64_t start_ticks = 0;
-    try {
-      start_ticks = std::stoll(f[19]);
-    } catch (...) {
-      start_ticks = -1;
-    }
-    if (ticks > 0 && btime > 0 && start_ticks >= 0) {
-      std::int64_t proc_start_ns = btime * 1'000'000'000 + start_ticks * (1'000'000'000 / ticks);
+    if (ticks > 0 && btime > 0) {
+      std::int64_t proc_start_ns =
+          btime * 1'000'000'000 + static_cast<std::int64_t>(st.start_ticks) * (1'000'000'000 / ticks);
       if (proc_start_ns > writer_start_ns + reuse_slack_ns) {
         ev.state = ProcessState::gone;
         ev.pid_reused = true;
@@ -111,13 +94,10 @@ ProcessEvidence probe_process(std::int64_t pid, std::int64_t writer_start_ns, st
     case 'Z': case 'X': case 'x': {
       ev.state = ProcessState::exited;
       // Field 52: the wait status (Linux >= 3.5), readable for our own user's processes.
-      if (f.size() > 49) {
-        try {
-          int status = std::stoi(f[49]);
-          if (WIFEXITED(status)) ev.exit_code = WEXITSTATUS(status);
-          if (WIFSIGNALED(status)) ev.signal = WTERMSIG(status);
-        } catch (...) {
-        }
+      if (st.has_exit_status) {
+        const int status = st.exit_status;
+        if (WIFEXITED(status)) ev.exit_code = WEXITSTATUS(status);
+        if (WIFSIGNALED(status)) ev.signal = WTERMSIG(status);
       }
       if (ev.signal != 0)
         ev.detail = fmt::format("pid {} was killed by signal {} ({})", pid, ev.signal, strsignal(ev.signal));

@@ -1,4 +1,4 @@
-// The shared-memory layout of a progress record (DESIGN.md "Progress records").
+// The shared-memory layout of a progress record (docs/contracts.md "Progress records").
 // Header-only and free of scout_core: the publisher library (integrations/
 // publisher) and the reader (lib/records/reader.cpp) both include it, so the
 // two can never disagree about an offset.
@@ -198,40 +198,6 @@ inline std::string load_string(const Word* words, std::size_t n_words) {
     }
   }
   return out;
-}
-
-// Parses the contents of /proc/<pid>/stat: the state letter (field 3) and the
-// start time in clock ticks since boot (field 22). The command name (field 2)
-// may hold spaces and parentheses, so fields are counted after the last ')'.
-// Returns false when the text is not a stat line.
-inline bool parse_proc_stat(std::string_view text, char* state, std::uint64_t* start_ticks) {
-  std::size_t close = text.rfind(')');
-  if (close == std::string_view::npos) return false;
-  std::size_t i = close + 1;
-  int field = 2;
-  while (i < text.size()) {
-    while (i < text.size() && text[i] == ' ') ++i;
-    if (i >= text.size()) break;
-    std::size_t end = text.find(' ', i);
-    if (end == std::string_view::npos) end = text.size();
-    ++field;
-    std::string_view tok = text.substr(i, end - i);
-    if (field == 3) {
-      if (tok.size() != 1) return false;
-      *state = tok[0];
-    } else if (field == 22) {
-      std::uint64_t v = 0;
-      if (tok.empty()) return false;
-      for (char c : tok) {
-        if (c < '0' || c > '9') return false;
-        v = v * 10 + static_cast<std::uint64_t>(c - '0');
-      }
-      *start_ticks = v;
-      return true;
-    }
-    i = end;
-  }
-  return false;
 }
 
 }  // namespace scout::records::layout

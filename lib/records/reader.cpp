@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 
+#include "lib/common/proc.hpp"
 #include "lib/records/layout.hpp"
 
 namespace scout::records {
@@ -61,25 +62,6 @@ std::optional<std::int64_t> temporary_name_pid(std::string_view name) {
       dot > 12)
     return std::nullopt;
   return std::stoll(std::string(rest.substr(0, dot)));
-}
-
-bool process_exists(std::int64_t pid) {
-  if (pid <= 0 || pid > 0x3fffffff) return false;
-  return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
-}
-
-std::optional<std::pair<char, std::uint64_t>> proc_stat(std::int64_t pid) {
-  std::string path = fmt::format("/proc/{}/stat", pid);
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  char buf[1024];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return std::nullopt;
-  char state = '?';
-  std::uint64_t ticks = 0;
-  if (!L::parse_proc_stat(std::string_view(buf, static_cast<std::size_t>(n)), &state, &ticks)) return std::nullopt;
-  return std::make_pair(state, ticks);
 }
 
 RecordRead problem(std::string_view name, RecordProblem p, std::string message) {
@@ -163,11 +145,11 @@ std::optional<SegmentName> parse_segment_name(std::string_view name) {
 }
 
 bool writer_alive(std::int64_t pid, std::uint64_t start_ticks) {
-  if (!process_exists(pid)) return false;
-  auto st = proc_stat(pid);
-  if (!st) return true;  // exists but /proc hides it (hidepid): cannot tell reuse, assume alive
-  if (st->first == 'Z' || st->first == 'X') return false;
-  return start_ticks == 0 || st->second == start_ticks;
+  if (!proc::pid_alive(pid)) return false;
+  proc::Stat st;
+  if (!proc::read_stat(pid, &st)) return true;  // exists but /proc hides it (hidepid): cannot tell reuse, assume alive
+  if (st.state == 'Z' || st.state == 'X') return false;
+  return start_ticks == 0 || st.start_ticks == start_ticks;
 }
 
 Result<std::vector<std::string>> list_segments(const ReaderOptions& o) {
@@ -364,7 +346,7 @@ Result<std::vector<GcEntry>> gc_records(const ReaderOptions& o, GcMode mode) {
     GcEntry e{t, false, ""};
     if (lstat(path.c_str(), &st) != 0 || st.st_uid != geteuid()) {
       e.reason = "temporary file of another user: kept";
-    } else if (process_exists(pid)) {
+    } else if (proc::pid_alive(pid)) {
       e.reason = fmt::format("temporary file of live process {}: kept", pid);
     } else {
       e.removed = true;

@@ -1,4 +1,4 @@
-// The evidence a progress record yields (DESIGN.md "Progress records"): what
+// The evidence a progress record yields (docs/contracts.md "Progress records"): what
 // the record reader produces from one rank's shared-memory segment and what
 // the hang observer gathers and compares. This header is the contract between
 // lib/records (writer/reader) and lib/hang (decisions); it has no I/O.

@@ -1,4 +1,4 @@
-// The verdict envelope every command prints (DESIGN.md "Verdict JSON"), its
+// The verdict envelope every command prints (docs/contracts.md "Verdict JSON"), its
 // JSON form (schemas/verdict.schema.json) and a text rendering for people.
 #pragma once
 

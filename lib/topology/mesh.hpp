@@ -26,7 +26,7 @@ std::optional<Dim> parse_dim(std::string_view name);
 // A rank's logical address, indexed by Dim.
 using Coords = std::array<std::int64_t, k_dim_count>;
 
-// Which peers a rank is compared with (DESIGN.md, "Mesh and peer groups").
+// Which peers a rank is compared with (docs/contracts.md "Mesh and peer groups").
 enum class PeerKind { replica, state_shard };
 std::string_view peer_kind_name(PeerKind kind);
 

@@ -1,5 +1,5 @@
 // All-gather of one variable-size blob per observer over a Gloo TCP group that
-// the observers form through a store (DESIGN.md "Rendezvous and transport").
+// the observers form through a store (docs/contracts.md "Rendezvous and transport").
 //
 // Protocol, all keys under "<namespace>/g<G>/", G the first probe generation
 // no observer has closed yet (Gloo's FileStore never deletes keys, so each

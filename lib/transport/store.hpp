@@ -1,5 +1,5 @@
-// The rendezvous store observers meet through (DESIGN.md "Rendezvous and
-// transport"): file://DIR (Gloo's FileStore) or tcp://HOST:PORT (c10d's
+// The rendezvous store observers meet through
+// (docs/contracts.md "Rendezvous and transport"): file://DIR (Gloo's FileStore) or tcp://HOST:PORT (c10d's
 // TCPStore from the LibTorch module, hosted by scout or joined). Values are
 // plain bytes; every blocking call takes a timeout; errors are values.
 #pragma once

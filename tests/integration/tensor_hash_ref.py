@@ -119,7 +119,7 @@ def make_vectors():
             v["bytes_hex"] = bytes(data).hex()
         else:
             v["generator"] = {"kind": "splitmix64", "seed": seed, "length": length}
-        v["hash"] = "%016x" % tensor_hash(dtype, shape, vector_bytes(v))
+        v["hash"] = "0x%016x" % tensor_hash(dtype, shape, vector_bytes(v))
         vs.append(v)
 
     add("empty f32", "F32", [0], b"")
@@ -148,7 +148,7 @@ def make_vectors():
         "generator": "splitmix64: state = seed; for each 8 bytes: state += 0x9E3779B97F4A7C15; "
                      "z = state; z = (z ^ z>>30) * 0xBF58476D1CE4E5B9; z = (z ^ z>>27) * 0x94D049BB133111EB; "
                      "z ^= z>>31; emit z little-endian; truncate to length",
-        "hash_format": "16 lowercase hex digits of the 64-bit hash",
+        "hash_format": "\"0x\" and 16 lowercase hex digits of the 64-bit hash",
         "vectors": vs,
     }
 

@@ -66,7 +66,7 @@ class HashCommand(ScoutTestCase):
                 self.assertEqual(got[name]["dtype"], dtype)
                 self.assertEqual(got[name]["shape"], shape)
                 self.assertEqual(got[name]["bytes"], len(raw))
-                self.assertEqual(got[name]["hash"], "%016x" % ref.tensor_hash(dtype, shape, raw))
+                self.assertEqual(got[name]["hash"], "0x%016x" % ref.tensor_hash(dtype, shape, raw))
 
     def test_replicas_compare_by_tensor_and_a_single_flip_is_localized(self):
         ts = self.tensors()
@@ -97,7 +97,7 @@ class HashCommand(ScoutTestCase):
             row = rows[name]
             self.assertIn(dtype, row)
             self.assertIn("[" + ", ".join(map(str, shape)) + "]", row)
-            self.assertTrue(row.endswith("%016x" % ref.tensor_hash(dtype, shape, raw)), row)
+            self.assertTrue(row.endswith("0x%016x" % ref.tensor_hash(dtype, shape, raw)), row)
 
     def test_every_test_vector_end_to_end(self):
         with open(os.path.join(SOURCE_DIR, "schemas", "tensor-hash-vectors.json")) as f:
@@ -116,9 +116,9 @@ class HashCommand(ScoutTestCase):
         self.assertExit(r, "healthy")
         files = r.json()["details"]["files"]
         self.assertEqual([f["kind"] for f in files], ["raw", "raw"])
-        self.assertEqual(files[0]["tensors"][0]["hash"], "%016x" % ref.tensor_hash("U8", [len(data)], data))
+        self.assertEqual(files[0]["tensors"][0]["hash"], "0x%016x" % ref.tensor_hash("U8", [len(data)], data))
         self.assertEqual(files[0]["tensors"][0]["shape"], [len(data)])
-        self.assertEqual(files[1]["tensors"][0]["hash"], "%016x" % ref.tensor_hash("U8", [0], b""))
+        self.assertEqual(files[1]["tensors"][0]["hash"], "0x%016x" % ref.tensor_hash("U8", [0], b""))
 
     def test_thread_count_does_not_change_a_large_file(self):
         data = os.urandom((6 << 20) + 5)

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <string>
 
+#include "lib/common/clock.hpp"
 #include "lib/common/parse.hpp"
 #include "lib/hang/evidence.hpp"
 #include "lib/hang/probe.hpp"
@@ -43,7 +44,7 @@ int main(int argc, char** argv) {
   po.nodes = 2;
   po.local_ranks = std::set<std::int64_t>();
   for (auto r = *first; r <= *last; ++r) po.local_ranks->insert(r);
-  hang::NodeEvidence e = hang::collect_evidence(*reads, po, 1, hang::realtime_now_ns());
+  hang::NodeEvidence e = hang::collect_evidence(*reads, po, 1, scout::realtime_ns());
   if (e.ranks.empty()) {
     std::fprintf(stderr, "no records of ranks %lld-%lld\n", static_cast<long long>(*first), static_cast<long long>(*last));
     return 5;

@@ -1,4 +1,5 @@
 #include "lib/catalog/catalog_io.hpp"
+#include "lib/common/file.hpp"
 
 #include <gtest/gtest.h>
 
@@ -136,27 +137,6 @@ TEST(CatalogEnvironment, ComparisonNamesEachDifferingField) {
   EXPECT_EQ(validate_overrides(bad).error().code, ExitCode::usage);
   bad[static_cast<std::size_t>(EnvField::sm_count)] = " 12.4";
   EXPECT_FALSE(validate_overrides(bad).ok());
-}
-
-TEST(CatalogFiles, AtomicWriteLeavesNoTemporaryFiles) {
-  const auto dir = std::filesystem::temp_directory_path() / ("scout_catalog_io_" + std::to_string(std::random_device{}()));
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "catalog.json").string();
-  ASSERT_TRUE(write_file_atomically(path, "first").ok());
-  ASSERT_TRUE(write_file_atomically(path, "second").ok());
-  auto back = read_file(path);
-  ASSERT_TRUE(back.ok());
-  EXPECT_EQ(*back, "second");
-  std::size_t entries = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++entries;
-  EXPECT_EQ(entries, 1u);
-  auto missing_dir = write_file_atomically((dir / "no" / "such" / "x.json").string(), "x");
-  EXPECT_FALSE(missing_dir.ok());
-  auto onto_dir = write_file_atomically(dir.string() + "/", "x");
-  EXPECT_FALSE(onto_dir.ok());
-  EXPECT_FALSE(read_file((dir / "absent.json").string()).ok());
-  EXPECT_FALSE(read_file(dir.string()).ok());
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

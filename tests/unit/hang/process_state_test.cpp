@@ -1,5 +1,6 @@
 // Process evidence from the real /proc of real child processes.
 #include "lib/hang/process_state.hpp"
+#include "lib/common/clock.hpp"
 
 #include <gtest/gtest.h>
 
@@ -12,12 +13,6 @@
 
 namespace scout::hang {
 namespace {
-
-std::int64_t realtime_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 // Polls until the child reaches `want` (or 5 s pass).
 ProcessEvidence wait_for(pid_t pid, std::int64_t start, ProcessState want) {

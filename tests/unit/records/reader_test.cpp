@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "integrations/publisher/scout_publisher.h"
+#include "lib/common/proc.hpp"
 #include "lib/records/layout.hpp"
 
 namespace scout::records {
@@ -106,17 +107,6 @@ TEST(RecordsLayout, NamesAndGroupIds) {
   EXPECT_EQ(p->rank, 12);
   for (const char* bad : {"scout.job.1.tmp.5.0", "scout..1", "scout.job.", "scout.job.x", "other.job.1", "scout.a.b.1"})
     EXPECT_FALSE(parse_segment_name(bad)) << bad;
-}
-
-TEST(RecordsLayout, ParsesProcStatWithOddCommandNames) {
-  char state = 0;
-  std::uint64_t ticks = 0;
-  std::string line = "42 (a) b (c)) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 1000 10";
-  ASSERT_TRUE(L::parse_proc_stat(line, &state, &ticks));
-  EXPECT_EQ(state, 'S');
-  EXPECT_EQ(ticks, 98765u);
-  EXPECT_FALSE(L::parse_proc_stat("garbage", &state, &ticks));
-  EXPECT_FALSE(L::parse_proc_stat("1 (x) S 1 2", &state, &ticks));
 }
 
 TEST(RecordsReader, RoundTripThroughTheCAbi) {
@@ -385,11 +375,9 @@ TEST(RecordsReader, DeadWriterIsDetectedAndCollectedButALiveOneIsKept) {
 }
 
 TEST(RecordsReader, PidReuseIsNotALiveWriter) {
-  char state = 0;
-  std::uint64_t ticks = 0;
-  std::ifstream in("/proc/self/stat");
-  std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  ASSERT_TRUE(L::parse_proc_stat(line, &state, &ticks));
+  scout::proc::Stat self;
+  ASSERT_TRUE(scout::proc::read_stat(getpid(), &self));
+  const std::uint64_t ticks = self.start_ticks;
   EXPECT_TRUE(writer_alive(getpid(), ticks));
   EXPECT_FALSE(writer_alive(getpid(), ticks + 1));
   EXPECT_FALSE(writer_alive(0x3ffffffe, ticks));
