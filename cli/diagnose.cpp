@@ -51,6 +51,13 @@ std::string path_of(const CLI::App* app) {
   return fmt::format("{}", fmt::join(names, " "));
 }
 
+// The top-level command of `app` ("verify-ckpt" for verify-ckpt manifest
+// write): error lines start "scout <command>: error:" as every runtime error does.
+std::string command_of(const CLI::App* app) {
+  std::string p = path_of(app);
+  return p.substr(0, p.find(' '));
+}
+
 std::string help_hint(const CLI::App* app) {
   std::string p = path_of(app);
   return p.empty() ? "run 'scout --help'" : fmt::format("run 'scout {} --help'", p);
@@ -151,7 +158,7 @@ bool check_help_words(const CLI::App& root, const std::vector<std::string>& args
     if (next == nullptr) {
       std::string what = cur == &root ? fmt::format("unknown command '{}'", args[i])
                                       : fmt::format("unknown subcommand '{}' of 'scout {}'", args[i], path_of(cur));
-      *out = {path_of(cur), with_suggestion(what, args[i], subcommand_names(cur), help_hint(cur))};
+      *out = {command_of(cur), with_suggestion(what, args[i], subcommand_names(cur), help_hint(cur))};
       return false;
     }
     cur = next;
@@ -170,10 +177,10 @@ Diagnosis diagnose(const CLI::App& root, const std::vector<std::string>& args, c
       if (tok.rfind("--", 0) != 0 && flag.size() > 2) flag = flag.substr(0, 2);  // -ofile
       const CLI::Option* o = find_option(cur, flag);
       if (o == nullptr)
-        return {path_of(cur), with_suggestion(fmt::format("unknown option '{}'", flag), flag, option_names(cur), help_hint(cur))};
+        return {command_of(cur), with_suggestion(fmt::format("unknown option '{}'", flag), flag, option_names(cur), help_hint(cur))};
       if (o->get_expected_max() > 0 && tok.find('=') == std::string::npos && (tok.rfind("--", 0) == 0 || tok.size() == 2)) {
         if (i + 1 >= args.size())
-          return {path_of(cur), fmt::format("option '{}' needs a value; {}", flag, help_hint(cur))};
+          return {command_of(cur), fmt::format("option '{}' needs a value; {}", flag, help_hint(cur))};
         ++i;
       }
       continue;
@@ -191,19 +198,19 @@ Diagnosis diagnose(const CLI::App& root, const std::vector<std::string>& args, c
     if (!subcommands_of(cur).empty() && !positional_seen && (!has_positionals(cur) || cur->get_require_subcommand_min() > 0)) {
       std::string what = cur == &root ? fmt::format("unknown command '{}'", tok)
                                       : fmt::format("unknown subcommand '{}' of 'scout {}'", tok, path_of(cur));
-      return {path_of(cur), with_suggestion(what, tok, subcommand_names(cur), help_hint(cur))};
+      return {command_of(cur), with_suggestion(what, tok, subcommand_names(cur), help_hint(cur))};
     }
     if (!has_positionals(cur))
-      return {path_of(cur), fmt::format("unexpected argument '{}'; {}", tok, help_hint(cur))};
+      return {command_of(cur), fmt::format("unexpected argument '{}'; {}", tok, help_hint(cur))};
     positional_seen = true;
   }
   // Every word is known: a subcommand or a value is missing, or a value is bad.
   if (!subcommands_of(cur).empty() && cur->get_require_subcommand_min() > 0) {
     auto names = subcommand_names(cur);
     std::string what = cur == &root ? "no command given" : fmt::format("'scout {}' needs a subcommand", path_of(cur));
-    return {path_of(cur), fmt::format("{}: one of {}; {}", what, fmt::join(names, ", "), help_hint(cur))};
+    return {command_of(cur), fmt::format("{}: one of {}; {}", what, fmt::join(names, ", "), help_hint(cur))};
   }
-  return {path_of(cur), fmt::format("{}; {}", reword(error.what()), help_hint(cur))};
+  return {command_of(cur), fmt::format("{}; {}", reword(error.what()), help_hint(cur))};
 }
 
 }  // namespace scout

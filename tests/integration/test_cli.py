@@ -241,11 +241,11 @@ class Help(ScoutTestCase):
     def test_did_you_mean_a_subcommand(self):
         self.usage(["records", "lst"], "records", "unknown subcommand 'lst'", "did you mean 'list'?")
         self.usage(["catalog", "chek", "x.json"], "catalog", "did you mean 'check'?")
-        self.usage(["verify-ckpt", "manifest", "wrte", "d"], "verify-ckpt manifest", "did you mean 'write'?")
+        self.usage(["verify-ckpt", "manifest", "wrte", "d"], "verify-ckpt", "did you mean 'write'?")
         self.usage(["records"], "records", "needs a subcommand", "list", "gc")
 
     def test_did_you_mean_an_option(self):
-        self.usage(["verify-ckpt", "check", "--replica", "a", "b"], "verify-ckpt check", "unknown option '--replica'",
+        self.usage(["verify-ckpt", "check", "--replica", "a", "b"], "verify-ckpt", "unknown option '--replica'",
                    "did you mean '--replicas'?")
         self.usage(["groups", "--mesh", "dp=4", "--rank-per-node", "2"], "groups", "did you mean '--ranks-per-node'?")
         self.usage(["groups", "--mesh", "dp=4", "--formt", "json"], "groups", "did you mean '--format'?")
