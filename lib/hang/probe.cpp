@@ -4,7 +4,6 @@
 #include <arpa/inet.h>
 #include <cerrno>
 #include <csignal>
-#include <filesystem>
 #include <ctime>
 #include <fmt/format.h>
 #include <netdb.h>
@@ -218,18 +217,6 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
           r.attempt = strays[i].entry.attempt;
           in.rejected.push_back(std::move(r));
         }
-      }
-    }
-    // The default store is scout's own directory (/dev/shm/scout-store-*): the last observer of
-    // this generation to finish with it removes it. One that gave --store keeps its store.
-    if (store && !o.store && uri.kind == transport::StoreUri::Kind::file && gathered) {
-      const auto members = std::count_if(gathered->blobs.begin(), gathered->blobs.end(), [](const auto& b) { return b.has_value(); });
-      auto done = (*store)->add(fmt::format("{}/g{}/finished", ns, gathered->generation), 1, std::chrono::milliseconds(1000));
-      if (done && *done >= std::max<std::int64_t>(members, 1)) {
-        store->reset();
-        std::error_code ec;
-        std::filesystem::remove_all(uri.path, ec);
-        if (ec) spdlog::warn("cannot remove the store directory {}: {}", uri.path, ec.message());
       }
     }
     transport_details["notes"] = notes;
