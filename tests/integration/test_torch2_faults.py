@@ -1,0 +1,61 @@
+"""torch 2.x: random injected faults localized by `scout probe-hang` in the
+parallelisms of torch 2.x users, with coordinates found from the job (no
+SCOUT_MESH): FSDP2 on 4 ranks, HSDP 2x2, DTensor TP on a dp x tp 2x2 mesh, a
+2-stage pipeline schedule (dp x pp 2x2), a compiled model. Each test draws
+the fault (stop, exit, wrong shape, skip) and its rank and step from a seed
+it prints (SCOUT_TEST_SEED reproduces a run); the verdict must name that rank.
+
+Skips with the reason when the torch 2.x venv is absent.
+"""
+import os
+import random
+import unittest
+
+from scoutlib import ScoutTestCase, run
+import trainer_harness as th
+
+TRAINER2 = os.path.join(th.HERE, "trainers", "torch2_trainer.py")
+HOOKS = os.path.join(th.BUILD_DIR, "lib", "libscout_torch_hooks.so")
+FAULTS = ("stop-before-collective", "exit", "wrong-shape", "skip-collective")
+
+
+class Localize(ScoutTestCase):
+    @classmethod
+    def setUpClass(cls):
+        th.require_python("2")
+        if not os.path.exists(HOOKS):
+            raise unittest.SkipTest(f"{HOOKS} not built (no torch 2.x venv at configure time)")
+
+    def localize(self, mode, world=4):
+        seed = int(os.environ.get("SCOUT_TEST_SEED") or random.SystemRandom().randrange(1 << 31))
+        fault = random.Random(seed).choice(FAULTS)
+        print(f"test_torch2_faults: mode={mode} seed={seed} fault={fault}", flush=True)
+        with th.TrainerJob(world=world, steps=5, fault=fault, seed=seed, torch_version="2", trainer=TRAINER2,
+                           pg_timeout=120, trainer_args=["--mode", mode]) as job:
+            job.start()
+            job.settle()
+            res = run(["probe-hang", "--job", job.job, "--threshold", "1", "--timeout", "20"], timeout=60)
+            msg = f"mode {mode} seed {seed} fault {fault} rank {job.fault_rank} step {job.fault_step}\n{res}"
+            doc = res.json()
+            self.assertExit(res, "attributed")
+            self.assertEqual(sorted(s["rank"] for s in doc["suspects"]), [job.fault_rank], msg)
+            return doc, job
+
+    def test_fsdp2_4_ranks(self):
+        self.localize("fsdp2")
+
+    def test_hsdp_2x2(self):
+        self.localize("hsdp")
+
+    def test_dtensor_tp_2x2(self):
+        self.localize("tp")
+
+    def test_pipeline_2_stages(self):
+        self.localize("pp")
+
+    def test_compiled_model(self):
+        self.localize("compile")
+
+
+if __name__ == "__main__":
+    unittest.main()
