@@ -24,8 +24,8 @@ group along the mesh's first dim). A fault at --fault-rank R, iteration
 --fault-step S happens at that collective (as in ddp_trainer.py):
 stop-before-collective, exit, skip-collective, wrong-shape, none.
 
-SCOUT_TEST_FR_DIR=DIR: a rank whose step collective fails (timeout, peer
-gone) dumps its Flight Recorder there first (see dump_flight_recorder).
+SCOUT_TEST_FR_DIR=DIR: a rank whose training fails (a collective timed out,
+a peer is gone) dumps its Flight Recorder there first (dump_flight_recorder).
 
 --out PREFIX writes PREFIX.<rank>.json at the end of a run that finished:
 scout's published counts per kind, the Flight Recorder's counts per kind
@@ -254,8 +254,13 @@ def main(argv=None):
     if args.out and args.mode != "compile":
         from torch.distributed.tensor.debug import CommDebugMode
         cdm = CommDebugMode()
-    with cdm if cdm is not None else contextlib.nullcontext():
-        train(args, rank, world, mesh, model, schedule, sync_group, params, opt, loss_fn, gen, step_group, eager_forms)
+    try:
+        with cdm if cdm is not None else contextlib.nullcontext():
+            train(args, rank, world, mesh, model, schedule, sync_group, params, opt, loss_fn, gen, step_group,
+                  eager_forms)
+    except RuntimeError:
+        dump_flight_recorder(rank)  # as NCCL's dump on timeout does; gloo does not dump by itself
+        raise
     dist.barrier()
     if args.out:
         pub = scout_publisher.publisher()
@@ -320,11 +325,7 @@ def train(args, rank, world, mesh, model, schedule, sync_group, params, opt, los
             continue
         elif fault == "wrong-shape":
             metric = torch.zeros(2)
-        try:
-            dist.all_reduce(metric, group=step_group)
-        except RuntimeError:
-            dump_flight_recorder(rank)  # as NCCL's dump on timeout does, on gloo by hand
-            raise
+        dist.all_reduce(metric, group=step_group)
         print(f"torch2_trainer: rank {rank} step {step} loss {float(metric[0]):.6f}", flush=True)
         if args.step_delay > 0:
             time.sleep(args.step_delay)
