@@ -189,6 +189,15 @@ Result<records::RankSnapshot> snapshot_from_flight_recorder(const std::string& t
   }
   s.op_seq = events.empty() ? 0 : events.back().op_seq;
   s.progress_ns = s.heartbeat_ns = last_ns;
+  // A dump is taken on a timeout or failure. gloo marks a timed-out op retired
+  // like a completed one and records no completion time, so the newest entry
+  // counts as still inside unless the backend timed its completion (NCCL).
+  if (!events.empty()) {
+    const json& last = *entries.back();
+    const bool timed_done = int_field(last, "time_discovered_completed_ns") > 0 &&
+                            last.value("state", std::string()) == "completed";
+    if (!timed_done) events.back().exit_ns = 0;
+  }
   if (!events.empty()) {
     s.pending = events.back().fingerprint;
     s.collective_state = events.back().exit_ns == 0 ? records::CollectiveState::inside : records::CollectiveState::done;
