@@ -18,9 +18,10 @@ Collectives, two ways (chosen at install, SCOUT_PUBLISHER_HOOKS=auto|native|pyth
   nested in a wrapped call on the same thread (e.g. _all_gather_base ->
   all_gather_into_tensor) are published once. Names bound before enable()
   (`from torch.distributed import all_reduce`) are not wrapped. DDP's
-  built-in gradient all-reduce runs in C++ and is not seen on such a torch
-  (scout does not replace it by a Python comm hook); a comm hook the user
-  registers is wrapped and each bucket published.
+  built-in gradient all-reduce runs in C++ and is invisible on such a torch:
+  a comm hook the user registers is wrapped, and without one the default
+  all-reduce hook is registered at the first forward (1.13 only; 2.15+
+  never replaces DDP's C++ communication).
 
 - Phases: global module forward pre/post hooks mark `forward` at the
   outermost module call; a gradient hook on its outputs marks `backward`;
@@ -273,16 +274,31 @@ def _patch(module, name, new):
 
 
 def _install_ddp():
-    """Wraps a comm hook the user registers (wrappers mode only). DDP's
-    built-in all-reduce is never replaced: no default hook is registered."""
+    """Wrappers mode only (torch without ProcessGroup hooks, e.g. 1.13): DDP's
+    all-reduce runs in C++ and is invisible there, so a comm hook publishes
+    each bucket. A hook the user registers is wrapped; if none is registered
+    by the first forward, the default all-reduce hook (DDP's arithmetic) is
+    registered: on such a torch that is the only way to see DDP's buckets
+    (it costs a Python call per bucket and a later registration by the user
+    then fails, as DDP allows one hook). On torch 2.15+ none of this runs."""
     DDP = torch.nn.parallel.DistributedDataParallel
     orig_register = DDP.register_comm_hook
+    orig_forward = DDP.forward
 
     def register_comm_hook(self, state, hook):
+        self._scout_hooked = True
         return orig_register(self, state, _wrap_comm_hook(hook, self))
 
+    def forward(self, *args, **kwargs):
+        if _pub is not None and not getattr(self, "_scout_hooked", False):
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            register_comm_hook(self, self.process_group, default_hooks.allreduce_hook)
+        return orig_forward(self, *args, **kwargs)
+
     functools.update_wrapper(register_comm_hook, orig_register)
+    functools.update_wrapper(forward, orig_forward)
     _patch(DDP, "register_comm_hook", register_comm_hook)
+    _patch(DDP, "forward", forward)
 
 
 def _mark_backward(grad):
