@@ -178,10 +178,10 @@ class Modules(ScoutTestCase):
         host = subprocess.Popen([py, "-c", (
             "import sys, time, datetime, torch.distributed as d\n"
             f"s = d.TCPStore('127.0.0.1', {port}, is_master=True, wait_for_workers=False, "
-            "timeout=datetime.timedelta(seconds=60))\n"
+            "timeout=datetime.timedelta(seconds=900))\n"
             "print('up', flush=True)\n"
             "s.set('from-torch2', 'hello')\n"
-            "s.wait(['scout-done'], datetime.timedelta(seconds=120))\n")], stdout=subprocess.PIPE, text=True)
+            "s.wait(['scout-done'], datetime.timedelta(seconds=900))\n")], stdout=subprocess.PIPE, text=True)
         try:
             self.assertEqual(host.stdout.readline().strip(), "up")
             for choice in ("2", "1"):
