@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "lib/hash/tensor_hash.hpp"
+#include "lib/plugin/module_loader.hpp"
 #include "lib/report/verdict.hpp"
 #include "scout/config.hpp"
 
@@ -16,7 +17,7 @@ namespace scout {
 void build_app(CLI::App& app, GlobalOptions& globals, std::map<std::string, CommandRunner>& runners) {
   app.require_subcommand(1);
   app.fallthrough();  // global flags work after the subcommand too
-  app.set_version_flag("--version", version_text(), "Print the version and what was compiled in, then exit");
+  app.set_version_flag("--version", std::function<std::string()>(version_text), "Print the version and what was compiled in, then exit");
   app.add_option("--format", globals.format,
                  "Output format: json, text, or auto (text on a terminal, json when stdout is a pipe or file)")
       ->check(CLI::IsMember({"json", "text", "auto"}))
@@ -34,13 +35,21 @@ void build_app(CLI::App& app, GlobalOptions& globals, std::map<std::string, Comm
 
 std::string version_text() {
   std::string cuda = SCOUT_WITH_CUDA ? fmt::format("yes (archs {})", SCOUT_CUDA_ARCHS) : std::string("no");
+  std::string torch = "no";
+  if (SCOUT_WITH_TORCH) {
+    torch = "yes (modules: LibTorch " SCOUT_TORCH_VERSION;
+    if (SCOUT_WITH_TORCH2) torch += ", torch " SCOUT_TORCH2_VERSION;
+    torch += "; loaded on demand, chosen by SCOUT_TORCH_MODULE=1|2|PATH)";
+  }
+  // Loads the module that commands would load (only here and in commands that need it).
+  std::string loaded = SCOUT_WITH_TORCH ? torch_module_description() : std::string("none");
   return fmt::format(
       "scout {}\n"
       "compiled in: cuda {}, nccl {}, torch {}\n"
+      "torch module: {}\n"
       "hash spec v{}, verdict schema scout.verdict {}",
-      SCOUT_VERSION, cuda, SCOUT_WITH_NCCL ? "yes" : "no",
-      SCOUT_WITH_TORCH ? "yes (LibTorch " SCOUT_TORCH_VERSION ", module loaded on demand)" : "no",
-      hash::k_hash_spec_version, k_verdict_schema_version);
+      SCOUT_VERSION, cuda, SCOUT_WITH_NCCL ? "yes" : "no", torch, loaded, hash::k_hash_spec_version,
+      k_verdict_schema_version);
 }
 
 }  // namespace scout

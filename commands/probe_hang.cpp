@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "lib/common/parse.hpp"
+#include "lib/hang/flight_recorder.hpp"
 #include "lib/records/reader.hpp"
 
 namespace scout {
@@ -78,17 +79,25 @@ hang::RecordSource make_record_source(const HangProbeFlags& f) {
 CommandRunner register_probe_hang(CLI::App& cmd, const GlobalOptions& globals) {
   auto o = std::make_shared<ProbeHangOptions>();
   add_hang_probe_flags(cmd, o->probe);
+  cmd.add_option("--flight-recorder", o->flight_recorder,
+                 "Directory of torch Flight Recorder JSON dumps (one per rank, rank at the end of the name) to use "
+                 "as the evidence instead of scout's records");
   cmd.footer(
       "Examples:\n"
       "  scout probe-hang --job J --threshold 5\n"
-      "  scout probe-hang --job J --nodes 4 --store tcp://node0:29600 --mesh dp=8,tp=4");
+      "  scout probe-hang --job J --nodes 4 --store tcp://node0:29600 --mesh dp=8,tp=4\n"
+      "  scout probe-hang --job J --flight-recorder /tmp/fr-dumps");
   return make_runner(o, globals, run_probe_hang);
 }
 
 int run_probe_hang(const ProbeHangOptions& options) {
   hang::ProbeOptions po = to_probe_options(options.probe, "probe-hang");
   auto source = make_record_source(options.probe);
-  if (po.nodes == 1) {
+  if (!options.flight_recorder.empty()) {
+    if (po.nodes != 1) throw FatalError(usage_error("--flight-recorder reads every rank's dump: use it with --nodes 1"));
+    auto reads = value_or_throw(hang::read_flight_recorder_dir(options.flight_recorder, po.job));
+    source = [reads]() -> Result<std::vector<records::RecordRead>> { return reads; };
+  } else if (po.nodes == 1) {
     // Alone, an empty shm directory is a mistake (wrong job id or host), not a verdict.
     auto reads = source();
     if (!reads) throw FatalError(reads.error());

@@ -31,6 +31,7 @@ struct HangProbeFlags {
 
 struct ProbeHangOptions {
   HangProbeFlags probe;
+  std::string flight_recorder;  // --flight-recorder DIR: torch Flight Recorder dumps instead of records
   OutputFormat format = OutputFormat::json;
 };
 

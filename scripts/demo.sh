@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs the hang demo: a local 4-rank PyTorch DDP job
-# (gloo, CPU) with the scout publisher; one random rank (seed printed; set
+# (gloo, CPU) on torch 2.x (the project venv, $SCOUT_VENV or <repo>/.venv;
+# SCOUT_DEMO_TORCH=1.13 runs it on Debian's torch instead) with the scout
+# publisher; one random rank (seed printed; set
 # SCOUT_DEMO_SEED to repeat) stops itself before a collective, the others wait
 # inside it; `scout probe-hang` names the stopped rank. Everything it starts
 # is stopped and removed on exit.
@@ -11,6 +13,16 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${SCOUT_BUILD_DIR:-$root/build}"
 scout="$build/bin/scout"
 say() { printf '\n\033[1m%s\033[0m\n' "$*"; }
+venv="${SCOUT_VENV:-$root/.venv}"
+if [ "${SCOUT_DEMO_TORCH:-2}" = "1.13" ]; then
+  python=/usr/bin/python3
+elif [ -x "$venv/bin/python" ]; then
+  python="$venv/bin/python"
+else
+  echo "demo: error: no torch 2.x venv at $venv; run scripts/install-deps.sh (or SCOUT_DEMO_TORCH=1.13)" >&2
+  exit 5
+fi
+torch_version="$("$python" -c 'import importlib.metadata as m; print(m.version("torch"))')"
 
 world=4
 seed="${SCOUT_DEMO_SEED:-$(( (RANDOM << 15) | RANDOM ))}"
@@ -33,11 +45,11 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-say "seed $seed: starting a $world-rank DDP job '$job'; rank $fault_rank will stop before its collective at step $fault_step"
+say "seed $seed: starting a $world-rank DDP job '$job' on torch $torch_version; rank $fault_rank will stop before its collective at step $fault_step"
 for rank in $(seq 0 $((world - 1))); do
   RANK=$rank WORLD_SIZE=$world LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT=$port SCOUT_JOB="$job" \
   SCOUT_PUBLISHER_LIB="$build/lib/libscout_publisher.so" PYTHONPATH="$root/integrations/python" OMP_NUM_THREADS=1 \
-    /usr/bin/python3 "$root/tests/integration/trainers/ddp_trainer.py" --steps 8 --fault stop-before-collective \
+    "$python" "$root/tests/integration/trainers/ddp_trainer.py" --steps 8 --fault stop-before-collective \
       --fault-rank "$fault_rank" --fault-step "$fault_step" --pg-timeout 300 >"$logdir/rank$rank.log" 2>&1 &
   pids+=($!)
 done
@@ -45,7 +57,7 @@ done
 say "waiting for the job to hang (probing every second until progress has been silent for 3 s)"
 threshold=3
 rc=0
-for _ in $(seq 1 120); do
+for _ in $(seq 1 180); do
   sleep 1
   rc=0
   "$scout" probe-hang --job "$job" --threshold "$threshold" --format json >"$logdir/verdict.json" 2>"$logdir/probe.err" || rc=$?

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Installs every Debian package scout's build, tests, benchmarks and demo need.
-# Idempotent and fast when everything is already there (no apt-get update then).
+# Installs every Debian package scout's build, tests, benchmarks and demo need,
+# then torch 2.x from PyPI into a project-local virtual environment
+# ($SCOUT_VENV, default <repo>/.venv; Debian's python3-torch 1.13 stays as it
+# is). Idempotent and fast when everything is already there (no apt-get update,
+# no pip run then). SCOUT_SKIP_TORCH2=1 skips the venv.
 set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libboost-dev libssl-dev
   libgloo-dev libtorch-dev python3-torch python3-numpy
   googletest libgtest-dev libgmock-dev libbenchmark-dev libvalijson-dev python3-jsonschema
-  libxxhash-dev xxhash iproute2 procps
+  libxxhash-dev xxhash iproute2 procps python3-venv
 )
 
 missing=()
@@ -20,11 +24,40 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present" >&2
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}" >&2
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
 
-echo "install-deps: installing ${missing[*]}" >&2
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+# --- torch 2.x (PyPI) in an isolated venv -----------------------------------
+# The pin is the newest torch 2.x that scout is tested with. The default wheel
+# (CUDA) also runs on machines without a GPU (gloo on CPU). pip's cache
+# (~/.cache/pip) is kept so that a fresh clone reinstalls from it quickly.
+TORCH2_PIN="2.15.0"
+venv="${SCOUT_VENV:-$root/.venv}"
+if [ "${SCOUT_SKIP_TORCH2:-0}" = "1" ]; then
+  echo "install-deps: SCOUT_SKIP_TORCH2=1: no torch $TORCH2_PIN venv (torch 2.x tests will skip)" >&2
+  exit 0
+fi
+have_pin() {
+  # importlib.metadata reads the installed version without importing torch (fast).
+  [ -x "$venv/bin/python" ] && "$venv/bin/python" - "$TORCH2_PIN" <<'PY' 2>/dev/null
+import importlib.metadata as m, sys
+sys.exit(0 if m.version("torch").split("+")[0] == sys.argv[1] else 1)
+PY
+}
+if have_pin; then
+  echo "install-deps: torch $TORCH2_PIN present in $venv" >&2
+  exit 0
+fi
+start=$(date +%s)
+echo "install-deps: installing torch $TORCH2_PIN into $venv (minutes, several GB)" >&2
+if [ ! -x "$venv/bin/python" ]; then
+  /usr/bin/python3 -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==$TORCH2_PIN" numpy >&2
+have_pin || { echo "install-deps: error: torch $TORCH2_PIN did not install into $venv; see pip's output above" >&2; exit 1; }
+echo "install-deps: torch $TORCH2_PIN installed in $(( $(date +%s) - start )) s, $(du -sh "$venv" | cut -f1) in $venv" >&2

@@ -441,6 +441,15 @@ int scout_collective_exit(scout_record* record, uint64_t token) {
   return known ? SCOUT_OK : SCOUT_EINVAL;
 }
 
+int scout_record_set_coords(scout_record* record, const int64_t* coords) {
+  if (record == nullptr || coords == nullptr) return SCOUT_EINVAL;
+  for (int i = 0; i < 6; ++i)
+    if (coords[i] < 0) return SCOUT_EINVAL;
+  for (int i = 0; i < 6; ++i)
+    record->rec->header.coords[i].store(static_cast<std::uint64_t>(coords[i]), std::memory_order_release);
+  return SCOUT_OK;
+}
+
 int scout_heartbeat(scout_record* record) {
   if (record == nullptr) return SCOUT_EINVAL;
   record->rec->heartbeat_ns.store(now_ns(CLOCK_REALTIME), std::memory_order_release);

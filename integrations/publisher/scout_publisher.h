@@ -113,6 +113,12 @@ SCOUT_PUBLISHER_API int scout_collective_enter(scout_record* record, uint64_t gr
 /* The collective entered with `token` completed. */
 SCOUT_PUBLISHER_API int scout_collective_exit(scout_record* record, uint64_t token);
 
+/* Replaces the record's coordinates (d, s, t, p, c, e), e.g. once the job's
+ * device mesh is known (the Python package finds it from a DeviceMesh when
+ * SCOUT_MESH is not set). Not atomic across the six words: call it before the
+ * first collective of that mesh. SCOUT_EINVAL for a negative coordinate. */
+SCOUT_PUBLISHER_API int scout_record_set_coords(scout_record* record, const int64_t* coords);
+
 /* The rank is alive (stores the time only; does not advance op_seq). */
 SCOUT_PUBLISHER_API int scout_heartbeat(scout_record* record);
 

@@ -26,16 +26,38 @@ ModuleState& state() {
   return s;
 }
 
+// The module file names to look for, in order of preference. SCOUT_TORCH_MODULE
+// "1" (or "system") names the module built against the system LibTorch
+// (Debian's 1.13), "2" (or "venv") the one built against the torch 2.x wheel;
+// any other value is a path. Unset: the system one, then the 2.x one.
+std::vector<std::string> module_names(const char* env) {
+  std::string v = env ? env : "";
+  if (v == "1" || v == "system") return {SCOUT_TORCH_MODULE_NAME};
+  if (v == "2" || v == "venv") return {SCOUT_TORCH2_MODULE_NAME};
+  return {SCOUT_TORCH_MODULE_NAME, SCOUT_TORCH2_MODULE_NAME};
+}
+
+bool is_choice(const char* env) {
+  std::string v = env ? env : "";
+  return v == "1" || v == "2" || v == "system" || v == "venv";
+}
+
 std::vector<std::string> candidates() {
   std::vector<std::string> out;
-  if (const char* env = std::getenv("SCOUT_TORCH_MODULE"); env && *env) out.emplace_back(env);
+  const char* env = std::getenv("SCOUT_TORCH_MODULE");
+  if (env && *env && !is_choice(env)) {
+    out.emplace_back(env);  // a path: only that file
+    return out;
+  }
   std::error_code ec;
   auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    out.push_back((exe.parent_path() / SCOUT_TORCH_MODULE_NAME).string());
-    out.push_back((exe.parent_path().parent_path() / "lib" / "scout" / SCOUT_TORCH_MODULE_NAME).string());
+  for (const auto& name : module_names(env)) {
+    if (!ec) {
+      out.push_back((exe.parent_path() / name).string());
+      out.push_back((exe.parent_path().parent_path() / "lib" / "scout" / name).string());
+    }
+    out.push_back(std::string(SCOUT_INSTALL_LIBDIR) + "/" + name);
   }
-  out.push_back(std::string(SCOUT_INSTALL_LIBDIR) + "/" + SCOUT_TORCH_MODULE_NAME);
   return out;
 }
 
@@ -64,7 +86,7 @@ Result<void*> torch_module_symbol(const char* symbol) {
     }
     if (!s.handle)
       return unavailable_error("cannot load scout's LibTorch module", fmt::format("tried:{}", tried),
-                               "install scout completely, or set SCOUT_TORCH_MODULE to the path of libscout_torch.so");
+                               "install scout completely, or set SCOUT_TORCH_MODULE to 1 (system LibTorch), 2 (torch 2.x) or the path of a module");
   }
   dlerror();
   void* sym = dlsym(s.handle, symbol);
@@ -72,6 +94,13 @@ Result<void*> torch_module_symbol(const char* symbol) {
     return unavailable_error(fmt::format("the LibTorch module {} lacks '{}'", s.path, symbol), "it is from another scout version",
                              "use the module built with this scout");
   return sym;
+}
+
+std::string torch_module_description() {
+  auto sym = torch_module_symbol("scout_torch_module_version");
+  if (!sym) return fmt::format("not loadable ({})", sym.error().what);
+  auto version = reinterpret_cast<const char* (*)()>(*sym)();
+  return fmt::format("{} (built for LibTorch {})", torch_module_path(), version ? version : "?");
 }
 
 std::string torch_module_path() {

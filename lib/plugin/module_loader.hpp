@@ -14,10 +14,18 @@
 namespace scout {
 
 // Address of `symbol` in the LibTorch module, loading the module on first use.
-// Search order: $SCOUT_TORCH_MODULE (a file path), the directory of the running
-// executable, then the install directory (lib/scout). Errors are `unavailable`
-// and say how to point scout at a module (e.g. a site's CUDA-enabled build).
+// Two modules may be built: libscout_torch.so against the system LibTorch
+// (Debian's 1.13) and libscout_torch2.so against the torch 2.x wheel of the
+// project venv. $SCOUT_TORCH_MODULE chooses: "1"/"system" or "2"/"venv" pick
+// one of them, any other value is the path of a module (e.g. a site's build).
+// Unset: libscout_torch.so, else libscout_torch2.so. Each is looked for in the
+// directory of the running executable, then the install directory
+// (lib/scout). Errors are `unavailable` and say how to point scout at a module.
 Result<void*> torch_module_symbol(const char* symbol);
+
+// "<path> (built for LibTorch <version>)" of the module, loading it, or
+// "not loadable (<why>)" (for `scout --version`).
+std::string torch_module_description();
 
 // Path of the loaded module, or empty when none has been loaded.
 std::string torch_module_path();

@@ -115,14 +115,17 @@ class CleanJob(scoutlib.ScoutTestCase):
                 self.assertEqual([(e["type"], e["count"], e["group_seq"], e["group"]) for e in rec["recent"]],
                                  [(e["type"], e["count"], e["group_seq"], e["group"]) for e in first["recent"]])
                 types = {e["type"] for e in rec["recent"]}
-                self.assertEqual(types, {"all_reduce", "barrier"})  # DDP buckets (comm hook), loss, final barrier
+                # DDP buckets (2.x: ProcessGroup hooks; 1.13: the default comm hook), loss, final barrier;
+                # (DDP's constructor also broadcasts the parameters and all-gathers their shapes.)
+                self.assertEqual(types - {"broadcast", "all_gather"} if th.TORCH == "2" else types, {"all_reduce", "barrier"})
                 for e in rec["recent"]:
                     self.assertIsNotNone(e["exit_ns"])
                     self.assertGreaterEqual(e["exit_ns"], e["enter_ns"])
-            # DDP buckets: float32 all_reduce of the model's 178 parameters, averaged (op SUM).
+            # DDP buckets: float32 all_reduce of the model's 178 parameters (op SUM on 1.13's comm
+            # hook; the 2.x hooks do not see the reduce op: -1).
             buckets = [e for e in first["recent"] if e["type"] == "all_reduce" and e["count"] == 178]
             self.assertEqual(len(buckets), 4)
-            self.assertEqual({(e["dtype"], e["root_or_op"]) for e in buckets}, {("F32", 0)})
+            self.assertEqual({(e["dtype"], e["root_or_op"]) for e in buckets}, {("F32", -1 if th.TORCH == "2" else 0)})
             text = scoutlib.run(["records", "list", "--job", job.job], fmt="text")
             self.assertEqual(text.rc, 0)
             self.assertIn(f"scout.{job.job}.2", text.stdout)
@@ -311,7 +314,7 @@ class FaultRecords(scoutlib.ScoutTestCase):
         rec = recs[f]["record"]
         self.assertEqual(rec["step"], job.fault_step, logs)
         others = [recs[r]["record"] for r in range(3) if r != f]
-        skipped = [e for e in rec["recent"] if e["count"] == 1]
+        skipped = [e for e in rec["recent"] if e["count"] == 1 and e["type"] == "all_reduce"]
         self.assertEqual(len(skipped), job.fault_step - 1, "one loss all_reduce per step except the skipped one")
         for o in others:
             mine = {e["group_seq"]: e for e in rec["recent"]}

@@ -16,15 +16,22 @@ the user site enabled, i.e. not `python3 -s` / `-I`).
 It creates this rank's shared-memory progress record through
 libscout_publisher.so (never Python's multiprocessing.shared_memory, whose
 resource tracker unlinks segments at exit: records must outlive their writers
-so that `scout probe-hang` works post mortem), then wraps the torch.distributed
-collectives, DDP's gradient communication (a comm hook), and marks the
-forward/backward/optimizer/dataloader phases and the step (see _torch.py).
+so that `scout probe-hang` works post mortem), then captures every collective
+(torch 2.15+: ProcessGroup hooks from the c10d dispatcher, natively through
+libscout_torch_hooks.so; older torch: wrapped torch.distributed functions),
+and marks the forward/backward/optimizer/dataloader phases and the step (see
+_torch.py, _hooks.py). `capture()` says which way was chosen.
 
 Environment (arguments win): RANK, WORLD_SIZE (LOCAL_RANK is not the rank);
 job id from SCOUT_JOB, TORCHELASTIC_RUN_ID or SLURM_JOB_ID; attempt from
 SCOUT_ATTEMPT, TORCHELASTIC_RESTART_COUNT or SLURM_RESTART_COUNT; mesh from
-SCOUT_MESH (e.g. "dp=4,tp=2", last dim fastest: coordinates of RANK); host from
-SCOUT_HOST (default gethostname); heartbeat period SCOUT_HEARTBEAT_S (1.0, 0 off).
+SCOUT_MESH (e.g. "dp=4,tp=2", last dim fastest: coordinates of RANK; when
+unset, found from the job's DeviceMesh / Megatron-Core / DeepSpeed groups,
+see _mesh.py; pub.coords_source says where they came from); host from
+SCOUT_HOST (default gethostname); heartbeat period SCOUT_HEARTBEAT_S (1.0, 0 off);
+capture SCOUT_PUBLISHER_HOOKS=auto|native|python|wrappers (auto: native hooks
+when libscout_torch_hooks.so built for this torch is found, SCOUT_TORCH_HOOKS_LIB
+names it; Python hooks on other torch >= 2.15; wrappers on older torch).
 """
 import atexit
 import os
@@ -33,7 +40,8 @@ import threading
 
 from . import _lib
 
-__all__ = ["enable", "disable", "publisher", "step", "phase", "PublisherError", "ConfigError", "set_after_enter_hook"]
+__all__ = ["enable", "disable", "publisher", "step", "phase", "PublisherError", "ConfigError", "set_after_enter_hook",
+           "capture", "collective_counts"]
 
 PublisherError = _lib.PublisherError
 
@@ -141,8 +149,10 @@ def enable(job=None, rank=None, world_size=None, mesh=None, coords=None, host=No
                               "set RANK to a number from 0 to WORLD_SIZE - 1")
         if len(job.encode()) > 127:
             raise ConfigError(f"job id {job[:40]!r}... is longer than 127 bytes", "", "use a job id of at most 127 bytes")
+        coords_source = "argument"
         if coords is None:
             mesh = mesh or os.environ.get("SCOUT_MESH")
+            coords_source = "SCOUT_MESH" if mesh else "default"
             coords = mesh_coords(mesh, rank) if mesh else [rank, 0, 0, 0, 0, 0]
         attempt = attempt if attempt is not None else (
             _first_env("SCOUT_ATTEMPT", "TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT") or "0")
@@ -157,12 +167,18 @@ def enable(job=None, rank=None, world_size=None, mesh=None, coords=None, host=No
         record = _lib.Record(lib, job, rank, world_size, coords=coords, host=host, attempt=str(attempt))
         pub = Publisher(record, heartbeat_s)
         pub.lib = lib
+        pub.coords, pub.coords_source = list(coords), coords_source
         _state["publisher"] = pub
         atexit.register(pub._stop.set)
         os.register_at_fork(after_in_child=lambda: _state.update(publisher=None))
     if hook_torch:
         from . import _torch
         _torch.install(pub)
+        if pub.coords_source == "default":
+            # No mesh given: find the coordinates from the job (DeviceMesh,
+            # Megatron-Core, DeepSpeed); see _mesh.py.
+            from . import _mesh
+            _mesh.install(pub)
     return pub
 
 
@@ -196,11 +212,33 @@ def phase(name):
         pub.record.phase(name)
 
 
+def capture():
+    """How collectives are captured: "native" (libscout_torch_hooks.so on
+    ProcessGroup hooks), "python" (Python ProcessGroup hooks), "wrappers"
+    (wrapped torch.distributed functions, torch without hooks), or None."""
+    from . import _torch
+    return _torch.mode()
+
+
+def collective_counts():
+    """Collectives this process published through the ProcessGroup hooks, by
+    kind ({"all_reduce": n, ...}; native mode adds exits_completed,
+    exits_at_issue, failed, hook_errors). Empty in wrappers mode."""
+    from . import _torch
+    if _torch.mode() in ("native", "python"):
+        from . import _hooks
+        return _hooks.counts()
+    return {}
+
+
 def set_after_enter_hook(fn):
     """Testing only: fn(name) runs after a wrapped collective's enter is
     published and before the collective itself is called (None removes it)."""
     from . import _torch
     _torch.after_enter_hook = fn
+    if _torch.mode() in ("native", "python"):
+        from . import _hooks
+        _hooks.set_after_enter(fn)
 
 
 def _autoload():

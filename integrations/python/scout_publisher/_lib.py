@@ -71,6 +71,7 @@ def load(path=None):
     lib.scout_collective_enter.argtypes = [p, u64, u8, u8, u64, i64, u64, ctypes.POINTER(u64)]
     lib.scout_collective_exit.argtypes = [p, u64]
     lib.scout_heartbeat.argtypes = [p]
+    lib.scout_record_set_coords.argtypes = [p, ctypes.POINTER(i64)]
     lib.scout_group_id.argtypes = [ctypes.POINTER(i64), ctypes.c_size_t]
     lib.scout_group_id.restype = u64
     lib.scout_segment_name.argtypes = [ctypes.c_char_p, i64, ctypes.c_char_p, ctypes.c_size_t]
@@ -78,7 +79,8 @@ def load(path=None):
     lib.scout_strerror.restype = ctypes.c_char_p
     lib.scout_layout_version.restype = ctypes.c_uint32
     for name in ("scout_record_create", "scout_record_close", "scout_step_begin", "scout_phase",
-                 "scout_collective_enter", "scout_collective_exit", "scout_heartbeat", "scout_segment_name"):
+                 "scout_collective_enter", "scout_collective_exit", "scout_heartbeat", "scout_segment_name",
+                 "scout_record_set_coords"):
         getattr(lib, name).restype = ctypes.c_int
     return lib
 
@@ -123,6 +125,11 @@ class Record:
 
     def exit(self, token):
         return self._exit(self._handle, token) if token else EINVAL
+
+    def set_coords(self, coords):
+        """Replaces the record's (d, s, t, p, c, e)."""
+        c = (ctypes.c_int64 * 6)(*(list(coords)[:6] + [0] * (6 - len(list(coords)[:6]))))
+        return self._lib.scout_record_set_coords(self._handle, c)
 
     def heartbeat(self):
         return self._heartbeat(self._handle)

@@ -1,17 +1,28 @@
 """PyTorch hooks of scout_publisher: no change to the training loop.
 
-- torch.distributed collectives (both `torch.distributed.X` and
-  `distributed_c10d.X`, so helpers such as all_gather_object are seen too)
-  are wrapped: enter is published before the call, exit when it returns, or,
-  with async_op=True, when its Work's future completes. A collective that
-  raises is left "inside" (it never completed: post-mortem evidence). Calls
+Collectives, two ways (chosen at install, SCOUT_PUBLISHER_HOOKS=auto|native|python|wrappers):
+
+- torch with ProcessGroup pre/post hooks (2.15+): _hooks.py. Every collective
+  of every group (eager calls in all argument forms, point-to-point,
+  _coalescing_manager, DDP's Reducer, FSDP2, functional collectives /
+  DTensor, pipelining, torch.compile'd graphs) is published from the c10d
+  dispatcher kernels, natively (libscout_torch_hooks.so) or by Python hooks;
+  exit at completion. No torch function is replaced, DDP is left alone.
+- older torch (Debian's 1.13): torch.distributed collectives and
+  point-to-point calls (both `torch.distributed.X` and `distributed_c10d.X`,
+  so helpers such as all_gather_object are seen too) are wrapped: enter is
+  published before the call, exit when it returns, or, with async_op=True,
+  when its Work's future completes. A collective that raises is left
+  "inside" (it never completed: post-mortem evidence) and its exception goes
+  to the caller unchanged; a wrapper never changes what the call does. Calls
   nested in a wrapped call on the same thread (e.g. _all_gather_base ->
   all_gather_into_tensor) are published once. Names bound before enable()
-  (`from torch.distributed import all_reduce`) are not wrapped.
-- DistributedDataParallel: its gradient all-reduce runs in C++ and bypasses
-  those functions, so a comm hook publishes each bucket. A hook the user
-  registers is wrapped; if none is registered by the first forward, the
-  default all-reduce hook (same arithmetic as DDP's built-in) is registered.
+  (`from torch.distributed import all_reduce`) are not wrapped. DDP's
+  built-in gradient all-reduce runs in C++ and is invisible on such a torch:
+  a comm hook the user registers is wrapped, and without one the default
+  all-reduce hook is registered at the first forward (1.13 only; 2.15+
+  never replaces DDP's C++ communication).
+
 - Phases: global module forward pre/post hooks mark `forward` at the
   outermost module call; a gradient hook on its outputs marks `backward`;
   every optimizer's step marks `optimizer` and then begins the next step;
@@ -19,8 +30,11 @@
 
 Fingerprint: process group id = scout_group_id(global ranks in group order),
 collective type, scout dtype code, element count of the rank's tensor
-argument (list inputs: the sum), root (global rank) for rooted collectives or
-the reduce op code otherwise, and a per-group sequence number counted here.
+argument (list inputs: the sum), root (global rank) for rooted collectives,
+the reduce op code otherwise (wrappers only; the hooks do not see the op:
+-1), and a per-group sequence number counted here. Point-to-point ops use
+the pair's own id, scout_group_id([lo, hi, -2]), with a per-pair sequence, so
+that ranks outside the pair keep one sequence per process group.
 """
 import functools
 import inspect
@@ -57,7 +71,13 @@ _SPECS = {
     "gather": ("gather", "tensor", "numel", "dst", None),
     "scatter": ("scatter", "tensor", "numel", "src", None),
     "barrier": ("barrier", None, None, None, None),
+    "send": ("send", "tensor", "numel", "dst", None),
+    "recv": ("recv", "tensor", "numel", "src", None),
+    "isend": ("send", "tensor", "numel", "dst", None),
+    "irecv": ("recv", "tensor", "numel", "src", None),
 }
+_P2P = ("send", "recv")
+P2P_MARK = -2
 
 _pub = None
 _tls = threading.local()
@@ -67,6 +87,7 @@ _group_ids = {}
 _originals = []  # (module, name, original)
 _module_hooks = []
 _installed = False
+_mode = None  # "native" | "python" (ProcessGroup hooks, _hooks.py) | "wrappers"
 
 
 def wrapped_names():
@@ -102,6 +123,15 @@ def _group_id(group):
     gid = _group_ids.get(key)
     if gid is None:
         gid = _lib.group_id(_pub.lib, _group_ranks(group))
+        _group_ids[key] = gid
+    return gid
+
+
+def _pair_id(a, b):
+    key = ("p2p", min(a, b), max(a, b))
+    gid = _group_ids.get(key)
+    if gid is None:
+        gid = _lib.group_id(_pub.lib, [min(a, b), max(a, b), P2P_MARK])
         _group_ids[key] = gid
     return gid
 
@@ -176,22 +206,33 @@ def _wrap_collective(name, fn):
                     count, dtype = _numel(t), _dtype(t)
             root_or_op = -1
             if root_param is not None:
-                root_or_op = int(arg(args, kwargs, root_param))
+                root = arg(args, kwargs, root_param)
+                if root is None and ("group_" + root_param) in position:
+                    # 2.x forms: group_src / group_dst name the root by its rank in `group`.
+                    local = arg(args, kwargs, "group_" + root_param)
+                    if local is not None:
+                        root = c10d.get_global_rank(group if group is not None else c10d.GroupMember.WORLD, int(local))
+                root_or_op = int(root) if root is not None else -1
             elif op_param is not None:
                 root_or_op = _op_code(arg(args, kwargs, op_param))
-            gid = _group_id(group)
+            if ctype_name in _P2P:
+                me = dist.get_rank()
+                peer = root_or_op if root_or_op >= 0 else me
+                gid = _pair_id(me, peer)
+            else:
+                gid = _group_id(group)
             token = pub.record.enter(gid, ctype, dtype, count, root_or_op, _next_seq(gid))
-            async_op = bool(arg(args, kwargs, "async_op"))
+            async_op = bool(arg(args, kwargs, "async_op")) or name in ("isend", "irecv")
         except Exception:  # a malformed call: let torch report it, publish nothing
             return fn(*args, **kwargs)
         if after_enter_hook is not None:
             after_enter_hook(name)
         _tls.inside = True
         try:
-            result = fn(*args, **kwargs)
+            result = fn(*args, **kwargs)  # its exception, if any, reaches the caller unchanged
         finally:
             _tls.inside = False
-        if async_op and result is not None:
+        if async_op and result is not None and hasattr(result, "get_future"):
             _exit_when_done(result, token)
         else:
             pub.record.exit(token)
@@ -233,6 +274,13 @@ def _patch(module, name, new):
 
 
 def _install_ddp():
+    """Wrappers mode only (torch without ProcessGroup hooks, e.g. 1.13): DDP's
+    all-reduce runs in C++ and is invisible there, so a comm hook publishes
+    each bucket. A hook the user registers is wrapped; if none is registered
+    by the first forward, the default all-reduce hook (DDP's arithmetic) is
+    registered: on such a torch that is the only way to see DDP's buckets
+    (it costs a Python call per bucket and a later registration by the user
+    then fails, as DDP allows one hook). On torch 2.15+ none of this runs."""
     DDP = torch.nn.parallel.DistributedDataParallel
     orig_register = DDP.register_comm_hook
     orig_forward = DDP.forward
@@ -295,6 +343,12 @@ def _install_phases():
             result = bound(*a, **k)
             if pub is not None:
                 pub.begin_step()
+                if _mode in ("native", "python"):
+                    from . import _hooks
+                    _hooks.sweep()
+                if getattr(pub, "coords_source", "") in ("default", "megatron_core", "deepspeed"):
+                    from . import _mesh
+                    _mesh.observe_frameworks()
             return result
 
         self.step = step
@@ -324,27 +378,50 @@ def _forget_in_child():
     # write the parent's record through the inherited mapping.
     global _pub
     _pub = None
+    if _mode in ("native", "python"):
+        from . import _hooks
+        _hooks.uninstall()
 
 
 def install(pub):
     """Installs every hook (once) and publishes to `pub`."""
-    global _pub, _installed
+    global _pub, _installed, _mode
     _pub = pub
     if _installed:
+        if _mode in ("native", "python"):
+            from . import _hooks
+            _hooks.install(pub)
         return
     _installed = True
     os.register_at_fork(after_in_child=_forget_in_child)
-    for name in wrapped_names():
-        original = getattr(c10d, name)
-        wrapper = _wrap_collective(name, original)
-        _patch(c10d, name, wrapper)
-        if getattr(dist, name, None) is original:
-            _patch(dist, name, wrapper)
-    _install_ddp()
+    want = os.environ.get("SCOUT_PUBLISHER_HOOKS", "auto")
+    if want not in ("auto", "native", "python", "wrappers"):
+        want = "auto"
+    _mode = None
+    if want != "wrappers":
+        from . import _hooks
+        _mode = _hooks.install(pub, want)
+    if _mode is None:
+        _mode = "wrappers"
+        for name in wrapped_names():
+            original = getattr(c10d, name)
+            wrapper = _wrap_collective(name, original)
+            _patch(c10d, name, wrapper)
+            if getattr(dist, name, None) is original:
+                _patch(dist, name, wrapper)
+        _install_ddp()
     _install_phases()
+
+
+def mode():
+    """How collectives are captured: "native", "python" or "wrappers" (None before install)."""
+    return _mode
 
 
 def uninstall():
     """Stops publishing; the wrappers stay in place and call straight through."""
     global _pub
     _pub = None
+    if _mode in ("native", "python"):
+        from . import _hooks
+        _hooks.uninstall()

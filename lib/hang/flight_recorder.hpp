@@ -1,0 +1,41 @@
+// torch Flight Recorder dumps as hang evidence (`scout probe-hang
+// --flight-recorder DIR`), for jobs that ran with torch's Flight Recorder on
+// and with or without scout's publisher.
+//
+// A dump is one rank's recorder: JSON as torch 2.15 writes it
+// (torch._C._distributed_c10d._dump_fr_trace_json(), the same content as the
+// pickled dump-on-timeout file, whose pickle form needs a pickle reader that
+// this scout does not have yet). One file per rank; the rank is the number
+// that ends the file name (torch's TORCH_FR_DUMP_TEMP_FILE<rank> convention,
+// an optional ".json" after it).
+//
+// Each dump becomes the same snapshot a progress record gives: the pending
+// collective is the rank's last entry (inside, unless the backend timed its
+// completion: gloo marks a timed-out op retired like a completed one and
+// records no completion time, and a dump is taken on a timeout), its group the scout id of the pg's ranks (pg_config), its type
+// from profiling_name, count and dtype from input_sizes / input_dtypes, its
+// per-group sequence number collective_seq_id (p2p_seq_id for point-to-point,
+// with the pair's id as in the publisher), and the most recent entries as the
+// event ring. Process evidence is unknown (a dump has no pid).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lib/common/error.hpp"
+#include "lib/records/snapshot.hpp"
+
+namespace scout::hang {
+
+// Parses one dump's JSON text as rank `rank` of job `job`. Input error (what
+// and where) on anything malformed.
+Result<records::RankSnapshot> snapshot_from_flight_recorder(const std::string& json_text, std::int64_t rank,
+                                                            const std::string& job);
+
+// Every dump in `dir` as a record read (one per file whose name ends in a rank
+// number). Input error when the directory cannot be read, has no dump, or two
+// files claim one rank; a malformed dump is an error too (never skipped).
+Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::string& dir, const std::string& job);
+
+}  // namespace scout::hang

@@ -1,0 +1,102 @@
+"""torch 2.x Flight Recorder dumps as evidence: `scout probe-hang
+--flight-recorder DIR` on the dumps of a real 4-rank job that ran WITHOUT
+scout's publisher, for the hang scenarios of the suite (a random rank and
+step from a printed seed). Each surviving rank dumps its recorder when its
+collective fails, as NCCL's dump-on-timeout does (gloo does not dump by
+itself); the faulty rank's dump is missing when it stopped or exited, and
+then scout must list it as the rank without evidence and blame no other.
+torch's own analyzer (python -m torch.distributed.flight_recorder.fr_trace)
+runs on the same dumps and its output is printed beside scout's verdict.
+
+Skips with the reason when the torch 2.x venv is absent.
+"""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+
+from scoutlib import EXIT, ScoutTestCase, run
+import trainer_harness as th
+
+TRAINER2 = os.path.join(th.HERE, "trainers", "torch2_trainer.py")
+
+
+def torch_analyzer(py, pickle_dir):
+    """torch's verdict on the dumps: (exit code, last lines of its output)."""
+    p = subprocess.run([py, "-m", "torch.distributed.flight_recorder.fr_trace", pickle_dir, "--allow-incomplete-ranks",
+                        "-p", "rank_"], capture_output=True, text=True, timeout=300)
+    return p.returncode, (p.stdout + p.stderr).strip()
+
+
+class FlightRecorderEvidence(ScoutTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.py = th.require_python("2")
+
+    def scenario(self, fault):
+        d = tempfile.mkdtemp(prefix="scout-fr-")
+        try:
+            with th.TrainerJob(world=4, steps=5, fault=fault, torch_version="2", trainer=TRAINER2, publisher="off",
+                               pg_timeout=8, trainer_args=["--mode", "ddp"], extra_env={"SCOUT_TEST_FR_DIR": d}) as job:
+                job.start()
+                survivors = 3 if fault in ("stop-before-collective", "exit") else 4
+                deadline = time.monotonic() + 240
+                jdir = os.path.join(d, "json")
+                while time.monotonic() < deadline:
+                    n = len([f for f in os.listdir(jdir) if f.endswith(".json")]) if os.path.isdir(jdir) else 0
+                    if n >= survivors and sum(rc is not None for rc in job.returncodes()) >= survivors:
+                        break
+                    time.sleep(0.2)
+                else:
+                    raise AssertionError(f"seed {job.seed}: dumps did not appear: {os.listdir(d)}")
+                res = run(["probe-hang", "--job", job.job, "--flight-recorder", jdir, "--threshold", "1"], timeout=60)
+                rc, text = torch_analyzer(self.py, os.path.join(d, "pickle"))
+                msg = f"seed {job.seed} fault {fault} rank {job.fault_rank} step {job.fault_step}\n{res}"
+                print(f"== {fault}: injected rank {job.fault_rank} step {job.fault_step}")
+                print(f"-- scout (exit {res.rc}): suspects {[s['rank'] for s in json.loads(res.stdout)['suspects']] if res.stdout else None}")
+                print(f"-- torch fr_trace (exit {rc}):\n{text[-3000:]}")
+                doc = res.json()
+                if fault in ("stop-before-collective", "exit"):
+                    # The faulty rank could not dump: it has no evidence, and no other rank is blamed.
+                    self.assertEqual(doc["details"]["missing_ranks"], [job.fault_rank], msg)
+                    self.assertIn(res.rc, (EXIT["attributed"], EXIT["inconclusive"]), msg)
+                    self.assertIn(sorted(s["rank"] for s in doc["suspects"]), ([], [job.fault_rank]), msg)
+                else:
+                    self.assertExit(res, "attributed")
+                    self.assertEqual(sorted(s["rank"] for s in doc["suspects"]), [job.fault_rank], msg)
+                return doc
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+    def test_wrong_shape(self):
+        self.scenario("wrong-shape")
+
+    def test_skip_collective(self):
+        self.scenario("skip-collective")
+
+    def test_exit(self):
+        self.scenario("exit")
+
+    def test_stop_before_collective(self):
+        self.scenario("stop-before-collective")
+
+    def test_bad_dump_directory_is_a_clear_error(self):
+        d = tempfile.mkdtemp(prefix="scout-fr-bad-")
+        try:
+            res = run(["probe-hang", "--job", "j", "--flight-recorder", d])
+            self.assertCleanError(res, "bad_input", "probe-hang")
+            with open(os.path.join(d, "rank_0.json"), "w") as f:
+                f.write("{not json")
+            res = run(["probe-hang", "--job", "j", "--flight-recorder", d])
+            self.assertCleanError(res, "bad_input", "probe-hang")
+            res = run(["probe-hang", "--job", "j", "--flight-recorder", os.path.join(d, "absent")])
+            self.assertCleanError(res, "bad_input", "probe-hang")
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    unittest.main()
