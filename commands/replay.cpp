@@ -239,6 +239,7 @@ int run_replay(const ReplayOptions& o) {
     po.timeout = timeout;
     po.injections = injections;
     po.rank = i;
+    po.compute_lock = o.device == "cpu" ? dir + "/compute.lock" : std::string();
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     po.node = host;

@@ -279,6 +279,7 @@ Verdict decide_replay(const std::vector<std::optional<PeerEvidence>>& peers, con
       so.min_absolute = o.straggler_min_abs;
       so.direction = Direction::high;
       for (const char* which : {"compute", "gather"}) {
+        so.min_absolute = std::string(which) == "compute" ? o.straggler_min_abs : o.gather_min_abs;
         std::vector<double> xs;
         for (const auto* e : ev) xs.push_back(std::string(which) == "compute" ? e->forward_s + e->backward_s : e->gather_s);
         const C3Result c = c3_statistical(xs, so);
@@ -379,7 +380,7 @@ Verdict decide_replay(const std::vector<std::optional<PeerEvidence>>& peers, con
                {"uncomparable", uncomparable},
                {"findings", findings_json},
                {"slow_but_not_consistently", slow_once},
-               {"thresholds", {{"straggler_min_rel", o.straggler_min_rel}, {"straggler_min_abs_s", o.straggler_min_abs}, {"kappa", o.kappa}}}};
+               {"thresholds", {{"straggler_min_rel", o.straggler_min_rel}, {"straggler_min_abs_s", o.straggler_min_abs}, {"gather_min_abs_s", o.gather_min_abs}, {"kappa", o.kappa}}}};
   return v;
 }
 

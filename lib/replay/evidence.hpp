@@ -45,7 +45,8 @@ Result<PeerEvidence> peer_evidence_from_json(const nlohmann::json& j);
 struct DecideOptions {
   std::string job;
   double straggler_min_rel = 1.0;   // a time counts as slow only above (1 + this) x median ...
-  double straggler_min_abs = 0.002; // ... and this many seconds above it
+  double straggler_min_abs = 0.002; // ... and this many seconds above it (module calls)
+  double gather_min_abs = 0.05;     // gathers: their time is mostly latency, so a larger floor
   double kappa = 3.5;
   std::optional<std::int64_t> cycle;
   std::optional<std::string> checkpoint;

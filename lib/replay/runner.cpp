@@ -1,5 +1,9 @@
 #include "lib/replay/runner.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -79,6 +83,29 @@ Result<std::vector<std::vector<std::uint8_t>>> unjoin(const std::vector<std::uin
   if (off != b.size()) return bad;
   return out;
 }
+
+// flock(2) on a file for the scope (blocking; released when the process dies).
+class ComputeLock {
+ public:
+  explicit ComputeLock(const std::string& path) {
+    if (path.empty()) return;
+    m_fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (m_fd >= 0 && ::flock(m_fd, LOCK_EX) != 0) {
+      ::close(m_fd);
+      m_fd = -1;
+    }
+  }
+  ~ComputeLock() { release(); }
+  void release() {
+    if (m_fd >= 0) ::close(m_fd);
+    m_fd = -1;
+  }
+  ComputeLock(const ComputeLock&) = delete;
+  ComputeLock& operator=(const ComputeLock&) = delete;
+
+ private:
+  int m_fd = -1;
+};
 
 }  // namespace
 
@@ -218,9 +245,12 @@ Result<PeerRunResult> run_peer(transport::KeyValueStore& store, const PeerRunOpt
       const nlohmann::json req = {{"recipe", r.spec.id}, {"config", r.spec.config}, {"repeat", o.repeat}, {"slow_factor", slow}, {"device", o.device}};
       const std::string reqs = req.dump();
       ScoutReplayBuffer rb{nullptr, 0}, ib{nullptr, 0};
+      ComputeLock lock(o.compute_lock);
       if (mod->run(reqs.c_str(), in_bytes.data(), in_bytes.size(), par_bytes.data(), par_bytes.size(), &rb, &ib, msg, sizeof msg) != 0) {
+        lock.release();
         ev.error = fmt::format("module: {}", msg);
       } else {
+        lock.release();
         auto results = decode_pack(std::span(rb.data, rb.size));
         auto info = nlohmann::json::parse(std::string(reinterpret_cast<char*>(ib.data), ib.size), nullptr, false);
         mod->free(&rb);

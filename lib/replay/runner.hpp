@@ -43,6 +43,9 @@ struct PeerRunOptions {
   std::vector<Injection> injections;          // already resolved (no sdc:random)
   std::int64_t rank = -1;
   std::string node;
+  // Peers sharing one machine's CPUs take this file lock around their module
+  // call, so each time measures its own computation, not its neighbours' (empty: none).
+  std::string compute_lock;
 };
 
 struct PeerRunResult {

@@ -57,8 +57,8 @@ def seed_for(name):
     return s
 
 
-def replay(args, env=None, timeout=300):
-    return run(["replay", "--battery", "standard", "--size", "tiny", "--repeat", "1"] + args, env=env, timeout=timeout)
+def replay(args, env=None, timeout=300, size="tiny", repeat=1):
+    return run(["replay", "--battery", "standard", "--size", size, "--repeat", str(repeat)] + args, env=env, timeout=timeout)
 
 
 def suspects(doc):
@@ -155,8 +155,7 @@ class ReplayBattery(ScoutTestCase):
 
     def test_slow_module_call_names_a_compute_straggler(self):
         p = random.Random(seed_for("slow")).randrange(4)
-        r = replay(["--peers", "4", "--recipes", "transformer_block", "--size", "small", "--repeat", "3",
-                    "--inject", f"slow:peer={p},factor=30"])
+        r = replay(["--peers", "4", "--recipes", "transformer_block", "--inject", f"slow:peer={p},factor=30"], size="small", repeat=3)
         self.assertExit(r, "attributed")
         doc = r.json()
         self.assertEqual(suspects(doc), [(p, "compute_straggler")])
@@ -276,11 +275,13 @@ class InJobReplay(ScoutTestCase):
                 self.assertEqual(rec.rc, 0, repr(rec))
             name = f"step_{s + 1:05d}"
             if name in ckpts:
-                r = run(["verify-ckpt"] + common + ["--mesh", f"dp={world}", "--settle", "0", os.path.join(tmp, "ckpt")])
+                # The checkpoint appears where verify-ckpt looks only at the time the job saved it.
+                shutil.copytree(os.path.join(tmp, "ckpt", name), os.path.join(tmp, "visible", name))
+                r = run(["verify-ckpt"] + common + ["--mesh", f"dp={world}", "--settle", "0", os.path.join(tmp, "visible")])
                 self.assertExit(r, "healthy")
-                newest = name
+                newest = os.path.join(tmp, "visible", name)
         sel = run(["verify-ckpt", "select"] + common + ["--failure", "sdc"])
-        self.assertExit(sel, "healthy")
+        self.assertExit(sel, "healthy", )
         chosen = sel.json()["details"]["selected"]
         self.assertIsNotNone(chosen, sel.stdout)
         step = int(os.path.basename(chosen["id"]).split("_")[1])
