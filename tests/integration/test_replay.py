@@ -260,7 +260,10 @@ class InJobReplay(ScoutTestCase):
         for s in range(steps):
             if s % every == 0:
                 c = s // every
-                r = run(["replay", "--evidence", os.path.join(tmp, "ev"), "--job", "j1", "--cycle", str(c), "--peers", str(world)]
+                # The ranks share this machine's cores with each other (and CI's other jobs): their times say
+                # nothing about their devices, so the gate is decided on the numbers alone.
+                r = run(["replay", "--evidence", os.path.join(tmp, "ev"), "--job", "j1", "--cycle", str(c), "--peers", str(world),
+                         "--straggler-factor", "999"]
                         + (["--checkpoint", newest] if newest else []))
                 doc = r.json()
                 if s >= bad_from:
