@@ -1,0 +1,357 @@
+#include "commands/replay.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <thread>
+
+#include "lib/catalog/catalog_io.hpp"
+#include "lib/replay/runner.hpp"
+
+namespace scout {
+
+CommandRunner register_replay(CLI::App& cmd, const GlobalOptions& globals) {
+  auto o = std::make_shared<ReplayOptions>();
+  cmd.add_option("--battery", o->battery, "Run the built-in battery: standard")->check(CLI::IsMember({"standard"}));
+  cmd.add_option("--recipe", o->recipe_dir, "Replay a trainer's exported recipes from DIR (not available in this build)");
+  cmd.add_option("--evidence", o->evidence_dir, "Decide over in-job replay evidence the Python package published under DIR (with --job, --cycle)");
+  cmd.add_option("--recipes", o->recipes, "Battery recipes to run (default: all)")
+      ->delimiter(',')->check(CLI::IsMember({"transformer_block", "adamw_step", "expert_gemm", "param_allgather"}));
+  cmd.add_option("--size", o->size, "Battery size: tiny, small, medium or large")->check(CLI::IsMember({"tiny", "small", "medium", "large"}))->default_str("small");
+  cmd.add_option("--peers", o->peers, "Peer processes on this machine (2..64); with --evidence: peers expected")->default_str("4");
+  cmd.add_option("--seed", o->seed, "Seed of the inputs and parameters")->default_str("1");
+  cmd.add_option("--threads", o->threads, "Intra-op threads per peer (part of the replay contract)")->default_str("1");
+  cmd.add_option("--repeat", o->repeat, "Module calls per recipe; times are the minimum (1..20)")->default_str("3");
+  cmd.add_option("--device", o->device, "cpu, or cuda (one GPU per peer; needs a CUDA LibTorch)")->check(CLI::IsMember({"cpu", "cuda"}))->default_str("cpu");
+  cmd.add_option("--catalog", o->catalog, "scout catalog file: expert_gemm runs at its representatives' rows")->check(CLI::ExistingFile);
+  cmd.add_option("--golden", o->golden, "Golden hashes: written when FILE is absent, compared when present (drift between images)");
+  cmd.add_option("--inject", o->inject, "Drill injection (repeatable): sdc:peer=P,tensor=Q,word=W,bit=B | sdc:random | slow:peer=P,factor=F | contract:peer=P");
+  cmd.add_option("--timeout", o->timeout_s, "Seconds each transport step may take")->default_str("30");
+  cmd.add_option("--cycle", o->cycle, "Replay cycle number for the checkpoint ledger (details.cycle)");
+  cmd.add_option("--checkpoint", o->checkpoint, "Newest checkpoint saved before this cycle (details.checkpoint)");
+  cmd.add_option("--sweep", o->sweep, "periodic or full (details.sweep)")->check(CLI::IsMember({"periodic", "full"}))->default_str("periodic");
+  cmd.add_option("--job", o->job, "Job id to record in the verdict");
+  cmd.add_option("--straggler-factor", o->straggler_factor, "A peer is a straggler when slower than this many times the median (> 1)")->default_str("2");
+  cmd.footer(
+      "Examples:\n"
+      "  scout replay --battery standard --peers 4\n"
+      "  scout replay --battery standard --peers 4 --golden battery-golden.json\n"
+      "  scout replay --battery standard --peers 4 --inject sdc:peer=2,tensor=param_grad,word=5,bit=62");
+  return [o, &globals, &cmd]() {
+    o->format = resolve_format(globals.format);
+    o->peers_given = cmd.count("--peers") > 0;
+    return run_replay(*o);
+  };
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+std::vector<replay::RecipeInstance> make_recipes(const ReplayOptions& o) {
+  std::vector<std::string> ids = o.recipes;
+  if (ids.empty()) ids.assign(std::begin(replay::k_battery_recipes), std::end(replay::k_battery_recipes));
+  std::vector<std::vector<std::int64_t>> reps;
+  if (o.catalog) reps = value_or_throw(replay::catalog_expert_rows(*o.catalog));
+  std::vector<replay::RecipeInstance> out;
+  for (const auto& id : ids) {
+    if (id == "expert_gemm" && !reps.empty()) {
+      for (std::size_t i = 0; i < reps.size(); ++i)
+        out.push_back({i == 0 ? id : fmt::format("{}#{}", id, i), value_or_throw(replay::battery_recipe(id, o.size, reps[i]))});
+    } else {
+      out.push_back({id, value_or_throw(replay::battery_recipe(id, o.size))});
+    }
+  }
+  return out;
+}
+
+std::string make_store_dir() {
+  const char* base = fs::is_directory("/dev/shm") ? "/dev/shm" : (std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp");
+  std::string tmpl = fmt::format("{}/scout-replay-XXXXXX", base);
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data()))
+    throw FatalError(unavailable_error(fmt::format("cannot create a store directory under {}", base), std::strerror(errno), "free space or set TMPDIR"));
+  return buf.data();
+}
+
+// The child: one peer; writes what it gathered to DIR/out-<i>.json.
+[[noreturn]] void peer_main(const std::string& dir, const replay::PeerRunOptions& po) {
+  int code = 0;
+  try {
+    setenv("SCOUT_REPLAY_PEER", std::to_string(po.peer).c_str(), 1);
+    transport::StoreUri uri{transport::StoreUri::Kind::file, dir + "/store", "", 0, "file://" + dir + "/store"};
+    auto store = transport::open_store(uri, false, po.timeout);
+    nlohmann::json out;
+    if (!store) {
+      out = {{"error", store.error().message()}};
+      code = 5;
+    } else {
+      auto r = replay::run_peer(**store, po);
+      if (!r) {
+        out = {{"error", r.error().message()}, {"code", to_int(r.error().code)}};
+        code = 5;
+      } else {
+        nlohmann::json all = nlohmann::json::array();
+        for (const auto& e : r->all) all.push_back(e ? replay::to_json(*e) : nlohmann::json());
+        out = {{"all", all}, {"notes", r->notes}};
+      }
+    }
+    const std::string text = out.dump();
+    if (auto w = catalog::write_file_atomically(fmt::format("{}/out-{}.json", dir, po.peer), text); !w) code = 5;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "scout replay: peer %lld: %s\n", static_cast<long long>(po.peer), e.what());
+    code = 70;
+  }
+  std::fflush(nullptr);
+  _exit(code);
+}
+
+}  // namespace
+
+namespace {
+
+// `--evidence DIR`: the in-job replay's published evidence, decided here.
+int run_evidence(const ReplayOptions& o) {
+  if (o.job.empty()) throw FatalError(usage_error("--evidence needs --job", {}, "pass the job id the trainer published under"));
+  fs::path dir = fs::path(*o.evidence_dir) / o.job;
+  if (o.cycle) dir /= fmt::format("cycle-{}", *o.cycle);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw FatalError(input_error(fmt::format("--evidence: {} is not a directory", dir.string()), "no evidence was published for this job and cycle",
+                                 "check --evidence, --job and --cycle against the trainer's SCOUT_REPLAY_DIR"));
+  std::map<std::int64_t, replay::PeerEvidence> found;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("peer-", 0) != 0 || entry.path().extension() != ".json") continue;
+    auto text = value_or_throw(catalog::read_file(entry.path().string()));
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    auto e = replay::peer_evidence_from_json(j);
+    if (!e) throw FatalError(input_error(fmt::format("{}: {}", entry.path().string(), e.error().what), e.error().why, e.error().hint));
+    if (e->peer < 0 || e->peer > 100000 || found.count(e->peer))
+      throw FatalError(input_error(fmt::format("{}: peer {} is out of range or repeated", entry.path().string(), e->peer)));
+    found.emplace(e->peer, std::move(*e));
+  }
+  std::int64_t n = o.peers_given ? o.peers : (found.empty() ? 0 : found.rbegin()->first + 1);
+  if (n < 1) throw FatalError(input_error(fmt::format("--evidence: no peer-*.json under {}", dir.string()), {}, "wait for the trainer's replay cycle to finish"));
+  std::vector<std::optional<replay::PeerEvidence>> evidence(static_cast<std::size_t>(n));
+  for (auto& [p, e] : found)
+    if (p < n) evidence[static_cast<std::size_t>(p)] = std::move(e);
+  replay::DecideOptions d;
+  d.job = o.job;
+  d.straggler_min_rel = o.straggler_factor - 1;
+  d.cycle = o.cycle;
+  d.checkpoint = o.checkpoint;
+  d.sweep = o.sweep;
+  d.mode = "job";
+  Verdict v = replay::decide_replay(evidence, d);
+  v.details["evidence"] = dir.string();
+  return emit_verdict(v, o.format);
+}
+
+}  // namespace
+
+int run_replay(const ReplayOptions& o) {
+  if (o.evidence_dir) return run_evidence(o);
+  if (o.recipe_dir)
+    throw FatalError(unavailable_error("--recipe is not available in this build", "replay of exported recipes across a job's nodes is not built yet",
+                                       "run the battery (--battery standard), or the in-job replay of the Python package"));
+  if (o.battery.empty()) throw FatalError(usage_error("nothing to replay", "--battery is missing", "pass --battery standard"));
+  if (o.peers < 2 || o.peers > 64) throw FatalError(usage_error(fmt::format("--peers {} is out of range", o.peers), "replay compares 2..64 peers", "use --peers 4"));
+  if (o.threads < 1 || o.threads > 256) throw FatalError(usage_error(fmt::format("--threads {} is out of range", o.threads), {}, "use 1..256"));
+  if (o.repeat < 1 || o.repeat > 20) throw FatalError(usage_error(fmt::format("--repeat {} is out of range", o.repeat), {}, "use 1..20"));
+  if (!(o.timeout_s > 0 && o.timeout_s <= 3600)) throw FatalError(usage_error("--timeout must be in (0, 3600] seconds"));
+  if (!(o.straggler_factor > 1 && o.straggler_factor < 1000)) throw FatalError(usage_error("--straggler-factor must be above 1", {}, "e.g. --straggler-factor 2"));
+  if (o.cycle && *o.cycle < 0) throw FatalError(usage_error("--cycle must be a non-negative integer"));
+  if (o.checkpoint && o.checkpoint->empty()) throw FatalError(usage_error("--checkpoint is empty", {}, "give the checkpoint's id, path or directory name"));
+  if (o.device == "cuda")
+    throw FatalError(unavailable_error("--device cuda: this scout was built without CUDA replay", "the CUDA battery compiles only with -DSCOUT_WITH_CUDA=ON and a CUDA LibTorch",
+                                       "use --device cpu, or a CUDA build of scout"));
+
+  const auto recipes = make_recipes(o);
+  std::vector<replay::RecipeQuantities> rq;
+  for (const auto& r : recipes) rq.push_back({r.name, r.spec.quantities});
+  std::vector<replay::Injection> injections;
+  nlohmann::json inj_json = nlohmann::json::array();
+  for (const auto& text : o.inject) {
+    auto in = value_or_throw(replay::parse_injection(text));
+    if (in.kind == replay::Injection::Kind::sdc_random) {
+      if (in.seed == 0) in.seed = static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) | 1;
+      std::fprintf(stderr, "scout replay: %s resolved with seed %llu\n", text.c_str(), static_cast<unsigned long long>(in.seed));
+      in = replay::resolve_random(in, o.peers, rq);
+    }
+    if (in.kind == replay::Injection::Kind::sdc || in.kind == replay::Injection::Kind::slow) {
+      bool known = in.recipe.empty();
+      for (const auto& r : recipes) known = known || r.name == in.recipe || r.spec.id == in.recipe;
+      if (!known) throw FatalError(usage_error(fmt::format("--inject '{}': recipe '{}' is not in this run", text, in.recipe), {}, "name one of the recipes run"));
+    }
+    nlohmann::json j = {{"spec", text}, {"kind", in.kind == replay::Injection::Kind::sdc ? "sdc" : in.kind == replay::Injection::Kind::slow ? "slow" : "contract"},
+                        {"peer", in.peer}};
+    if (in.kind == replay::Injection::Kind::sdc) {
+      j["tensor"] = replay::quantity_name(in.tensor);
+      j["word"] = std::to_string(in.word);
+      j["bit"] = in.bit;
+      j["recipe"] = in.recipe.empty() ? nlohmann::json() : nlohmann::json(in.recipe);
+      if (in.seed) j["seed"] = std::to_string(in.seed);
+    }
+    inj_json.push_back(j);
+    injections.push_back(in);
+  }
+  if (auto v = replay::validate_injections(injections, o.peers); !v) throw FatalError(v.error());
+
+  // Golden file: read before running so bad input fails fast.
+  std::optional<nlohmann::json> golden;
+  if (o.golden && fs::exists(*o.golden)) {
+    auto text = value_or_throw(catalog::read_file(*o.golden));
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || j.value("schema", "") != "scout.replay.golden" || !j.contains("recipes") || !j["recipes"].is_object())
+      throw FatalError(input_error(fmt::format("--golden {}: not a scout.replay.golden document", *o.golden), {}, "pass a file an earlier 'scout replay --golden' wrote, or a new path to write one"));
+    if (j.value("size", "") != o.size || j.value("seed", "") != std::to_string(o.seed))
+      throw FatalError(input_error(fmt::format("--golden {}: written for size {} and seed {}", *o.golden, j.value("size", "?"), j.value("seed", "?")),
+                                   "golden hashes compare only the same battery", fmt::format("run with --size {} --seed {}", j.value("size", "?"), j.value("seed", "?"))));
+    golden = std::move(j);
+  }
+
+  const std::string dir = make_store_dir();
+  const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.timeout_s * 1000));
+  const std::string ns = fmt::format("replay-{}", getpid());
+  std::vector<pid_t> pids;
+  std::fflush(nullptr);
+  for (std::int64_t i = 0; i < o.peers; ++i) {
+    replay::PeerRunOptions po;
+    po.recipes = recipes;
+    po.peer = i;
+    po.peers = o.peers;
+    po.seed = o.seed;
+    po.threads = o.threads;
+    po.repeat = o.repeat;
+    po.device = o.device;
+    po.key_namespace = ns;
+    po.timeout = timeout;
+    po.injections = injections;
+    po.rank = i;
+    po.compute_lock = o.device == "cpu" ? dir + "/compute.lock" : std::string();
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    po.node = host;
+    const pid_t pid = fork();
+    if (pid < 0) {
+      for (auto p : pids) kill(p, SIGKILL);
+      for (auto p : pids) waitpid(p, nullptr, 0);
+      throw FatalError(unavailable_error("cannot start peer processes", std::strerror(errno), "free resources and retry"));
+    }
+    if (pid == 0) peer_main(dir, po);
+    pids.push_back(pid);
+  }
+  // Every transport step is bounded; the whole run is too.
+  const auto deadline = Clock::now() + timeout * static_cast<std::int64_t>(2 * recipes.size() + 3) + std::chrono::seconds(30);
+  std::vector<int> codes(pids.size(), -1);
+  std::size_t left = pids.size();
+  while (left > 0) {
+    for (std::size_t i = 0; i < pids.size(); ++i) {
+      if (codes[i] != -1) continue;
+      int st = 0;
+      if (waitpid(pids[i], &st, WNOHANG) == pids[i]) {
+        codes[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        --left;
+      }
+    }
+    if (left == 0) break;
+    if (Clock::now() > deadline) {
+      for (std::size_t i = 0; i < pids.size(); ++i)
+        if (codes[i] == -1) kill(pids[i], SIGKILL);
+      for (std::size_t i = 0; i < pids.size(); ++i)
+        if (codes[i] == -1) {
+          waitpid(pids[i], nullptr, 0);
+          codes[i] = 137;
+        }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+
+  // The first peer that gathered decides (every peer holds the same evidence).
+  std::optional<nlohmann::json> gathered;
+  std::vector<std::string> errors;
+  nlohmann::json notes = nlohmann::json::array();
+  for (std::int64_t i = 0; i < o.peers; ++i) {
+    auto text = catalog::read_file(fmt::format("{}/out-{}.json", dir, i));
+    if (!text) {
+      errors.push_back(fmt::format("peer {} wrote nothing (exit {})", i, codes[static_cast<std::size_t>(i)]));
+      continue;
+    }
+    auto j = nlohmann::json::parse(*text, nullptr, false);
+    if (j.is_object() && j.contains("all") && !gathered) {
+      gathered = j["all"];
+      for (const auto& n : j.value("notes", nlohmann::json::array())) notes.push_back(fmt::format("peer {}: {}", i, n.get<std::string>()));
+    } else if (j.is_object() && j.contains("error")) {
+      errors.push_back(fmt::format("peer {}: {}", i, j["error"].get<std::string>()));
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (!gathered) {
+    const bool module_missing = !errors.empty() && errors[0].find("module") != std::string::npos;
+    throw FatalError(unavailable_error("replay: no peer gathered the evidence", errors.empty() ? "every peer failed" : errors[0],
+                                       module_missing ? "build scout with LibTorch (-DSCOUT_WITH_TORCH=ON) or set SCOUT_TORCH_MODULE"
+                                                      : "rerun with --log-level info; raise --timeout on a loaded machine"));
+  }
+  std::vector<std::optional<replay::PeerEvidence>> evidence;
+  for (const auto& e : *gathered) {
+    if (e.is_null()) {
+      evidence.emplace_back(std::nullopt);
+      continue;
+    }
+    auto pe = replay::peer_evidence_from_json(e);
+    evidence.emplace_back(pe ? std::optional(std::move(*pe)) : std::nullopt);
+  }
+  replay::DecideOptions d;
+  d.job = o.job;
+  d.straggler_min_rel = o.straggler_factor - 1;
+  d.cycle = o.cycle;
+  d.checkpoint = o.checkpoint;
+  d.sweep = o.sweep;
+  d.mode = "battery";
+  Verdict v = replay::decide_replay(evidence, d);
+  v.details["battery"] = {{"name", o.battery}, {"size", o.size}, {"seed", std::to_string(o.seed)}, {"threads", o.threads}, {"repeat", o.repeat}, {"device", o.device},
+                          {"catalog", o.catalog ? nlohmann::json(*o.catalog) : nlohmann::json()}};
+  v.details["injections"] = inj_json;
+  v.details["transport"] = {{"kind", "gloo+file_store"}, {"notes", notes}, {"peer_errors", errors}, {"peer_exit_codes", codes}};
+
+  if (o.golden) {
+    const auto now = replay::golden_from_verdict(v);
+    nlohmann::json gj = {{"file", *o.golden}};
+    if (golden) {
+      auto drift = replay::golden_drift((*golden)["recipes"], now);
+      gj["action"] = "compared";
+      gj["drift"] = drift;
+      if (!drift.empty()) {
+        v.summary += fmt::format("; {} difference(s) from the golden image's hashes (numeric drift between images, not a disagreement between peers)", drift.size());
+        if (v.status == VerdictStatus::healthy) v.action = "review_drift";
+      }
+    } else if (v.status == VerdictStatus::healthy) {
+      nlohmann::json doc = {{"schema", "scout.replay.golden"}, {"schema_version", "1.0"}, {"created_at", now_rfc3339()}, {"battery", o.battery},
+                            {"size", o.size}, {"seed", std::to_string(o.seed)}, {"recipes", now}};
+      if (auto w = catalog::write_file_atomically(*o.golden, doc.dump(2) + "\n"); !w) throw FatalError(w.error());
+      gj["action"] = "written";
+      gj["drift"] = nlohmann::json::array();
+    } else {
+      gj["action"] = "not_written";
+      gj["drift"] = nlohmann::json::array();
+      gj["why"] = "the peers did not agree: a golden file is written only from a healthy run";
+    }
+    v.details["golden"] = gj;
+  }
+  return emit_verdict(v, o.format);
+}
+
+}  // namespace scout
