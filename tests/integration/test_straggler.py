@@ -8,6 +8,7 @@ The torch 2.x variant runs where $SCOUT_VENV (default <repo>/.venv) has it."""
 import json
 import os
 import random
+import subprocess
 import tempfile
 import time
 import unittest
@@ -23,7 +24,7 @@ def straggler(job, *extra, timeout=120):
 
 
 class StragglerOnRealJobs(scoutlib.ScoutTestCase):
-    def check_compute_straggler(self, python, outside):
+    def check_compute_straggler(self, python, outside, observe=False):
         with StragglerJob(world=4, seed=SEED, python=python) as job:
             victim = job.rng.randrange(4)
             factor = round(job.rng.uniform(1.3, 3.0), 2)
@@ -42,9 +43,23 @@ class StragglerOnRealJobs(scoutlib.ScoutTestCase):
             self.assertEqual([(s["rank"], s["reason"]) for s in doc["suspects"]], [(victim, "compute")], doc["summary"])
             self.assertEqual(doc["details"]["straggler"]["diagnosis"], "compute")
             self.assertGreater(doc["suspects"][0]["evidence"]["compute_ratio"], 1.1)
+            if observe:
+                # The daemon form: one verdict file for the finding (and no second one for the same finding).
+                with tempfile.TemporaryDirectory() as tmp:
+                    r = scoutlib.run(["observe", "--job", job.job, "--threshold", "60", "--straggler", "--straggler-every", "0.5",
+                                      "--straggler-rounds", "3", "--straggler-interval", "1", "--verdict-dir", tmp,
+                                      "--max-verdicts", "1", "--duration", "60"], timeout=120)
+                    self.assertExit(r, "healthy")
+                    files = sorted(os.listdir(tmp))
+                    self.assertEqual(len(files), 1, files)
+                    with open(os.path.join(tmp, files[0])) as f:
+                        v = json.load(f)
+                    scoutlib.validate(v)
+                    self.assertEqual(v["command"], "straggler")
+                    self.assertEqual([(s["rank"], s["reason"]) for s in v["suspects"]], [(victim, "compute")])
 
     def test_compute_straggler_slowed_by_the_trainer(self):
-        self.check_compute_straggler("/usr/bin/python3", outside=False)
+        self.check_compute_straggler("/usr/bin/python3", outside=False, observe=True)
 
     def test_compute_straggler_slowed_from_outside(self):
         self.check_compute_straggler("/usr/bin/python3", outside=True)
@@ -93,9 +108,23 @@ class StragglerOnRealJobs(scoutlib.ScoutTestCase):
             print(f"test_straggler: slow {kind} group {group} delay {delay}", flush=True)
             job.start(slow_group=group, slow_group_delay=delay)
             job.wait_steps(3)
-            r = straggler(job.job, "--rounds", "3", "--interval", "1.5")
-            doc = r.json()
-            self.assertExit(r, "attributed")
+            # Two observers, one per "host", each reading only its ranks, gathered every round through a store.
+            with tempfile.TemporaryDirectory() as store:
+                procs = [subprocess.Popen([scoutlib.SCOUT_BIN, "straggler", "--job", job.job, "--rounds", "3", "--interval", "1.5",
+                                           "--nodes", "2", "--node-index", str(i), "--local-ranks", f"{2 * i}-{2 * i + 1}",
+                                           "--store", f"file://{store}", "--format", "json"],
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+                outs = [p.communicate(timeout=120) for p in procs]
+            docs = []
+            for p, (out, err) in zip(procs, outs):
+                self.assertEqual(p.returncode, scoutlib.EXIT["attributed"], err)
+                d = json.loads(out)
+                scoutlib.validate(d)
+                docs.append(d)
+            self.assertEqual(docs[0]["suspects"], docs[1]["suspects"])
+            self.assertEqual(docs[0]["details"]["straggler"]["slow_groups"], docs[1]["details"]["straggler"]["slow_groups"])
+            self.assertEqual([g["observers"] for g in docs[0]["details"]["transport"]["gathers"]], [2, 2, 2])
+            doc = docs[0]
             slow = doc["details"]["straggler"]["slow_groups"]
             self.assertEqual([(g["kind"], g["members"]) for g in slow], [(kind, group)], doc["summary"])
             self.assertTrue(all(isinstance(g["id"], str) for g in slow))

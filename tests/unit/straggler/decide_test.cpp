@@ -152,12 +152,15 @@ TEST(StragglerDecide, FlaggedInOneRoundOfThreeIsNotNamed) {
   slow.compute_factor[3] = 2.0;
   slow.rounds = 1;
   ev[1] = sim::run(slow)[0];
+  for (auto& r : ev[1].ranks)
+    for (auto& e : r.events) e.fingerprint.group_seq += 50000, e.op_seq += 50000;
   auto a = analyse(ev, s.mesh, {});
+  EXPECT_EQ(a.decision.rounds_with_data, 3);
   EXPECT_TRUE(compute_suspects(a.decision).empty());
   // Two of three rounds: named.
   ev[2] = ev[1];
   for (auto& r : ev[2].ranks)
-    for (auto& e : r.events) e.fingerprint.group_seq += 100000, e.op_seq += 100000;
+    for (auto& e : r.events) e.fingerprint.group_seq += 50000, e.op_seq += 50000;
   a = analyse(ev, s.mesh, {});
   EXPECT_EQ(compute_suspects(a.decision), std::vector<std::int64_t>{3});
 }
@@ -196,7 +199,7 @@ TEST(StragglerDecide, OneSlowTpGroupIsAnIntraNodeLink) {
   s.ranks_per_node = 2;
   s.seed = seed;
   const std::int64_t node = static_cast<std::int64_t>(rng() % 4);
-  s.link_factor = [node](const GroupInfo& g) { return g.kind == "tp" && g.members[0] == 2 * node ? 4.0 : 1.0; };
+  s.link_factor = [node](const GroupInfo& g) { return g.kind == "tp" && g.members[0] == 2 * node ? 8.0 : 1.0; };
   auto a = simulate(s);
   EXPECT_EQ(a.decision.diagnosis, Diagnosis::intra_node_link) << "seed " << seed;
   ASSERT_EQ(a.decision.slow_groups.size(), 1u);
@@ -234,7 +237,7 @@ TEST(StragglerDecide, SlowGroupsOnManyNodesAreClusterWide) {
   s.seed = seed;
   std::set<std::int64_t> nodes;
   while (nodes.size() < 3) nodes.insert(static_cast<std::int64_t>(rng() % 8));
-  s.link_factor = [nodes](const GroupInfo& g) { return g.kind == "tp" && nodes.count(g.members[0] / 2) ? 4.0 : 1.0; };
+  s.link_factor = [nodes](const GroupInfo& g) { return g.kind == "tp" && nodes.count(g.members[0] / 2) ? 8.0 : 1.0; };
   auto a = simulate(s);
   EXPECT_EQ(a.decision.diagnosis, Diagnosis::cluster_wide) << "seed " << seed;
   auto v = make_verdict("straggler", "j", a.decision, a.rounds, a.tables, s.mesh, "test");
@@ -259,7 +262,7 @@ TEST(StragglerDecide, VerdictIdsAreStrings) {
   sim::Spec s;
   s.mesh = *Mesh::parse("dp=4,tp=2");
   s.ranks_per_node = 2;
-  s.link_factor = [](const GroupInfo& g) { return g.kind == "tp" && g.members[0] == 0 ? 4.0 : 1.0; };
+  s.link_factor = [](const GroupInfo& g) { return g.kind == "tp" && g.members[0] == 0 ? 8.0 : 1.0; };
   auto a = simulate(s);
   auto v = make_verdict("straggler", "j", a.decision, a.rounds, a.tables, s.mesh, "test");
   auto j = to_json(v);
