@@ -65,33 +65,49 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
     PeerRound p;
     p.members = present;
     p.calls = static_cast<std::int64_t>(keys.size());
-    std::vector<double> compute, wait;
+    // Per call, each rank's compute relative to its peers' median for that call: what the whole
+    // machine does at that moment cancels out. The calls where the step's computation happens (median
+    // compute at least a quarter of the largest) carry the signal; the median over them drops spikes.
+    std::vector<double> call_median(keys.size());
+    double largest = 0;
+    for (std::size_t k = 0; k < keys.size(); ++k) {
+      std::vector<double> g;
+      for (auto r : present) g.push_back(static_cast<double>(t.ranks.at(r).at(keys[k]).compute_ns));
+      call_median[k] = median(g);
+      largest = std::max(largest, call_median[k]);
+    }
+    std::vector<double> compute, wait, relative;
     for (auto r : present) {
       double c = 0, w = 0;
+      std::vector<double> rel;
       const auto& calls = t.ranks.at(r);
-      for (const auto& k : keys) {
-        c += static_cast<double>(calls.at(k).compute_ns);
-        w += static_cast<double>(calls.at(k).wait_ns);
+      for (std::size_t k = 0; k < keys.size(); ++k) {
+        const auto& call = calls.at(keys[k]);
+        c += static_cast<double>(call.compute_ns);
+        w += static_cast<double>(call.wait_ns);
+        if (largest > 0 && call_median[k] >= 0.25 * largest) rel.push_back(static_cast<double>(call.compute_ns) / call_median[k]);
       }
       compute.push_back(c / static_cast<double>(keys.size()));
       wait.push_back(w / static_cast<double>(keys.size()));
+      relative.push_back(rel.empty() ? 1.0 : median(rel));
     }
     StatisticalOptions so;
     so.kappa = o.kappa;
     so.min_relative = o.min_relative;
-    so.min_absolute = o.min_absolute_ns;
+    so.min_absolute = 0;
     so.direction = Direction::high;
-    p.c3 = c3_statistical(compute, so);
+    p.c3 = c3_statistical(relative, so);
     const double med_c = median(compute), med_w = median(wait);
     for (std::size_t i = 0; i < present.size(); ++i) {
       RankRound rr;
       rr.rank = present[i];
       rr.compute_ns = compute[i];
       rr.wait_ns = wait[i];
-      rr.ratio = med_c > 0 ? compute[i] / med_c : 1;
+      rr.ratio = relative[i];
       rr.score = i < p.c3.scores.size() ? p.c3.scores[i] : 0;
-      // The straggler computes longest and waits least: both must hold.
-      rr.flagged = p.c3.status == C3Status::attributed && p.c3.outliers[i] && wait[i] < med_w;
+      // The straggler computes longest and waits least: both must hold, and the excess must matter.
+      rr.flagged = p.c3.status == C3Status::attributed && p.c3.outliers[i] && wait[i] < med_w &&
+                   compute[i] - med_c >= o.min_absolute_ns;
       p.ranks.push_back(rr);
     }
     out.has_data = true;

@@ -35,7 +35,7 @@ struct DecideOptions {
   // Compute C3 (high side only).
   double kappa = 3.5;
   double min_relative = 0.12;       // a straggler computes at least this much longer than its peers' median
-  double min_absolute_ns = 200'000; // ... and at least this many ns longer over the round's calls
+  double min_absolute_ns = 100'000; // ... and at least this many ns longer per call (mean)
   // Communication: a group's link time against the median of the other groups of its kind.
   double link_min_ratio = 1.5;
   double link_min_absolute_ns = 1'000'000;  // per call

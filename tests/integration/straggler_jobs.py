@@ -37,10 +37,10 @@ def python_for(version):
 
 
 class StragglerJob:
-    def __init__(self, world=4, tp=1, seed=None, python="/usr/bin/python3", work=40, ranks_per_host=None):
+    def __init__(self, world=4, tp=1, seed=None, python="/usr/bin/python3", work_ms=25, ranks_per_host=None):
         self.seed = seed if seed is not None else random.SystemRandom().randrange(1 << 31)
         self.rng = random.Random(self.seed)
-        self.world, self.tp, self.python, self.work = world, tp, python, work
+        self.world, self.tp, self.python, self.work_ms = world, tp, python, work_ms
         self.ranks_per_host = ranks_per_host
         self.job = f"straggler-{os.getpid()}-{self.seed}-{random.SystemRandom().randrange(1 << 20)}"
         self.logdir = tempfile.mkdtemp(prefix="scout-straggler-")
@@ -63,7 +63,7 @@ class StragglerJob:
                         "PYTHONPATH": PYTHON_DIR})
             if self.ranks_per_host:
                 env["SCOUT_HOST"] = self.host_of(rank)
-            cmd = [self.python, TRAINER, "--work", str(self.work), "--tp", str(self.tp), "--slow-rank", str(slow_rank),
+            cmd = [self.python, TRAINER, "--work-ms", str(self.work_ms), "--tp", str(self.tp), "--slow-rank", str(slow_rank),
                    "--slow-factor", str(slow_factor), "--slow-group-ranks", ",".join(map(str, slow_group)),
                    "--slow-group-delay", str(slow_group_delay), "--slow-all-file", self.slow_file,
                    "--slow-all-factor", str(slow_all_factor)]

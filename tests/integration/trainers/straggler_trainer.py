@@ -31,6 +31,9 @@ from datetime import timedelta
 def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--work", type=int, default=60)
+    p.add_argument("--work-ms", type=float, default=0.0,
+                   help="calibrate --work on rank 0 to about this many ms (broadcast to every rank), so the fixed work "
+                        "dominates the step on any torch")
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--slow-factor", type=float, default=1.0)
@@ -65,6 +68,18 @@ def main(argv=None):
             g = dist.new_group(list(range(t, world, a.tp)))
             if rank % a.tp == t:
                 dp_group = g
+    m = torch.randn(96, 96) / 10
+    if a.work_ms > 0:
+        n = torch.zeros(1, dtype=torch.int64)
+        if rank == 0:
+            acc = m
+            t0 = time.perf_counter()
+            for _ in range(50):
+                acc = torch.tanh(acc @ m)
+            per = (time.perf_counter() - t0) / 50
+            n[0] = max(1, int(a.work_ms / 1000 / per))
+        dist.broadcast(n, src=0)
+        a.work = int(n[0])
     slow_group = [int(x) for x in a.slow_group_ranks.split(",") if x.strip()]
     in_slow_group = rank in slow_group
 
@@ -75,7 +90,6 @@ def main(argv=None):
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.randn(8, 16)
     y = torch.randn(8, 2)
-    m = torch.randn(96, 96) / 10
     for step in range(1, a.steps + 1):
         factor = 1.0
         if rank == a.slow_rank:
@@ -107,7 +121,7 @@ def main(argv=None):
         metric = loss.detach().reshape(1).clone()
         dist.all_reduce(metric)
         if step == 1:
-            print(f"straggler_trainer: rank {rank} ready", flush=True)
+            print(f"straggler_trainer: rank {rank} ready (work {a.work})", flush=True)
     dist.barrier()
     print(f"straggler_trainer: rank {rank} done", flush=True)
     return 0
