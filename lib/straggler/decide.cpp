@@ -249,6 +249,24 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
     s.link_ns = median(link);
     d.slow_groups.push_back(std::move(s));
   }
+  // A slow link delays the members' next calls in other groups too, by less: keep the slow groups whose
+  // excess over their kind's median is at least a quarter of the largest excess (a second group slowed
+  // by the same cause, e.g. a rank's NIC in its tp and dp groups, is as slow as the first).
+  {
+    double largest = 0;
+    auto excess = [](const SlowGroup& g) { return g.ratio > 0 ? g.link_ns - g.link_ns / g.ratio : 0.0; };
+    for (const auto& g : d.slow_groups) largest = std::max(largest, excess(g));
+    std::vector<SlowGroup> kept;
+    for (auto& g : d.slow_groups) {
+      if (excess(g) >= 0.25 * largest) {
+        kept.push_back(std::move(g));
+      } else {
+        d.notes.push_back(fmt::format("{} group {:016x} is slower than its kind ({:.2f}x) but far less than the slowest group: "
+                                      "taken as a consequence, not a cause", g.group.kind, g.group.id, g.ratio));
+      }
+    }
+    d.slow_groups = std::move(kept);
+  }
   std::vector<std::string> widespread_kinds;
   for (const auto& [k, n] : widespread)
     if (majority(n)) widespread_kinds.push_back(k);

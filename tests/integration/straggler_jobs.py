@@ -99,7 +99,7 @@ class StragglerJob:
         with open(self.slow_file, "w") as f:
             f.write("1\n")
 
-    def duty_cycle(self, rank, factor, period_s=0.04):
+    def duty_cycle(self, rank, factor, period_s=0.2):
         """Takes CPU time from `rank` from outside, as degraded hardware would: SIGSTOP for
         (1 - 1/factor) of every period, SIGCONT for the rest, until teardown."""
         pid = self.procs[rank].pid
