@@ -97,7 +97,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
     so.min_absolute = 0;
     so.direction = Direction::high;
     p.c3 = c3_statistical(relative, so);
-    const double med_c = median(compute), med_w = median(wait);
+    const double med_c = median(compute);
     for (std::size_t i = 0; i < present.size(); ++i) {
       RankRound rr;
       rr.rank = present[i];
@@ -106,7 +106,12 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       rr.ratio = relative[i];
       rr.score = i < p.c3.scores.size() ? p.c3.scores[i] : 0;
       // The straggler computes longest and waits least: both must hold, and the excess must matter.
-      rr.flagged = p.c3.status == C3Status::attributed && p.c3.outliers[i] && wait[i] < med_w &&
+      // "Waits least" is read loosely: a rank stopped from outside is sometimes stopped inside a call, so it
+      // need only not be the peer that waits most.
+      double most_other = 0;
+      for (std::size_t j = 0; j < present.size(); ++j)
+        if (j != i) most_other = std::max(most_other, wait[j]);
+      rr.flagged = p.c3.status == C3Status::attributed && p.c3.outliers[i] && wait[i] < most_other &&
                    compute[i] - med_c >= o.min_absolute_ns;
       p.ranks.push_back(rr);
     }
