@@ -228,6 +228,25 @@ TEST(StragglerDecide, OnlyInterNodeGroupsSlowIsTheNetwork) {
   EXPECT_EQ(v.action, "run_fabric_diagnostics");
 }
 
+TEST(StragglerDecide, AGroupFarLessSlowThanTheSlowestIsAConsequenceNotACause) {
+  const auto seed = fresh_seed();
+  sim::Spec s;
+  s.mesh = *Mesh::parse("dp=4,tp=4");
+  s.ranks_per_node = 4;
+  s.link_ns = 2e6;
+  s.seed = seed;
+  s.link_factor = [](const GroupInfo& g) {
+    if (g.kind == "dp" && g.members[0] == 1) return 8.0;                          // the cause: 14 ms more per call
+    if (g.kind == "tp" && g.members[0] == 4) return 2.0;                          // a knock-on: 2 ms more
+    return 1.0;
+  };
+  auto a = simulate(s);
+  ASSERT_EQ(a.decision.slow_groups.size(), 1u) << "seed " << seed;
+  EXPECT_EQ(a.decision.slow_groups[0].group.kind, "dp");
+  EXPECT_EQ(a.decision.diagnosis, Diagnosis::inter_node_network);
+  EXPECT_FALSE(a.decision.notes.empty());
+}
+
 TEST(StragglerDecide, SlowGroupsOnManyNodesAreClusterWide) {
   const auto seed = fresh_seed();
   std::mt19937_64 rng(seed);
