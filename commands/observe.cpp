@@ -26,6 +26,7 @@ CommandRunner register_observe(CLI::App& cmd, const GlobalOptions& globals) {
   cmd.add_option("--interval", o->interval_s, "Seconds between reads of the local records")->default_str("1");
   cmd.add_option("--max-verdicts", o->max_verdicts, "Stop after this many verdicts (0: never)")->default_str("0");
   cmd.add_option("--duration", o->duration_s, "Stop after this many seconds (0: never)")->default_str("0");
+  add_straggler_watch_flags(cmd, o->straggler);
   cmd.footer("Example: scout observe --job J --threshold 30 --verdict-dir /var/lib/scout/verdicts");
   return make_runner(o, globals, run_observe);
 }
@@ -89,6 +90,20 @@ int run_observe(const ObserveOptions& o) {
   std::string last_stall;  // signature of the stall the last verdict was about
   std::string previous;    // signature seen by the previous read
   std::int64_t verdicts = 0;
+  StragglerWatch watch(o.straggler, po.job, o.probe.attempt, o.probe.mesh, o.probe.order, o.probe.local_ranks, o.probe.shm_dir,
+                       o.probe.allow_other_owner);
+  auto report = [&](Verdict& v) {
+    ++verdicts;
+    v.created_at = now_rfc3339();
+    std::string text = to_json(v).dump(2) + "\n";
+    if (!o.verdict_dir.empty()) {
+      std::string stamp = v.created_at;
+      std::erase_if(stamp, [](char c) { return c == ':' || c == '-'; });
+      auto w = atomic_write_file(fmt::format("{}/verdict-{}-{}.json", o.verdict_dir, stamp, verdicts), text);
+      if (!w) spdlog::error("{}", w.error().message());
+    }
+    emit_verdict(v, o.format);
+  };
   spdlog::info("observing job {} every {:.1f} s, threshold {:.1f} s", po.job, o.interval_s, o.probe.threshold_s);
 
   while (!g_stop.load()) {
@@ -107,6 +122,10 @@ int run_observe(const ObserveOptions& o) {
       previous = view.signature;
       if (!silent) {
         last_stall.clear();  // progress resumed (or nothing to watch): the next stall is a new one
+        if (auto sv = watch.poll()) {
+          report(*sv);
+          if (o.max_verdicts > 0 && verdicts >= o.max_verdicts) break;
+        }
       } else if (view.signature != last_stall && settled) {
         auto cached = std::move(*reads);
         auto v = hang::run_probe(po, [cached]() -> Result<std::vector<records::RecordRead>> { return cached; });
@@ -117,16 +136,7 @@ int run_observe(const ObserveOptions& o) {
           last_stall = view.signature;
         } else {
           last_stall = view.signature;
-          ++verdicts;
-          v->created_at = now_rfc3339();
-          std::string text = to_json(*v).dump(2) + "\n";
-          if (!o.verdict_dir.empty()) {
-            std::string stamp = v->created_at;
-            std::erase_if(stamp, [](char c) { return c == ':' || c == '-'; });
-            auto w = atomic_write_file(fmt::format("{}/verdict-{}-{}.json", o.verdict_dir, stamp, verdicts), text);
-            if (!w) spdlog::error("{}", w.error().message());
-          }
-          emit_verdict(*v, o.format);
+          report(*v);
           if (o.max_verdicts > 0 && verdicts >= o.max_verdicts) break;
         }
       }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "commands/probe_hang.hpp"
+#include "commands/straggler.hpp"
 
 namespace scout {
 
@@ -15,6 +16,7 @@ struct ObserveOptions {
   double interval_s = 1;         // how often the records are read
   std::int64_t max_verdicts = 0; // stop after this many verdicts (0 = never)
   double duration_s = 0;         // stop after this long (0 = never)
+  StragglerWatchFlags straggler; // --straggler: also watch for stragglers
   OutputFormat format = OutputFormat::json;
 };
 

@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""Repeated randomized straggler runs on real DDP jobs (gloo, CPU, the scout
+publisher), with counts, and a precision/recall comparison on the same
+recorded evidence (the rounds scout decided on, --evidence-out) against two
+baselines:
+
+  naive   any rank whose step time exceeds the mean by 20%
+  NVRx    NVIDIA Resiliency Extension's straggler scoring: relative score =
+          reference (median of the ranks' medians) / the rank's median, and
+          individual score = the rank's own best / its current median; a
+          straggler when a score is below 0.75
+
+The per-rank "step time" both baselines get is the rank's own busy time per
+collective from the same rings (its compute between collectives): in
+synchronous training every rank's wall-clock step time is the same (the
+others wait for the straggler), which would leave both baselines blind.
+
+Scenarios (every run draws its rank, factor, group and delay from its seed):
+  clean            no slowdown (ordinary jitter of a loaded machine)
+  compute-trainer  one random rank does F x the work, F in [1.3, 3]
+  compute-outside  one random rank SIGSTOP/SIGCONT-duty-cycled to 1/F of the CPU, F in [1.3, 3]
+  link-tp / link-dp  a delay in [10, 30] ms inside one tp / dp group's collectives (dp=2,tp=2, 2 hosts)
+  fleet            every rank 3x slower after three --history probes (temporal finding)
+
+    python3 bench/straggler_campaign.py --runs 4 [--scenarios clean,compute-trainer] [--seed N] [--torch 2]
+"""
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+from straggler_jobs import StragglerJob, python_for  # noqa: E402
+from trainer_harness import SCOUT_BIN  # noqa: E402
+
+SCENARIOS = ("clean", "compute-trainer", "compute-outside", "link-tp", "link-dp", "fleet")
+
+
+def scout(job, *args, timeout=180):
+    p = subprocess.run([SCOUT_BIN, "straggler", "--job", job, "--format", "json", *args], capture_output=True, text=True,
+                       timeout=timeout)
+    try:
+        return p.returncode, json.loads(p.stdout)
+    except json.JSONDecodeError:
+        return p.returncode, {"error": p.stderr}
+
+
+def busy_per_call(evidence):
+    """Per round, per rank: mean compute per completed collective (what each rank would time of its own work)."""
+    out = []
+    for rnd in evidence["rounds"]:
+        per = {}
+        for r in rnd["ranks"]:
+            ev = sorted((e for e in r["events"] if e[0] > 0), key=lambda e: e[0])
+            gaps, prev = [], 0
+            for op, gid, typ, count, seq, enter, exit_ in ev:
+                if exit_ <= 0:
+                    continue
+                if prev > 0 and enter >= prev:
+                    gaps.append(enter - prev)
+                prev = max(prev, exit_)
+            if gaps:
+                per[r["rank"]] = sum(gaps) / len(gaps)
+        out.append(per)
+    return out
+
+
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return 0 if n == 0 else (v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2)
+
+
+def baselines(evidence):
+    rounds = busy_per_call(evidence)
+    ranks = sorted(set().union(*[set(r) for r in rounds])) if rounds else []
+    med = {k: median([r[k] for r in rounds if k in r]) for k in ranks}
+    mean = sum(med.values()) / len(med) if med else 0
+    naive = {k for k, v in med.items() if v > 1.2 * mean}
+    ref = median(list(med.values()))
+    relative = {k for k, v in med.items() if v > 0 and ref / v < 0.75}
+    individual = set()
+    for k in ranks:
+        series = [r[k] for r in rounds if k in r]
+        if len(series) >= 2 and series[-1] > 0 and min(series[:-1]) / series[-1] < 0.75:
+            individual.add(k)
+    return {"naive": naive, "nvrx": relative | individual, "nvrx_relative": relative}
+
+
+def one_run(scenario, seed, python, tmp):
+    rng = random.Random(seed)
+    tp = 2 if scenario.startswith("link") else 1
+    truth_ranks, truth_group = set(), None
+    with StragglerJob(world=4, tp=tp, seed=seed, python=python, ranks_per_host=2 if tp > 1 else None) as job:
+        if scenario == "compute-trainer":
+            victim, factor = rng.randrange(4), rng.uniform(1.3, 3.0)
+            truth_ranks = {victim}
+            job.start(slow_rank=victim, slow_factor=factor)
+        elif scenario in ("link-tp", "link-dp"):
+            index = rng.randrange(2)
+            truth_group = [2 * index, 2 * index + 1] if scenario == "link-tp" else [index, index + 2]
+            job.start(slow_group=truth_group, slow_group_delay=rng.uniform(0.01, 0.03))
+        elif scenario == "fleet":
+            job.start(slow_all_factor=3.0)
+        else:
+            job.start()
+        job.wait_steps(3)
+        if scenario == "compute-outside":
+            victim, factor = rng.randrange(4), rng.uniform(1.3, 3.0)
+            truth_ranks = {victim}
+            job.duty_cycle(victim, factor)
+        history = os.path.join(tmp, f"h-{seed}.json")
+        if scenario == "fleet":
+            for _ in range(3):
+                scout(job.job, "--rounds", "2", "--interval", "1", "--history", history)
+            job.slow_all()
+            time.sleep(1.5)
+            rc, v = scout(job.job, "--rounds", "2", "--interval", "1", "--history", history)
+            fleet = v.get("details", {}).get("temporal", {}).get("status") == "fleet_slowdown"
+            return {"scenario": scenario, "seed": seed, "ok": fleet and not v.get("suspects"), "rc": rc,
+                    "summary": v.get("summary", v.get("error"))}
+        ev_path = os.path.join(tmp, f"ev-{seed}.json")
+        t0 = time.monotonic()
+        rc, v = scout(job.job, "--rounds", "3", "--interval", "1.5", "--evidence-out", ev_path)
+        wall = time.monotonic() - t0
+    if "error" in v:
+        return {"scenario": scenario, "seed": seed, "ok": False, "rc": rc, "summary": v["error"]}
+    named = {(s["rank"], s["reason"]) for s in v["suspects"] if s["rank"] is not None}
+    compute_named = {r for r, why in named if why == "compute"}
+    slow = [g["members"] for g in v["details"]["straggler"]["slow_groups"]]
+    if truth_group is not None:
+        ok = slow == [truth_group] and not compute_named
+    else:
+        ok = compute_named == truth_ranks and not slow and all(why == "compute" for _, why in named)
+    with open(ev_path) as f:
+        base = baselines(json.load(f))
+    return {"scenario": scenario, "seed": seed, "ok": ok, "rc": rc, "truth": sorted(truth_ranks), "scout": sorted(compute_named),
+            "baselines": {k: sorted(x) for k, x in base.items()}, "summary": v["summary"], "wall_s": round(wall, 1)}
+
+
+def prf(runs, key):
+    tp = fp = fn = 0
+    for r in runs:
+        if "truth" not in r:
+            continue
+        truth = set(r["truth"])
+        got = set(r["scout"]) if key == "scout" else set(r["baselines"][key])
+        tp += len(truth & got)
+        fp += len(got - truth)
+        fn += len(truth - got)
+    p = tp / (tp + fp) if tp + fp else 1.0
+    rec = tp / (tp + fn) if tp + fn else 1.0
+    return tp, fp, fn, p, rec
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=3, help="runs per scenario")
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS))
+    ap.add_argument("--seed", type=int, help="base seed (printed); run i of scenario j uses base + 1000 j + i")
+    ap.add_argument("--torch", choices=("1.13", "2"), default="1.13")
+    ap.add_argument("--json", help="also write every run's result here")
+    a = ap.parse_args()
+    python = python_for(a.torch)
+    if python is None:
+        print(f"no torch {a.torch} interpreter (set SCOUT_VENV)", file=sys.stderr)
+        return 2
+    base = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 30)
+    print(f"straggler_campaign: base seed {base}, torch {a.torch} ({python})", flush=True)
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for j, sc in enumerate(a.scenarios.split(",")):
+            if sc not in SCENARIOS:
+                print(f"unknown scenario {sc}", file=sys.stderr)
+                return 2
+            for i in range(a.runs):
+                seed = base + 1000 * SCENARIOS.index(sc) + i
+                try:
+                    r = one_run(sc, seed, python, tmp)
+                except Exception as e:  # a run that could not even start counts as failed, with why
+                    r = {"scenario": sc, "seed": seed, "ok": False, "summary": f"run failed: {e}"[:300]}
+                results.append(r)
+                print(f"{sc:16} seed {seed}: {'ok ' if r['ok'] else 'BAD'} {r.get('summary', '')[:150]}", flush=True)
+    print("\ncounts (scenario: right / runs)")
+    for sc in a.scenarios.split(","):
+        rs = [r for r in results if r["scenario"] == sc]
+        print(f"  {sc:16} {sum(r['ok'] for r in rs)} / {len(rs)}")
+    print("\nprecision / recall of compute-straggler ranks on the same recorded evidence (clean + compute + link runs)")
+    for key, label in (("scout", "scout"), ("naive", "naive (> mean + 20%)"), ("nvrx", "NVRx (relative or individual < 0.75)"),
+                       ("nvrx_relative", "NVRx relative only")):
+        tp, fp, fn, p, rec = prf(results, key)
+        print(f"  {label:40} TP {tp:3} FP {fp:3} FN {fn:3}  precision {p:.2f}  recall {rec:.2f}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

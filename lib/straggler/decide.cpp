@@ -1,0 +1,542 @@
+#include "lib/straggler/decide.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <map>
+#include <set>
+
+namespace scout::straggler {
+
+std::string_view diagnosis_name(Diagnosis d) {
+  switch (d) {
+    case Diagnosis::none: return "none";
+    case Diagnosis::compute: return "compute";
+    case Diagnosis::machine_local: return "machine_local";
+    case Diagnosis::intra_node_link: return "intra_node_link";
+    case Diagnosis::inter_node_network: return "inter_node_network";
+    case Diagnosis::cluster_wide: return "cluster_wide";
+  }
+  return "none";
+}
+
+namespace {
+
+// Keys present in every listed rank's calls.
+std::vector<CallKey> common_keys(const TimingTable& t, const std::vector<std::int64_t>& ranks) {
+  std::vector<CallKey> out;
+  if (ranks.empty()) return out;
+  auto first = t.ranks.find(ranks[0]);
+  if (first == t.ranks.end()) return out;
+  for (const auto& [key, c] : first->second) {
+    bool all = true;
+    for (std::size_t i = 1; i < ranks.size() && all; ++i) {
+      auto it = t.ranks.find(ranks[i]);
+      all = it != t.ranks.end() && it->second.count(key);
+    }
+    if (all) out.push_back(key);
+  }
+  return out;
+}
+
+bool is_mesh_kind(const std::string& kind) { return kind.rfind("group:", 0) != 0; }
+
+std::string hex_id(std::uint64_t id) { return fmt::format("{:016x}", id); }
+
+double ms(double ns) { return std::round(ns / 1e3) / 1e3; }
+
+}  // namespace
+
+RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOptions& o) {
+  RoundResult out;
+  std::set<CallKey> all_keys;
+  for (const auto& [rank, calls] : t.ranks)
+    for (const auto& [key, c] : calls) all_keys.insert(key);
+  out.calls = static_cast<std::int64_t>(all_keys.size());
+
+  // Compute: C3 per peer group over the calls every present peer completed.
+  for (auto& group : mesh.peer_groups()) {
+    std::vector<std::int64_t> present;
+    for (auto r : group)
+      if (t.ranks.count(r) && !t.ranks.at(r).empty()) present.push_back(r);
+    if (present.size() < 3) continue;  // a strict minority needs three peers
+    auto keys = common_keys(t, present);
+    if (static_cast<std::int64_t>(keys.size()) < o.min_calls) continue;
+    PeerRound p;
+    p.members = present;
+    p.calls = static_cast<std::int64_t>(keys.size());
+    // Per call, each rank's compute relative to its peers' median for that call: what the whole
+    // machine does at that moment cancels out. The calls where the step's computation happens (median
+    // compute at least a quarter of the largest) carry the signal; the median over them drops spikes.
+    std::vector<double> call_median(keys.size());
+    double largest = 0;
+    for (std::size_t k = 0; k < keys.size(); ++k) {
+      std::vector<double> g;
+      for (auto r : present) g.push_back(static_cast<double>(t.ranks.at(r).at(keys[k]).compute_ns));
+      call_median[k] = median(g);
+      largest = std::max(largest, call_median[k]);
+    }
+    std::vector<double> compute, wait, relative;
+    for (auto r : present) {
+      double c = 0, w = 0;
+      std::vector<double> rel;
+      const auto& calls = t.ranks.at(r);
+      for (std::size_t k = 0; k < keys.size(); ++k) {
+        const auto& call = calls.at(keys[k]);
+        c += static_cast<double>(call.compute_ns);
+        w += static_cast<double>(call.wait_ns);
+        if (largest > 0 && call_median[k] >= 0.25 * largest) rel.push_back(static_cast<double>(call.compute_ns) / call_median[k]);
+      }
+      compute.push_back(c / static_cast<double>(keys.size()));
+      wait.push_back(w / static_cast<double>(keys.size()));
+      relative.push_back(rel.empty() ? 1.0 : median(rel));
+    }
+    StatisticalOptions so;
+    so.kappa = o.kappa;
+    so.min_relative = o.min_relative;
+    so.min_absolute = 0;
+    so.direction = Direction::high;
+    p.c3 = c3_statistical(relative, so);
+    const double med_c = median(compute);
+    for (std::size_t i = 0; i < present.size(); ++i) {
+      RankRound rr;
+      rr.rank = present[i];
+      rr.compute_ns = compute[i];
+      rr.wait_ns = wait[i];
+      rr.ratio = relative[i];
+      rr.score = i < p.c3.scores.size() ? p.c3.scores[i] : 0;
+      // The straggler computes longest and waits least: both must hold, and the excess must matter.
+      // "Waits least" is read loosely: a rank stopped from outside is sometimes stopped inside a call, so it
+      // need only not be the peer that waits most.
+      double most_other = 0;
+      for (std::size_t j = 0; j < present.size(); ++j)
+        if (j != i) most_other = std::max(most_other, wait[j]);
+      rr.flagged = p.c3.status == C3Status::attributed && p.c3.outliers[i] && wait[i] < most_other &&
+                   compute[i] - med_c >= o.min_absolute_ns;
+      p.ranks.push_back(rr);
+    }
+    out.has_data = true;
+    out.peers.push_back(std::move(p));
+  }
+
+  // Communication: per kind, each group's median link time over the calls all groups of the kind share.
+  std::map<std::string, std::vector<std::size_t>> by_kind;
+  for (std::size_t i = 0; i < t.groups.size(); ++i)
+    if (is_mesh_kind(t.groups[i].kind) && t.groups[i].members.size() >= 2) by_kind[t.groups[i].kind].push_back(i);
+  for (const auto& [kind, idx] : by_kind) {
+    if (idx.size() < 2) continue;
+    std::vector<std::vector<CallKey>> keys_of;
+    for (auto i : idx) keys_of.push_back(common_keys(t, t.groups[i].members));
+    std::vector<CallKey> keys;
+    for (const auto& k : keys_of[0]) {
+      if (k.first != kind) continue;
+      bool all = true;
+      for (std::size_t j = 1; j < keys_of.size() && all; ++j)
+        all = std::binary_search(keys_of[j].begin(), keys_of[j].end(), k);
+      if (all) keys.push_back(k);
+    }
+    if (static_cast<std::int64_t>(keys.size()) < o.min_calls) continue;
+    std::vector<double> link;
+    for (auto i : idx) {
+      std::vector<double> per_call;
+      for (const auto& k : keys) {
+        double m = -1;
+        for (auto r : t.groups[i].members) {
+          double w = static_cast<double>(t.ranks.at(r).at(k).wait_ns);
+          m = m < 0 ? w : std::min(m, w);
+        }
+        per_call.push_back(m);
+      }
+      link.push_back(median(per_call));
+    }
+    std::vector<bool> slow(idx.size(), false);
+    if (idx.size() >= 3) {
+      StatisticalOptions so;
+      so.kappa = o.kappa;
+      so.min_relative = o.link_min_ratio - 1;
+      so.min_absolute = o.link_min_absolute_ns;
+      so.direction = Direction::high;
+      auto c3 = c3_statistical(link, so);
+      if (c3.status == C3Status::attributed) slow = c3.outliers;
+      else if (c3.status == C3Status::inconclusive && (c3.reason == C3Reason::majority_flagged || c3.reason == C3Reason::bimodal))
+        out.widespread_kinds.insert(kind);
+    }
+    for (std::size_t j = 0; j < idx.size(); ++j) {
+      std::vector<double> others;
+      for (std::size_t k = 0; k < idx.size(); ++k)
+        if (k != j) others.push_back(link[k]);
+      const double ref = median(others);
+      GroupRound g;
+      g.group = idx[j];
+      g.link_ns = link[j];
+      g.ratio = ref > 0 ? link[j] / ref : (link[j] > 0 ? 1e9 : 1);
+      g.calls = static_cast<std::int64_t>(keys.size());
+      // Two groups: the ratio rule decides (C3 needs three for a strict minority).
+      g.slow = idx.size() >= 3 ? static_cast<bool>(slow[j])
+                               : g.ratio >= o.link_min_ratio && link[j] - ref >= o.link_min_absolute_ns;
+      out.groups.push_back(g);
+    }
+    out.has_data = true;
+  }
+  return out;
+}
+
+Decision decide(const std::vector<RoundResult>& rounds, const std::vector<TimingTable>& tables, const Mesh& mesh,
+                const DecideOptions& o) {
+  (void)mesh;
+  Decision d;
+  d.rounds = static_cast<std::int64_t>(rounds.size());
+  for (const auto& r : rounds) d.rounds_with_data += r.has_data ? 1 : 0;
+  d.enough_data = d.rounds > 0 && 2 * d.rounds_with_data > d.rounds;
+  if (!d.enough_data) {
+    d.notes.push_back(fmt::format("{} of {} rounds had {} or more calls every peer completed", d.rounds_with_data, d.rounds,
+                                  o.min_calls));
+    return d;
+  }
+  const auto majority = [&](std::int64_t n) { return 2 * n > d.rounds; };
+  std::map<std::string, std::string> nodes;  // rank (as text) -> node, from the newest table naming it
+  std::map<std::int64_t, std::string> node_of;
+  for (const auto& t : tables)
+    for (const auto& [r, n] : t.nodes) node_of[r] = n;
+
+  // Compute stragglers.
+  std::map<std::int64_t, std::vector<const RankRound*>> flagged;
+  for (const auto& r : rounds)
+    for (const auto& p : r.peers)
+      for (const auto& rr : p.ranks)
+        if (rr.flagged) flagged[rr.rank].push_back(&rr);
+  for (const auto& [rank, hits] : flagged) {
+    if (!majority(static_cast<std::int64_t>(hits.size()))) continue;
+    Suspicion s;
+    s.rank = rank;
+    s.node = node_of.count(rank) ? node_of[rank] : "";
+    s.reason = "compute";
+    s.flagged_rounds = static_cast<std::int64_t>(hits.size());
+    std::vector<double> ratios, scores, c, w;
+    for (auto* h : hits) {
+      ratios.push_back(h->ratio);
+      scores.push_back(h->score);
+      c.push_back(h->compute_ns);
+      w.push_back(h->wait_ns);
+    }
+    s.ratio = median(ratios);
+    s.confidence = static_cast<double>(hits.size()) / static_cast<double>(d.rounds);
+    s.evidence = {{"compute_ratio", std::round(s.ratio * 1000) / 1000}, {"score", std::round(median(scores) * 100) / 100},
+                  {"compute_ms_per_call", ms(median(c))}, {"wait_ms_per_call", ms(median(w))},
+                  {"flagged_rounds", s.flagged_rounds}, {"rounds", d.rounds}};
+    d.suspects.push_back(std::move(s));
+  }
+
+  // Slow groups, confirmed over rounds.
+  const auto& groups = tables.back().groups;
+  std::map<std::size_t, std::vector<const GroupRound*>> slow_hits;
+  std::map<std::string, std::int64_t> widespread;
+  for (const auto& r : rounds) {
+    for (const auto& g : r.groups)
+      if (g.slow) slow_hits[g.group].push_back(&g);
+    for (const auto& k : r.widespread_kinds) ++widespread[k];
+  }
+  for (const auto& [gi, hits] : slow_hits) {
+    if (!majority(static_cast<std::int64_t>(hits.size())) || gi >= groups.size()) continue;
+    SlowGroup s;
+    s.group = groups[gi];
+    std::set<std::string> ns;
+    for (auto m : s.group.members) ns.insert(node_of.count(m) ? node_of[m] : "");
+    s.nodes.assign(ns.begin(), ns.end());
+    s.intra_node = ns.size() == 1;
+    s.flagged_rounds = static_cast<std::int64_t>(hits.size());
+    std::vector<double> ratios, link;
+    for (auto* h : hits) {
+      ratios.push_back(h->ratio);
+      link.push_back(h->link_ns);
+    }
+    s.ratio = median(ratios);
+    s.link_ns = median(link);
+    d.slow_groups.push_back(std::move(s));
+  }
+  // A slow link delays the members' next calls in other groups too, by less: keep the slow groups whose
+  // excess over their kind's median is at least a quarter of the largest excess (a second group slowed
+  // by the same cause, e.g. a rank's NIC in its tp and dp groups, is as slow as the first).
+  {
+    double largest = 0;
+    auto excess = [](const SlowGroup& g) { return g.ratio > 0 ? g.link_ns - g.link_ns / g.ratio : 0.0; };
+    for (const auto& g : d.slow_groups) largest = std::max(largest, excess(g));
+    std::vector<SlowGroup> kept;
+    for (auto& g : d.slow_groups) {
+      if (excess(g) >= 0.25 * largest) {
+        kept.push_back(std::move(g));
+      } else {
+        d.notes.push_back(fmt::format("{} group {:016x} is slower than its kind ({:.2f}x) but far less than the slowest group: "
+                                      "taken as a consequence, not a cause", g.group.kind, g.group.id, g.ratio));
+      }
+    }
+    d.slow_groups = std::move(kept);
+  }
+  std::vector<std::string> widespread_kinds;
+  for (const auto& [k, n] : widespread)
+    if (majority(n)) widespread_kinds.push_back(k);
+
+  // Diagnosis of the communication side.
+  double comm_conf = 0;
+  for (const auto& s : d.slow_groups) comm_conf += static_cast<double>(s.flagged_rounds) / static_cast<double>(d.rounds);
+  if (!d.slow_groups.empty()) comm_conf /= static_cast<double>(d.slow_groups.size());
+  std::set<std::string> kinds, all_nodes;
+  std::set<std::string> common_nodes;
+  std::set<std::int64_t> common_ranks;
+  bool first = true, all_intra = true, all_inter = true;
+  for (const auto& s : d.slow_groups) {
+    kinds.insert(s.group.kind);
+    all_nodes.insert(s.nodes.begin(), s.nodes.end());
+    all_intra &= s.intra_node;
+    all_inter &= !s.intra_node;
+    std::set<std::string> ns(s.nodes.begin(), s.nodes.end());
+    std::set<std::int64_t> rs(s.group.members.begin(), s.group.members.end());
+    if (first) {
+      common_nodes = ns;
+      common_ranks = rs;
+      first = false;
+    } else {
+      std::set<std::string> a;
+      std::set_intersection(common_nodes.begin(), common_nodes.end(), ns.begin(), ns.end(), std::inserter(a, a.begin()));
+      common_nodes = a;
+      std::set<std::int64_t> b;
+      std::set_intersection(common_ranks.begin(), common_ranks.end(), rs.begin(), rs.end(), std::inserter(b, b.begin()));
+      common_ranks = b;
+    }
+  }
+  auto group_json = [&](const SlowGroup& s) {
+    return nlohmann::json{{"kind", s.group.kind}, {"id", hex_id(s.group.id)}, {"members", s.group.members},
+                          {"nodes", s.nodes}, {"link_ratio", std::round(s.ratio * 1000) / 1000},
+                          {"link_ms_per_call", ms(s.link_ns)}, {"flagged_rounds", s.flagged_rounds}};
+  };
+  auto node_suspect = [&](const std::string& node, std::int64_t rank, nlohmann::json ev, double ratio) {
+    Suspicion s;
+    s.rank = rank;
+    s.node = node;
+    s.reason = "communication";
+    s.ratio = ratio;
+    s.confidence = comm_conf;
+    s.flagged_rounds = 0;
+    s.evidence = std::move(ev);
+    d.suspects.push_back(std::move(s));
+  };
+  if (!widespread_kinds.empty()) {
+    d.diagnosis = Diagnosis::cluster_wide;
+    d.notes.push_back(fmt::format("half or more of the {} groups stand out in most rounds: no single group is slow",
+                                  fmt::join(widespread_kinds, ", ")));
+    comm_conf = std::max(comm_conf, 0.5);
+  } else if (!d.slow_groups.empty()) {
+    double max_ratio = 0;
+    nlohmann::json gl = nlohmann::json::array();
+    for (const auto& s : d.slow_groups) {
+      max_ratio = std::max(max_ratio, s.ratio);
+      gl.push_back(group_json(s));
+    }
+    if (kinds.size() >= 2 && common_nodes.size() == 1) {
+      d.diagnosis = Diagnosis::machine_local;
+      const std::string node = *common_nodes.begin();
+      nlohmann::json ev = {{"slow_groups", gl}, {"link_ratio", std::round(max_ratio * 1000) / 1000}};
+      node_suspect(node, common_ranks.size() == 1 ? *common_ranks.begin() : -1, ev, max_ratio);
+    } else if (all_intra && static_cast<std::int64_t>(all_nodes.size()) < o.cluster_wide_nodes) {
+      d.diagnosis = Diagnosis::intra_node_link;
+      for (const auto& node : all_nodes) {
+        nlohmann::json mine = nlohmann::json::array();
+        double r = 0;
+        for (const auto& s : d.slow_groups)
+          if (s.nodes.size() == 1 && s.nodes[0] == node) {
+            mine.push_back(group_json(s));
+            r = std::max(r, s.ratio);
+          }
+        node_suspect(node, -1, {{"slow_groups", mine}, {"link_ratio", std::round(r * 1000) / 1000}}, r);
+      }
+    } else if (all_inter && kinds.size() == 1) {
+      d.diagnosis = Diagnosis::inter_node_network;
+    } else if (static_cast<std::int64_t>(all_nodes.size()) >= o.cluster_wide_nodes || !all_inter) {
+      d.diagnosis = Diagnosis::cluster_wide;
+    } else {
+      d.diagnosis = Diagnosis::inter_node_network;
+    }
+  }
+  if (d.diagnosis == Diagnosis::none && !d.suspects.empty()) d.diagnosis = Diagnosis::compute;
+  double conf = 0;
+  std::int64_t n = 0;
+  for (const auto& s : d.suspects)
+    if (s.reason == "compute") {
+      conf += s.confidence;
+      ++n;
+    }
+  if (d.diagnosis != Diagnosis::none && d.diagnosis != Diagnosis::compute) {
+    conf += comm_conf;
+    ++n;
+  }
+  d.confidence = n > 0 ? std::round(conf / static_cast<double>(n) * 1000) / 1000 : 0;
+  for (auto& s : d.suspects) s.confidence = std::round(s.confidence * 1000) / 1000;
+  return d;
+}
+
+Analysis analyse(const std::vector<RoundEvidence>& evidence, const Mesh& mesh, const DecideOptions& o) {
+  Analysis a;
+  const auto known = mesh_groups(mesh);
+  std::map<std::int64_t, std::set<CallKey>> used;
+  for (const auto& round : evidence) {
+    a.tables.push_back(build_table(round, known, &used));
+    for (const auto& [rank, calls] : a.tables.back().ranks)
+      for (const auto& [key, c] : calls) used[rank].insert(key);
+    a.rounds.push_back(analyse_round(a.tables.back(), mesh, o));
+  }
+  a.decision = decide(a.rounds, a.tables, mesh, o);
+  return a;
+}
+
+Verdict make_verdict(const std::string& command, const std::string& job, const Decision& d,
+                     const std::vector<RoundResult>& rounds, const std::vector<TimingTable>& tables, const Mesh& mesh,
+                     const std::string& mesh_source) {
+  Verdict v;
+  v.command = command;
+  v.job = job;
+  std::map<std::int64_t, std::string> node_of;
+  for (const auto& t : tables)
+    for (const auto& [r, n] : t.nodes) node_of[r] = n;
+
+  for (const auto& s : d.suspects) {
+    Suspect out;
+    out.rank = s.rank;
+    out.node = s.node;
+    out.reason = s.reason;
+    out.evidence = s.evidence;
+    out.evidence["confidence"] = s.confidence;
+    v.suspects.push_back(std::move(out));
+  }
+  // Peer groups: per member the median over rounds of compute per call; outliers are the named compute stragglers.
+  std::set<std::int64_t> named;
+  for (const auto& s : d.suspects)
+    if (s.reason == "compute") named.insert(s.rank);
+  std::map<std::vector<std::int64_t>, std::map<std::int64_t, std::vector<double>>> peer_values;
+  for (const auto& r : rounds)
+    for (const auto& p : r.peers)
+      for (const auto& rr : p.ranks) peer_values[p.members][rr.rank].push_back(rr.compute_ns);
+  constexpr std::size_t k_max_runs = 4096;
+  for (const auto& [members, values] : peer_values) {
+    if (v.groups.size() >= k_max_runs) break;
+    GroupRun g;
+    g.kind = std::string(peer_kind_name(mesh.peer_kind()));
+    g.members = members;
+    g.mode = C3Mode::statistical;
+    g.values = nlohmann::json::array();
+    for (auto m : members) {
+      auto it = values.find(m);
+      g.values.push_back(it == values.end() ? nlohmann::json(nullptr) : nlohmann::json(ms(median(it->second))));
+      if (named.count(m)) g.outliers.push_back(m);
+    }
+    g.status = g.outliers.empty() ? C3Status::agree : C3Status::attributed;
+    g.reason = g.outliers.empty() ? "no_dispersion" : "strict_minority";
+    g.stats = {{"measure", "compute_ms_per_call"}, {"rounds", d.rounds}};
+    v.groups.push_back(std::move(g));
+  }
+
+  nlohmann::json slow = nlohmann::json::array();
+  for (const auto& s : d.slow_groups)
+    slow.push_back({{"kind", s.group.kind}, {"id", hex_id(s.group.id)}, {"members", s.group.members}, {"nodes", s.nodes},
+                    {"intra_node", s.intra_node}, {"link_ratio", std::round(s.ratio * 1000) / 1000},
+                    {"link_ms_per_call", ms(s.link_ns)}, {"flagged_rounds", s.flagged_rounds}});
+  // Every compared process group's median link time over rounds (up to a cap).
+  nlohmann::json groups = nlohmann::json::array();
+  if (!tables.empty()) {
+    std::map<std::size_t, std::vector<const GroupRound*>> per;
+    for (const auto& r : rounds)
+      for (const auto& g : r.groups) per[g.group].push_back(&g);
+    for (const auto& [gi, list] : per) {
+      if (groups.size() >= k_max_runs || gi >= tables.back().groups.size()) break;
+      std::vector<double> l, ra;
+      std::int64_t slow_n = 0;
+      for (auto* g : list) {
+        l.push_back(g->link_ns);
+        ra.push_back(g->ratio);
+        slow_n += g->slow ? 1 : 0;
+      }
+      const auto& gi_ = tables.back().groups[gi];
+      groups.push_back({{"kind", gi_.kind}, {"id", hex_id(gi_.id)}, {"members", gi_.members},
+                        {"link_ms_per_call", ms(median(l))}, {"link_ratio", std::round(median(ra) * 1000) / 1000},
+                        {"slow_rounds", slow_n}});
+    }
+  }
+  nlohmann::json per_round = nlohmann::json::array();
+  for (const auto& r : rounds) {
+    std::int64_t flagged = 0, slow_n = 0;
+    for (const auto& p : r.peers)
+      for (const auto& rr : p.ranks) flagged += rr.flagged ? 1 : 0;
+    for (const auto& g : r.groups) slow_n += g.slow ? 1 : 0;
+    per_round.push_back({{"calls", r.calls}, {"has_data", r.has_data}, {"flagged_ranks", flagged}, {"slow_groups", slow_n}});
+  }
+  nlohmann::json findings = nlohmann::json::array();
+  for (const auto& s : d.suspects)
+    findings.push_back({{"kind", s.reason == "compute" ? "compute_straggler" : "slow_communication"},
+                        {"rank", s.rank >= 0 ? nlohmann::json(s.rank) : nlohmann::json(nullptr)},
+                        {"node", s.node}, {"ratio", std::round(s.ratio * 1000) / 1000}});
+  if (d.diagnosis == Diagnosis::inter_node_network || d.diagnosis == Diagnosis::cluster_wide)
+    findings.push_back({{"kind", std::string(diagnosis_name(d.diagnosis))}, {"slow_groups", slow.size()}});
+
+  v.details = {{"straggler",
+                {{"diagnosis", std::string(diagnosis_name(d.diagnosis))},
+                 {"confidence", d.confidence},
+                 {"rounds", d.rounds},
+                 {"rounds_with_data", d.rounds_with_data},
+                 {"mesh", mesh.spec().empty() ? fmt::format("dp={}", mesh.world_size()) : mesh.spec()},
+                 {"mesh_source", mesh_source},
+                 {"slow_groups", slow},
+                 {"groups", groups},
+                 {"per_round", per_round},
+                 {"notes", d.notes}}},
+               {"findings", findings}};
+
+  // Status, scope, summary, action.
+  std::vector<std::string> named_text;
+  for (const auto& s : d.suspects)
+    named_text.push_back(s.rank >= 0 ? fmt::format("rank {} ({}, {:.2f}x{})", s.rank, s.reason, s.ratio,
+                                                   s.node.empty() ? "" : ", node " + s.node)
+                                     : fmt::format("node {} ({}, {:.2f}x)", s.node, s.reason, s.ratio));
+  if (!d.enough_data) {
+    v.status = VerdictStatus::inconclusive;
+    v.scope = Scope::job;
+    v.summary = fmt::format("not enough timing evidence: {}", fmt::join(d.notes, "; "));
+    v.action = "collect_more_rounds";
+  } else if (d.diagnosis == Diagnosis::cluster_wide) {
+    // Compute stragglers stay named; the communication side has no single explanation.
+    v.status = v.suspects.empty() ? VerdictStatus::inconclusive : VerdictStatus::attributed;
+    v.scope = v.suspects.empty() ? Scope::job : Scope::rank;
+    v.summary = fmt::format("communication is slow in {} group(s) on many nodes with no common node: cluster-wide, no single explanation{}",
+                            d.slow_groups.size(), named_text.empty() ? "" : fmt::format("; straggler(s): {}", fmt::join(named_text, "; ")));
+    v.action = "escalate_cluster_wide_slowdown";
+  } else if (d.diagnosis == Diagnosis::inter_node_network) {
+    v.status = VerdictStatus::attributed;
+    v.scope = Scope::group;
+    for (const auto& s : d.slow_groups) {
+      Suspect out;
+      out.rank = -1;
+      out.reason = "communication";
+      out.evidence = {{"group", s.group.kind}, {"id", hex_id(s.group.id)}, {"members", s.group.members},
+                      {"nodes", s.nodes}, {"link_ratio", std::round(s.ratio * 1000) / 1000}, {"confidence", d.confidence}};
+      v.suspects.push_back(std::move(out));
+    }
+    v.summary = fmt::format("only inter-node groups are slow ({}): the inter-node network", d.slow_groups.size());
+    v.action = "run_fabric_diagnostics";
+  } else if (!d.suspects.empty()) {
+    v.status = VerdictStatus::attributed;
+    bool any_node = false;
+    for (const auto& s : d.suspects) any_node |= s.rank < 0;
+    v.scope = any_node ? Scope::node : Scope::rank;
+    v.summary = fmt::format("straggler{}: {}", d.suspects.size() > 1 ? "s" : "", fmt::join(named_text, "; "));
+    v.action = d.diagnosis == Diagnosis::machine_local     ? "replace_node"
+               : d.diagnosis == Diagnosis::intra_node_link ? "check_intra_node_links"
+                                                           : "inspect_straggler";
+  } else {
+    v.status = VerdictStatus::healthy;
+    v.scope = Scope::job;
+    v.summary = fmt::format("no straggler: compute and communication agree across peers over {} round(s)", d.rounds);
+    v.action = "none";
+  }
+  (void)node_of;
+  return v;
+}
+
+}  // namespace scout::straggler

@@ -1,0 +1,136 @@
+// The straggler decision (ARCHITECTURE.md "Stragglers"): pure functions over
+// timing tables (timing.hpp), one per round, giving
+//  - compute stragglers: per peer group (replicas, or state shards), C3 in
+//    statistical mode on each rank's compute time over the calls every peer
+//    completed; a rank is flagged in a round when it computes longest (a high
+//    outlier) and waits least (below its peers' median wait); it is named only
+//    when flagged in a strict majority of the rounds taken;
+//  - slow process groups: per group kind and call, link(G, c) (timing.hpp);
+//    a group is slow in a round when its median link time is a high outlier
+//    among the groups of its kind (C3 statistical with 3 or more groups, the
+//    ratio rule with 2), confirmed over rounds like ranks;
+//  - a diagnosis of the confirmed slow groups, mapped to nodes:
+//      machine_local        slow groups of two or more kinds meet in one node
+//                           (and, when they meet in one rank, that rank)
+//      intra_node_link      only groups inside one node are slow (a tp group)
+//      inter_node_network   only groups spanning nodes are slow
+//      cluster_wide         slow groups on many nodes with no common node
+//  - the temporal baseline lives in history.hpp.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/consensus/c3.hpp"
+#include "lib/report/verdict.hpp"
+#include "lib/straggler/timing.hpp"
+#include "lib/topology/mesh.hpp"
+
+namespace scout::straggler {
+
+struct DecideOptions {
+  // Compute C3 (high side only).
+  double kappa = 3.5;
+  double min_relative = 0.12;       // a straggler computes at least this much longer than its peers' median
+  double min_absolute_ns = 100'000; // ... and at least this many ns longer per call (mean)
+  // Communication: a group's link time against the median of the other groups of its kind.
+  double link_min_ratio = 1.5;
+  double link_min_absolute_ns = 1'000'000;  // per call
+  std::int64_t min_calls = 3;       // a round needs this many common calls to say anything
+  // Cluster-wide when the slow groups touch at least this many nodes without a common one.
+  std::int64_t cluster_wide_nodes = 3;
+};
+
+// One rank's numbers in one round (per call, over the calls its peer group shares).
+struct RankRound {
+  std::int64_t rank = -1;
+  double compute_ns = 0;  // mean compute per common call
+  double wait_ns = 0;     // mean wait per common call
+  double ratio = 1;       // compute / peers' median compute
+  double score = 0;       // robust z-score of compute
+  bool flagged = false;
+};
+
+// One peer group's C3 in one round.
+struct PeerRound {
+  std::vector<std::int64_t> members;
+  std::int64_t calls = 0;  // common calls compared
+  C3Result c3;
+  std::vector<RankRound> ranks;  // in member order
+};
+
+// One process group's numbers in one round.
+struct GroupRound {
+  std::size_t group = 0;   // index into TimingTable::groups
+  double link_ns = 0;      // median link time per call
+  double ratio = 1;        // link / median link of the other groups of its kind
+  std::int64_t calls = 0;
+  bool slow = false;
+};
+
+struct RoundResult {
+  std::vector<PeerRound> peers;
+  std::vector<GroupRound> groups;
+  std::int64_t calls = 0;  // distinct call keys in the table
+  bool has_data = false;   // some peer group or group kind had min_calls common calls
+  std::set<std::string> widespread_kinds;  // kinds where half or more groups stood out (C3 inconclusive)
+};
+
+// Analyses one round.
+RoundResult analyse_round(const TimingTable& table, const Mesh& mesh, const DecideOptions& options);
+
+// What the rounds together say.
+struct Suspicion {
+  std::int64_t rank = -1;   // -1: a node
+  std::string node;
+  std::string reason;       // "compute" | "communication"
+  std::int64_t flagged_rounds = 0;
+  double ratio = 1;         // median over flagged rounds
+  double confidence = 0;
+  nlohmann::json evidence = nlohmann::json::object();
+};
+
+struct SlowGroup {
+  GroupInfo group;
+  std::vector<std::string> nodes;
+  bool intra_node = false;
+  std::int64_t flagged_rounds = 0;
+  double ratio = 1;
+  double link_ns = 0;
+};
+
+enum class Diagnosis { none, compute, machine_local, intra_node_link, inter_node_network, cluster_wide };
+std::string_view diagnosis_name(Diagnosis d);
+
+struct Decision {
+  std::vector<Suspicion> suspects;
+  std::vector<SlowGroup> slow_groups;
+  Diagnosis diagnosis = Diagnosis::none;  // of the communication side; compute stragglers alone give compute
+  double confidence = 0;
+  std::int64_t rounds = 0;                // rounds taken
+  std::int64_t rounds_with_data = 0;
+  bool enough_data = false;
+  std::vector<std::string> notes;
+};
+
+// Combines the rounds (all analysed over the same mesh and groups).
+Decision decide(const std::vector<RoundResult>& rounds, const std::vector<TimingTable>& tables, const Mesh& mesh,
+                const DecideOptions& options);
+
+// Every round's table (calls used by an earlier round excluded), analysis, and the decision.
+struct Analysis {
+  std::vector<TimingTable> tables;
+  std::vector<RoundResult> rounds;
+  Decision decision;
+};
+Analysis analyse(const std::vector<RoundEvidence>& evidence, const Mesh& mesh, const DecideOptions& options);
+
+// The verdict of a decision. `extra` is merged into details (history, bench, transport).
+Verdict make_verdict(const std::string& command, const std::string& job, const Decision& d,
+                     const std::vector<RoundResult>& rounds, const std::vector<TimingTable>& tables,
+                     const Mesh& mesh, const std::string& mesh_source);
+
+}  // namespace scout::straggler

@@ -1,0 +1,424 @@
+#include "lib/straggler/probe.hpp"
+
+#include <algorithm>
+#include <arpa/inet.h>
+#include <cmath>
+#include <ctime>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+
+#include "lib/checkpoint/durable_file.hpp"
+#include "lib/consensus/c3.hpp"
+#include "lib/transport/auth.hpp"
+#include "lib/transport/gather.hpp"
+
+namespace scout::straggler {
+
+namespace {
+
+std::int64_t realtime_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// The local address that routes to host:port (no packet is sent), or "".
+std::string address_towards(const std::string& host, std::uint16_t port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || res == nullptr) return {};
+  std::string out;
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd >= 0) {
+    if (connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+      sockaddr_in local{};
+      socklen_t len = sizeof local;
+      char buf[INET_ADDRSTRLEN] = {};
+      if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 && inet_ntop(AF_INET, &local.sin_addr, buf, sizeof buf))
+        out = buf;
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return out;
+}
+
+// Limits of what a peer's blob may hold.
+constexpr std::size_t k_max_ranks_per_blob = 1 << 20;
+constexpr std::size_t k_max_events_per_rank = 4096;
+
+}  // namespace
+
+RoundEvidence local_evidence(const std::vector<records::RecordRead>& reads, const LiveOptions& o, std::int64_t now_ns,
+                             std::vector<std::string>* notes) {
+  RoundEvidence r;
+  for (const auto& read : reads) {
+    if (read.problem != records::RecordProblem::none || !read.snapshot || read.stale) {
+      if (notes) notes->push_back(fmt::format("{}: {}", read.segment, read.stale ? "stale (earlier attempt)" : read.message));
+      continue;
+    }
+    const auto& s = *read.snapshot;
+    if (o.local_ranks && !o.local_ranks->count(s.rank)) continue;
+    if (!o.attempt.empty() && s.attempt != o.attempt) {
+      if (notes) notes->push_back(fmt::format("{}: attempt '{}', not '{}'", read.segment, s.attempt, o.attempt));
+      continue;
+    }
+    RankEvents e;
+    e.rank = s.rank;
+    e.node = s.host;
+    for (int d = 0; d < k_dim_count; ++d) e.coords[d] = s.coords[d];
+    e.step = s.step;
+    e.read_ns = now_ns;
+    e.events = s.recent;
+    r.world = std::max(r.world, s.world_size);
+    r.ranks.push_back(std::move(e));
+  }
+  std::sort(r.ranks.begin(), r.ranks.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  return r;
+}
+
+nlohmann::json round_json(const RoundEvidence& round, const std::string& job, std::int64_t observer) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& r : round.ranks) {
+    nlohmann::json ev = nlohmann::json::array();
+    for (const auto& e : r.events)
+      ev.push_back({e.op_seq, fmt::format("{:016x}", e.fingerprint.group), static_cast<int>(e.fingerprint.type), e.fingerprint.count,
+                    e.fingerprint.group_seq, e.enter_ns, e.exit_ns});
+    ranks.push_back({{"rank", r.rank}, {"node", r.node}, {"coords", r.coords}, {"step", r.step}, {"read_ns", r.read_ns}, {"events", ev}});
+  }
+  return {{"kind", "scout.straggler-round"}, {"job", job}, {"observer", observer}, {"world", round.world}, {"ranks", ranks}};
+}
+
+std::vector<std::uint8_t> encode_round(const RoundEvidence& round, const std::string& job, std::int64_t observer) {
+  return nlohmann::json::to_cbor(round_json(round, job, observer));
+}
+
+Result<RoundEvidence> round_from_json(const nlohmann::json& j, const std::string& job, std::int64_t observer, const std::string& what) {
+  auto bad = [&](const std::string& why) { return input_error(fmt::format("{} rejected", what), why); };
+  if (!j.is_object()) return bad("not an object");
+  try {
+    if (j.at("kind") != "scout.straggler-round") return bad("not straggler evidence");
+    if (j.at("job").get<std::string>() != job) return bad(fmt::format("names job '{}'", j.at("job").get<std::string>()));
+    if (observer >= 0 && j.at("observer").get<std::int64_t>() != observer) return bad("names another observer");
+    RoundEvidence r;
+    r.world = j.at("world").get<std::int64_t>();
+    if (r.world < 0 || r.world > k_max_world_size) return bad("world size out of range");
+    const auto& ranks = j.at("ranks");
+    if (!ranks.is_array() || ranks.size() > k_max_ranks_per_blob) return bad("too many ranks");
+    for (const auto& x : ranks) {
+      RankEvents e;
+      e.rank = x.at("rank").get<std::int64_t>();
+      if (e.rank < 0 || e.rank >= r.world) return bad(fmt::format("rank {} outside world {}", e.rank, r.world));
+      e.node = x.at("node").get<std::string>();
+      const auto& c = x.at("coords");
+      if (!c.is_array() || c.size() != 6) return bad("malformed coordinates");
+      for (int d = 0; d < k_dim_count; ++d) {
+        e.coords[d] = c[static_cast<std::size_t>(d)].get<std::int64_t>();
+        if (e.coords[d] < 0 || e.coords[d] >= r.world) return bad("coordinate out of range");
+      }
+      e.step = x.at("step").get<std::uint64_t>();
+      e.read_ns = x.at("read_ns").get<std::int64_t>();
+      const auto& ev = x.at("events");
+      if (!ev.is_array() || ev.size() > k_max_events_per_rank) return bad("too many events");
+      for (const auto& y : ev) {
+        if (!y.is_array() || y.size() != 7) return bad("malformed event");
+        records::CollectiveEvent c;
+        c.op_seq = y[0].get<std::uint64_t>();
+        const auto gid = y[1].get<std::string>();
+        if (gid.size() != 16 || gid.find_first_not_of("0123456789abcdef") != std::string::npos) return bad("malformed group id");
+        c.fingerprint.group = std::stoull(gid, nullptr, 16);
+        int type = y[2].get<int>();
+        if (type < 0 || type > 255) return bad("collective type out of range");
+        c.fingerprint.type = static_cast<records::CollectiveType>(type);
+        c.fingerprint.count = y[3].get<std::uint64_t>();
+        c.fingerprint.group_seq = y[4].get<std::uint64_t>();
+        c.enter_ns = y[5].get<std::int64_t>();
+        c.exit_ns = y[6].get<std::int64_t>();
+        e.events.push_back(c);
+      }
+      r.ranks.push_back(std::move(e));
+    }
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    return bad(e.what());
+  }
+}
+
+Result<RoundEvidence> decode_round(const std::vector<std::uint8_t>& blob, const std::string& job, std::int64_t observer) {
+  nlohmann::json j = nlohmann::json::from_cbor(blob, true, false);
+  const std::string what = fmt::format("straggler evidence of observer {}", observer);
+  if (j.is_discarded()) return input_error(what + " rejected", "not CBOR");
+  return round_from_json(j, job, observer, what);
+}
+
+nlohmann::json evidence_json(const std::vector<RoundEvidence>& rounds, const std::string& job) {
+  nlohmann::json r = nlohmann::json::array();
+  for (const auto& x : rounds) r.push_back(round_json(x, job, -1));
+  return {{"schema", "scout.straggler-evidence"}, {"version", 1}, {"job", job}, {"rounds", r}};
+}
+
+Result<std::vector<RoundEvidence>> parse_evidence(const std::string& text, const std::string& job, const std::string& path) {
+  const std::string what = fmt::format("--evidence-in {}", path);
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || j.value("schema", "") != "scout.straggler-evidence" || !j.contains("rounds") ||
+      !j["rounds"].is_array())
+    return input_error(what + " is not straggler evidence", "expected the JSON `scout straggler --evidence-out` writes");
+  if (!j.contains("job") || !j["job"].is_string() || j["job"].get<std::string>() != job)
+    return input_error(fmt::format("{} is evidence of another job", what), "", "pass the --job it was recorded for");
+  if (j["rounds"].empty() || j["rounds"].size() > 1000) return input_error(what + " holds no rounds, or more than 1000");
+  std::vector<RoundEvidence> out;
+  for (const auto& r : j["rounds"]) {
+    auto e = round_from_json(r, job, -1, what);
+    if (!e) return e.error();
+    out.push_back(std::move(*e));
+  }
+  return out;
+}
+
+Mesh infer_mesh(const RoundEvidence& round, std::string& how) {
+  const std::int64_t world = std::max<std::int64_t>(1, round.world);
+  how = "default";
+  Coords sizes{1, 1, 1, 1, 1, 1};
+  for (const auto& r : round.ranks)
+    for (int d = 0; d < k_dim_count; ++d) sizes[d] = std::max(sizes[d], r.coords[d] + 1);
+  std::int64_t product = 1;
+  for (auto s : sizes) {
+    if (s > k_max_world_size) return *Mesh::parse(fmt::format("dp={}", world));
+    product *= s;
+  }
+  if (!round.ranks.empty() && product == world && product != sizes[0]) {
+    if (auto m = Mesh::make(sizes, {k_all_dims.begin(), k_all_dims.end()})) {
+      bool consistent = true;
+      for (const auto& r : round.ranks) consistent &= m->rank(r.coords) == r.rank;
+      if (consistent) {
+        how = "records";
+        return *m;
+      }
+    }
+  }
+  return *Mesh::parse(fmt::format("dp={}", world));
+}
+
+namespace {
+
+nlohmann::json bench_json(const std::vector<BenchResult>& results, const std::vector<std::int64_t>& outliers, const C3Result& c3) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& r : results) {
+    nlohmann::json x = {{"rank", r.rank}, {"placement", r.placement}};
+    if (r.error.empty()) {
+      x["gemm_ms"] = std::round(r.gemm_ns / 1e3) / 1e3;
+      x["sweep_ms"] = std::round(r.sweep_ns / 1e3) / 1e3;
+      x["total_ms"] = std::round(r.total_ns / 1e3) / 1e3;
+    } else {
+      x["error"] = r.error;
+    }
+    ranks.push_back(x);
+  }
+  return {{"ranks", ranks}, {"outliers", outliers}, {"median_ms", std::round(c3.median / 1e3) / 1e3},
+          {"c3", std::string(c3_status_name(c3.status))}, {"reason", std::string(c3_reason_name(c3.reason))},
+          {"collective", "not measured: a timed all-gather per process group needs the observer session (issue 10)"}};
+}
+
+}  // namespace
+
+Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) {
+  if (o.rounds < 1 || o.rounds > 1000) return usage_error("--rounds must be between 1 and 1000");
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<RoundEvidence> evidence;
+  std::vector<std::string> notes;
+  std::vector<records::RecordRead> first_reads;
+  nlohmann::json transport = {{"nodes", o.nodes}, {"store", nullptr}};
+
+  // Multi-node: the store and the token, once for all rounds.
+  std::unique_ptr<transport::KeyValueStore> store;
+  std::optional<transport::JobToken> token;
+  std::int64_t observer = o.node_index.value_or(0);
+  if (o.nodes > 1) {
+    auto t = transport::JobToken::load(o.job, o.attempt, o.token_file);
+    if (!t) return t.error();
+    token = std::move(*t);
+    transport::StoreUri uri = o.store ? *o.store : transport::default_store_uri(o.job);
+    transport["store"] = uri.text;
+    transport["authenticated"] = token->authenticated();
+    using HS = LiveOptions::HostStore;
+    const bool tcp = uri.kind == transport::StoreUri::Kind::tcp;
+    if (!o.node_index) return usage_error("--node-index is required with --nodes > 1", "", "pass --node-index I (0-based) on each node");
+    const bool try_host = tcp && (o.host_store == HS::always || (o.host_store == HS::auto_observer0 && observer == 0));
+    auto s = transport::open_store(uri, try_host, o.round_timeout);
+    if (!s && try_host && o.host_store == HS::auto_observer0) s = transport::open_store(uri, false, o.round_timeout);
+    if (!s) return s.error();
+    store = std::move(*s);
+  }
+  transport["observer"] = observer;
+  nlohmann::json gathers = nlohmann::json::array();
+
+  if (!o.evidence_in.empty()) {
+    if (o.bench) return usage_error("--bench needs the live job, not --evidence-in");
+    auto text = checkpoint::read_small_file(o.evidence_in, std::size_t{256} << 20);
+    if (!text) return text.error();
+    auto rounds = parse_evidence(*text, o.job, o.evidence_in);
+    if (!rounds) return rounds.error();
+    evidence = std::move(*rounds);
+    transport["evidence_in"] = o.evidence_in;
+  }
+  for (std::int64_t round = 0; o.evidence_in.empty() && round < o.rounds; ++round) {
+    if (round > 0) {
+      auto due = start + o.interval * round;
+      while (std::chrono::steady_clock::now() < due) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    auto reads = source();
+    if (!reads) return reads.error();
+    if (round == 0) first_reads = *reads;
+    RoundEvidence local = local_evidence(*reads, o, realtime_ns(), round == 0 ? &notes : nullptr);
+    if (round == 0 && o.nodes == 1 && local.ranks.empty())
+      return unavailable_error(fmt::format("no readable progress record of job '{}'", o.job),
+                               "the trainers did not publish on this host, or the job id differs",
+                               "check `scout records list`, or the job id the publisher was given");
+    if (o.nodes == 1) {
+      evidence.push_back(std::move(local));
+      continue;
+    }
+    // One authenticated gather per round; observers that do not answer are left out of the round.
+    transport::GatherOptions go;
+    go.key_namespace = token->key_namespace() + "/straggler";
+    go.observer = observer;
+    go.observers = o.nodes;
+    go.timeout = o.round_timeout;
+    go.listen_address = o.listen_address;
+    if (go.listen_address.empty() && o.store && o.store->kind == transport::StoreUri::Kind::tcp)
+      go.listen_address = address_towards(o.store->host, o.store->port);
+    const std::string context = fmt::format("{}/straggler/{}", token->key_namespace(), observer);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto g = transport::gather_blobs(*store, go, token->sign(encode_round(local, o.job, observer), context));
+    const double gather_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!g) return g.error();
+    RoundEvidence merged = local;
+    std::int64_t arrived = 1;
+    for (std::int64_t i = 0; i < o.nodes; ++i) {
+      if (i == observer || !g->blobs[static_cast<std::size_t>(i)]) continue;
+      auto plain = token->verify(*g->blobs[static_cast<std::size_t>(i)], fmt::format("{}/straggler/{}", token->key_namespace(), i));
+      if (!plain) {
+        notes.push_back(fmt::format("round {}: observer {}'s evidence failed authentication", round + 1, i));
+        continue;
+      }
+      auto ev = decode_round(*plain, o.job, i);
+      if (!ev) {
+        notes.push_back(fmt::format("round {}: {}", round + 1, ev.error().message()));
+        continue;
+      }
+      ++arrived;
+      merged.world = std::max(merged.world, ev->world);
+      for (auto& r : ev->ranks) merged.ranks.push_back(std::move(r));
+    }
+    std::sort(merged.ranks.begin(), merged.ranks.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+    merged.ranks.erase(std::unique(merged.ranks.begin(), merged.ranks.end(), [](const auto& a, const auto& b) { return a.rank == b.rank; }),
+                       merged.ranks.end());
+    gathers.push_back({{"round", round + 1}, {"observers", arrived}, {"gather_ms", std::round(gather_ms * 1000) / 1000},
+                       {"rounds", g->rounds}, {"notes", g->notes}});
+    evidence.push_back(std::move(merged));
+  }
+  transport["gathers"] = gathers;
+  if (!o.evidence_out.empty()) {
+    auto w = checkpoint::atomic_write_file(o.evidence_out, evidence_json(evidence, o.job).dump() + "\n", 0644);
+    if (!w) return w.error();
+  }
+
+  std::int64_t world = 0;
+  std::size_t most = 0;
+  for (const auto& e : evidence) {
+    world = std::max(world, e.world);
+    most = std::max(most, e.ranks.size());
+  }
+  if (most == 0)
+    return unavailable_error(fmt::format("no readable progress record of job '{}'", o.job),
+                             "the trainers did not publish on this host, or the job id differs",
+                             "check `scout records list`, or the job id the publisher was given");
+  for (auto& e : evidence) e.world = world;
+  std::string mesh_source = "--mesh";
+  Mesh mesh = *Mesh::parse(fmt::format("dp={}", world));
+  if (o.mesh) {
+    if (o.mesh->world_size() != world)
+      return input_error(fmt::format("--mesh {} has {} ranks, the records' world size is {}", o.mesh->spec(), o.mesh->world_size(), world),
+                         "a mesh of another size would compare the wrong ranks", "pass the job's mesh, or leave --mesh out");
+    mesh = *o.mesh;
+  } else {
+    mesh = infer_mesh(evidence.front(), mesh_source);
+  }
+  if (static_cast<std::int64_t>(most) < world)
+    notes.push_back(fmt::format("{} of {} ranks' records were read; peer groups with fewer than 3 present are not compared", most, world));
+
+  Analysis a = analyse(evidence, mesh, o.decide);
+  for (auto& n : notes) a.decision.notes.push_back(n);
+  Verdict v = make_verdict(o.command, o.job, a.decision, a.rounds, a.tables, mesh, mesh_source);
+  v.details["transport"] = transport;
+  v.details["straggler"]["interval_s"] = std::chrono::duration<double>(o.interval).count();
+
+  // The controlled probe: the same unit of work on every local rank, placed like the rank.
+  if (o.bench) {
+    std::vector<BenchTarget> targets;
+    for (const auto& r : first_reads)
+      if (r.snapshot && r.problem == records::RecordProblem::none && !r.stale && r.writer_alive &&
+          (!o.local_ranks || o.local_ranks->count(r.snapshot->rank)))
+        targets.push_back(BenchTarget{r.snapshot->rank, r.snapshot->pid});
+    auto results = run_bench(targets, o.bench_options);
+    std::vector<double> values;
+    std::vector<std::int64_t> ranks;
+    for (const auto& r : results)
+      if (r.error.empty()) {
+        values.push_back(r.total_ns);
+        ranks.push_back(r.rank);
+      }
+    StatisticalOptions so;
+    so.direction = Direction::high;
+    so.min_relative = 0.15;
+    C3Result c3 = c3_statistical(values, so);
+    std::vector<std::int64_t> outliers;
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (c3.status == C3Status::attributed && c3.outliers[i]) outliers.push_back(ranks[i]);
+    v.details["bench"] = bench_json(results, outliers, c3);
+    for (auto& s : v.suspects) {
+      if (s.reason != "compute" || s.rank < 0) continue;
+      auto it = std::find(ranks.begin(), ranks.end(), s.rank);
+      if (it == ranks.end()) continue;
+      const double ratio = c3.median > 0 ? values[static_cast<std::size_t>(it - ranks.begin())] / c3.median : 1;
+      s.evidence["bench_ratio"] = std::round(ratio * 1000) / 1000;
+      s.evidence["confirmed_by_bench"] = std::find(outliers.begin(), outliers.end(), s.rank) != outliers.end();
+    }
+  }
+
+  // The temporal baseline: only when asked for (a file per job).
+  if (!o.history_path.empty()) {
+    auto times = group_times(evidence, a.tables);
+    auto t = update_history(o.history_path, o.job, times, o.drift, std::chrono::milliseconds(5000));
+    if (!t) return t.error();
+    nlohmann::json drifts = nlohmann::json::array();
+    for (const auto& d : t->drifts)
+      drifts.push_back({{"group", d.group}, {"measure", d.measure}, {"current_ms", std::round(d.current / 1e3) / 1e3},
+                        {"baseline_ms", std::round(d.baseline / 1e3) / 1e3}, {"ratio", std::round(d.ratio * 1000) / 1000},
+                        {"threshold_ms", std::round(d.threshold / 1e3) / 1e3}});
+    const bool fleet = !t->drifts.empty();
+    v.details["temporal"] = {{"status", fleet ? "fleet_slowdown" : t->with_baseline > 0 ? "steady" : "building_baseline"},
+                             {"history", t->path}, {"groups", t->groups}, {"with_baseline", t->with_baseline},
+                             {"drifts", drifts}, {"min_relative", o.drift.min_relative}, {"min_entries", o.drift.min_entries}};
+    if (fleet) {
+      std::set<std::string> groups;
+      double worst = 0;
+      for (const auto& d : t->drifts) {
+        groups.insert(d.group);
+        worst = std::max(worst, d.ratio);
+      }
+      v.details["findings"].push_back({{"kind", "fleet_slowdown"}, {"groups", groups.size()}, {"ratio", std::round(worst * 1000) / 1000}});
+      v.summary += fmt::format("; fleet_slowdown: {} group(s) up to {:.2f}x slower than their own history", groups.size(), worst);
+      if (v.status == VerdictStatus::healthy) v.action = "investigate_fleet_slowdown";
+    }
+  }
+  return v;
+}
+
+}  // namespace scout::straggler

@@ -1,0 +1,76 @@
+// `scout straggler` end to end (ARCHITECTURE.md "Stragglers"): R rounds, each
+// a read of this node's records (the rings), gathered with the other nodes'
+// observers when there are several (lib/transport gather, authenticated with
+// the job token, one gather per round), then the pure decision (decide.hpp),
+// the optional controlled probe (bench.hpp) and the temporal baseline
+// (history.hpp). The seam to the observer session of issue #10 is
+// `RoundExchange`: the session replaces gather_round() without touching the rest.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "lib/common/error.hpp"
+#include "lib/records/snapshot.hpp"
+#include "lib/report/verdict.hpp"
+#include "lib/straggler/bench.hpp"
+#include "lib/straggler/decide.hpp"
+#include "lib/straggler/history.hpp"
+#include "lib/transport/store.hpp"
+
+namespace scout::straggler {
+
+using RecordSource = std::function<Result<std::vector<records::RecordRead>>()>;
+
+struct LiveOptions {
+  std::string job;
+  std::string attempt;
+  std::int64_t rounds = 3;
+  std::chrono::milliseconds interval{1000};
+  std::optional<Mesh> mesh;
+  std::optional<std::set<std::int64_t>> local_ranks;
+  DecideOptions decide;
+  // Several nodes: one observer each.
+  std::int64_t nodes = 1;
+  std::optional<std::int64_t> node_index;
+  std::optional<transport::StoreUri> store;
+  enum class HostStore { never, always, auto_observer0 };
+  HostStore host_store = HostStore::auto_observer0;
+  std::chrono::milliseconds round_timeout{10000};
+  std::string token_file;
+  std::string listen_address;
+  // Controlled probe and temporal baseline.
+  bool bench = false;
+  BenchOptions bench_options;
+  std::string history_path;
+  DriftOptions drift;
+  std::string evidence_in;   // decide on recorded rounds instead of reading records
+  std::string evidence_out;  // write the rounds read
+  std::string command = "straggler";
+};
+
+// This node's evidence from one read (records of other jobs, attempts, stale or unreadable ones left out).
+RoundEvidence local_evidence(const std::vector<records::RecordRead>& reads, const LiveOptions& options,
+                             std::int64_t now_ns, std::vector<std::string>* notes);
+
+// Wire form of a round's evidence (CBOR), for the gather.
+std::vector<std::uint8_t> encode_round(const RoundEvidence& round, const std::string& job, std::int64_t observer);
+Result<RoundEvidence> decode_round(const std::vector<std::uint8_t>& blob, const std::string& job, std::int64_t observer);
+
+// Recorded evidence (--evidence-out / --evidence-in): the rounds as JSON, schema scout.straggler-evidence.
+nlohmann::json evidence_json(const std::vector<RoundEvidence>& rounds, const std::string& job);
+Result<std::vector<RoundEvidence>> parse_evidence(const std::string& text, const std::string& job, const std::string& path);
+
+// The mesh from the records' coordinates when they are a consistent row-major
+// mesh of the world size; otherwise dp=world. `how` says which.
+Mesh infer_mesh(const RoundEvidence& round, std::string& how);
+
+// Runs the rounds and returns the verdict.
+Result<Verdict> run_straggler(const LiveOptions& options, const RecordSource& source);
+
+}  // namespace scout::straggler

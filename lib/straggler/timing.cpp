@@ -1,0 +1,108 @@
+#include "lib/straggler/timing.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "lib/records/layout.hpp"
+
+namespace scout::straggler {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  double hi = *mid;
+  if (v.size() % 2 == 1) return hi;
+  double lo = *std::max_element(v.begin(), mid);
+  return (lo + hi) / 2;
+}
+
+std::vector<GroupInfo> mesh_groups(const Mesh& mesh) {
+  std::vector<GroupInfo> out;
+  std::vector<std::int64_t> world(static_cast<std::size_t>(mesh.world_size()));
+  for (std::int64_t r = 0; r < mesh.world_size(); ++r) world[static_cast<std::size_t>(r)] = r;
+  const std::uint64_t world_id = records::layout::group_id(world.data(), world.size());
+  bool world_listed = false;
+  for (Dim d : k_all_dims) {
+    if (mesh.size(d) <= 1) continue;
+    for (auto& members : mesh.process_groups(d)) {
+      GroupInfo g;
+      g.id = records::layout::group_id(members.data(), members.size());
+      g.kind = std::string(dim_name(d));
+      g.members = std::move(members);
+      world_listed |= g.id == world_id;
+      out.push_back(std::move(g));
+    }
+  }
+  if (!world_listed && mesh.world_size() > 1) out.push_back(GroupInfo{world_id, "world", world});
+  return out;
+}
+
+TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>& known,
+                        const std::map<std::int64_t, std::set<CallKey>>* exclude) {
+  TimingTable t;
+  t.groups = known;
+  std::map<std::uint64_t, std::size_t> index;
+  for (std::size_t i = 0; i < t.groups.size(); ++i) index.emplace(t.groups[i].id, i);
+  // Groups the mesh does not know: members are the ranks seen calling them.
+  for (const auto& r : round.ranks)
+    for (const auto& e : r.events) {
+      if (e.op_seq == 0 || index.count(e.fingerprint.group)) continue;
+      index.emplace(e.fingerprint.group, t.groups.size());
+      t.groups.push_back(GroupInfo{e.fingerprint.group, fmt::format("group:{:016x}", e.fingerprint.group), {}});
+    }
+  for (const auto& r : round.ranks)
+    for (const auto& e : r.events) {
+      if (e.op_seq == 0) continue;
+      auto& g = t.groups[index.at(e.fingerprint.group)];
+      if (g.kind.rfind("group:", 0) == 0 && std::find(g.members.begin(), g.members.end(), r.rank) == g.members.end())
+        g.members.push_back(r.rank);
+    }
+  for (auto& g : t.groups) std::sort(g.members.begin(), g.members.end());
+  for (std::size_t i = 0; i < t.groups.size(); ++i)
+    for (auto m : t.groups[i].members) t.group_of[{m, t.groups[i].kind}] = i;
+
+  for (const auto& r : round.ranks) {
+    t.nodes[r.rank] = r.node;
+    std::vector<records::CollectiveEvent> ev;
+    for (const auto& e : r.events)
+      if (e.op_seq != 0) ev.push_back(e);
+    std::sort(ev.begin(), ev.end(), [](const auto& a, const auto& b) { return a.op_seq < b.op_seq; });
+    auto& calls = t.ranks[r.rank];
+    const std::set<CallKey>* used = nullptr;
+    if (exclude) {
+      auto it = exclude->find(r.rank);
+      if (it != exclude->end()) used = &it->second;
+    }
+    for (std::size_t i = 0; i < ev.size(); ++i) {
+      const auto& e = ev[i];
+      if (e.exit_ns <= 0 || e.enter_ns <= 0 || e.exit_ns < e.enter_ns) continue;
+      // The latest completion the rank had seen when it entered this call.
+      std::int64_t prev = 0;
+      for (std::size_t j = 0; j < i; ++j)
+        if (ev[j].exit_ns > 0 && ev[j].exit_ns <= e.enter_ns) prev = std::max(prev, ev[j].exit_ns);
+      if (prev == 0) continue;  // the oldest call of the ring: what came before it is gone
+      const auto& g = t.groups[index.at(e.fingerprint.group)];
+      CallKey key{g.kind, e.fingerprint.group_seq};
+      if (used && used->count(key)) continue;
+      CallTiming c;
+      c.compute_ns = std::max<std::int64_t>(0, e.enter_ns - prev);
+      c.wait_ns = e.exit_ns - e.enter_ns;
+      c.type = static_cast<std::uint8_t>(e.fingerprint.type);
+      c.count = e.fingerprint.count;
+      calls[key] = c;
+    }
+  }
+  // A call is the same call only where the ranks agree on what it is: drop keys whose (type, count) differ.
+  std::map<CallKey, std::map<std::pair<std::uint8_t, std::uint64_t>, int>> votes;
+  for (const auto& [rank, calls] : t.ranks)
+    for (const auto& [key, c] : calls) ++votes[key][{c.type, c.count}];
+  for (const auto& [key, v] : votes) {
+    if (v.size() <= 1) continue;
+    ++t.misaligned;
+    for (auto& [rank, calls] : t.ranks) calls.erase(key);
+  }
+  return t;
+}
+
+}  // namespace scout::straggler

@@ -1,0 +1,87 @@
+// Timing evidence of a straggler decision (ARCHITECTURE.md "Stragglers"): what
+// each rank's collective ring says about how long it computed between
+// collectives and how long it waited inside each one, aligned across ranks by
+// (process group kind, per-group sequence number) so that only the same call
+// of the program is compared. Pure functions, no I/O.
+//
+// Measures, per rank and per completed collective c (the rank's own clock
+// only, so clock skew between nodes never enters):
+//   compute(c) = enter(c) - latest exit of the rank's earlier collectives
+//                that had completed before c was entered (0 when negative)
+//   wait(c)    = exit(c) - enter(c)
+// and per process group G and call c:
+//   link(G, c) = min over G's members of wait(c): the time the last member to
+//                arrive spent inside, i.e. what the collective costs once
+//                everyone is there. A straggler arrives last and waits least,
+//                so it leaves link() alone; a slow link raises it for all.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "lib/records/snapshot.hpp"
+#include "lib/topology/mesh.hpp"
+
+namespace scout::straggler {
+
+// One rank's evidence from one read of its record.
+struct RankEvents {
+  std::int64_t rank = -1;
+  std::string node;                              // host name from the record ("" unknown)
+  Coords coords{};                               // (d, s, t, p, c, e) from the record
+  std::uint64_t step = 0;                        // the record's step at the read
+  std::int64_t read_ns = 0;                      // CLOCK_REALTIME of the read
+  std::vector<records::CollectiveEvent> events;  // the ring, oldest first
+};
+
+// Everything one round saw: every readable rank of the job.
+struct RoundEvidence {
+  std::int64_t world = 0;
+  std::vector<RankEvents> ranks;
+};
+
+// A process group scout compares: its kind ("tp", "dp", "world", ...), its id
+// (layout::group_id of its members) and its members (global ranks).
+struct GroupInfo {
+  std::uint64_t id = 0;
+  std::string kind;
+  std::vector<std::int64_t> members;
+};
+
+// The process groups of `mesh`: every dim of size > 1 and the world group
+// (a dim whose groups are the world group itself is listed once, by its dim).
+std::vector<GroupInfo> mesh_groups(const Mesh& mesh);
+
+// One rank's measurement of one call.
+struct CallTiming {
+  std::int64_t compute_ns = 0;
+  std::int64_t wait_ns = 0;
+  std::uint8_t type = 0;
+  std::uint64_t count = 0;
+};
+
+// (group kind, group_seq): the same call of the program on every rank.
+using CallKey = std::pair<std::string, std::uint64_t>;
+
+// Per rank, per call key: its timing. Ranks whose events name a group the
+// mesh does not know get a kind "group:<16 hex>" for it.
+struct TimingTable {
+  std::vector<GroupInfo> groups;  // mesh groups, then groups seen only in the events
+  std::map<std::int64_t, std::map<CallKey, CallTiming>> ranks;
+  std::map<std::pair<std::int64_t, std::string>, std::size_t> group_of;  // (rank, kind) -> index in groups
+  std::map<std::int64_t, std::string> nodes;  // rank -> node name from its record
+  std::int64_t misaligned = 0;    // calls dropped because ranks disagreed on (type, count)
+};
+
+// Builds the table from a round's evidence. Calls listed in `exclude` (used by
+// an earlier round) are left out, so rounds are independent samples.
+TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>& mesh_groups,
+                        const std::map<std::int64_t, std::set<CallKey>>* exclude = nullptr);
+
+// Median of `v` (0 when empty); averages the two middle values.
+double median(std::vector<double> v);
+
+}  // namespace scout::straggler

@@ -1,0 +1,199 @@
+"""scout straggler on real DDP jobs (gloo, CPU, the scout publisher): a
+random rank slowed by a random factor in [1.3, 3] by the trainer itself and
+from outside the process (SIGSTOP/SIGCONT duty cycle); a slow link (a delay
+inside one process group's collectives); every rank slowed equally (spatially
+healthy, temporally fleet_slowdown); clean runs name no one. Seeds are
+printed (straggler_jobs: seed=...); STRAGGLER_SEED reproduces a run.
+The torch 2.x variant runs where $SCOUT_VENV (default <repo>/.venv) has it."""
+import json
+import os
+import random
+import subprocess
+import tempfile
+import time
+import unittest
+
+import scoutlib
+from straggler_jobs import StragglerJob, python_for
+
+SEED = int(os.environ["STRAGGLER_SEED"]) if os.environ.get("STRAGGLER_SEED") else None
+
+
+def straggler(job, *extra, timeout=120):
+    return scoutlib.run(["straggler", "--job", job, *extra], timeout=timeout)
+
+
+class StragglerOnRealJobs(scoutlib.ScoutTestCase):
+    def check_compute_straggler(self, python, outside, observe=False):
+        with StragglerJob(world=4, seed=SEED, python=python) as job:
+            victim = job.rng.randrange(4)
+            factor = round(job.rng.uniform(1.3, 3.0), 2)
+            print(f"test_straggler: victim={victim} factor={factor} outside={outside}", flush=True)
+            if outside:
+                job.start()
+            else:
+                job.start(slow_rank=victim, slow_factor=factor)
+            job.wait_steps(3)
+            if outside:
+                job.duty_cycle(victim, factor)
+            time.sleep(1.0)
+            r = straggler(job.job, "--rounds", "3", "--interval", "1.5")
+            doc = r.json()
+            self.assertExit(r, "attributed")
+            self.assertEqual([(s["rank"], s["reason"]) for s in doc["suspects"]], [(victim, "compute")], doc["summary"])
+            self.assertEqual(doc["details"]["straggler"]["diagnosis"], "compute")
+            self.assertGreater(doc["suspects"][0]["evidence"]["compute_ratio"], 1.1)
+            if observe:
+                # The daemon form: one verdict file for the finding (and no second one for the same finding).
+                with tempfile.TemporaryDirectory() as tmp:
+                    r = scoutlib.run(["observe", "--job", job.job, "--threshold", "60", "--straggler", "--straggler-every", "0.5",
+                                      "--straggler-rounds", "3", "--straggler-interval", "1", "--verdict-dir", tmp,
+                                      "--max-verdicts", "1", "--duration", "60"], timeout=120)
+                    self.assertExit(r, "healthy")
+                    files = sorted(os.listdir(tmp))
+                    self.assertEqual(len(files), 1, files)
+                    with open(os.path.join(tmp, files[0])) as f:
+                        v = json.load(f)
+                    scoutlib.validate(v)
+                    self.assertEqual(v["command"], "straggler")
+                    self.assertEqual([(s["rank"], s["reason"]) for s in v["suspects"]], [(victim, "compute")])
+
+    def test_compute_straggler_slowed_by_the_trainer(self):
+        self.check_compute_straggler("/usr/bin/python3", outside=False, observe=True)
+
+    def test_compute_straggler_slowed_from_outside(self):
+        # The premise: stopping a rank for (1 - 1/F) of the time takes CPU from it. On a host whose run
+        # queue is far longer than its CPUs the rank is already starved and the cap is lost in the
+        # scheduling noise (measured here at load ~27 on 2 CPUs: 0 of 2 campaign runs found).
+        load, cpus = os.getloadavg()[0], os.cpu_count() or 1
+        if load > 4 * cpus:
+            self.skipTest(f"host overloaded (load {load:.0f} on {cpus} CPUs): an outside CPU cap is lost in scheduling noise")
+        self.check_compute_straggler("/usr/bin/python3", outside=True)
+
+    def test_compute_straggler_torch2(self):
+        py = python_for("2")
+        if py is None:
+            self.skipTest("no torch 2.x venv ($SCOUT_VENV or <repo>/.venv)")
+        self.check_compute_straggler(py, outside=False)
+
+    def test_clean_run_names_no_one_and_bench_places_probes_like_the_ranks(self):
+        with StragglerJob(world=4, tp=2, seed=SEED, ranks_per_host=2) as job, tempfile.TemporaryDirectory() as tmp:
+            job.start()
+            job.wait_steps(3)
+            ev = os.path.join(tmp, "evidence.json")
+            r = straggler(job.job, "--rounds", "3", "--interval", "1", "--bench", "--evidence-out", ev)
+            doc = r.json()
+            self.assertExit(r, "healthy")
+            self.assertEqual(doc["suspects"], [])
+            self.assertEqual(doc["details"]["straggler"]["mesh"], "dp=2,tp=2")
+            self.assertEqual(doc["details"]["straggler"]["mesh_source"], "records")
+            bench = doc["details"]["bench"]
+            self.assertEqual(sorted(x["rank"] for x in bench["ranks"]), [0, 1, 2, 3])
+            for x in bench["ranks"]:
+                self.assertIn(x["placement"], ("affinity", "cgroup+affinity"))
+                self.assertGreater(x["total_ms"], 0)
+            # The recorded evidence decides the same offline; a bad history next to it is bad input.
+            again = straggler(job.job, "--evidence-in", ev)
+            self.assertExit(again, "healthy")
+            self.assertEqual(again.json()["details"]["straggler"]["rounds"], 3)
+            bad = os.path.join(tmp, "bad-history.json")
+            with open(bad, "w") as f:
+                f.write('{"schema": "scout.straggler-history", "version": 1, "job": "other", "groups": {}}')
+            r = straggler(job.job, "--evidence-in", ev, "--history", bad)
+            self.assertCleanError(r, "bad_input", "straggler")
+            r = straggler("another-job", "--evidence-in", ev)
+            self.assertCleanError(r, "bad_input", "straggler")
+
+    def test_slow_link_names_the_group_and_the_link_kind(self):
+        # dp=2,tp=2 on two "hosts" (SCOUT_HOST): tp groups live inside a host, dp groups span both.
+        with StragglerJob(world=4, tp=2, seed=SEED, ranks_per_host=2) as job:
+            kind = job.rng.choice(["tp", "dp"])
+            index = job.rng.randrange(2)
+            group = [2 * index, 2 * index + 1] if kind == "tp" else [index, index + 2]
+            delay = round(job.rng.uniform(0.01, 0.03), 3)
+            print(f"test_straggler: slow {kind} group {group} delay {delay}", flush=True)
+            job.start(slow_group=group, slow_group_delay=delay)
+            job.wait_steps(3)
+            # Two observers, one per "host", each reading only its ranks, gathered every round through a store.
+            with tempfile.TemporaryDirectory() as store:
+                procs = [subprocess.Popen([scoutlib.SCOUT_BIN, "straggler", "--job", job.job, "--rounds", "3", "--interval", "1.5",
+                                           "--nodes", "2", "--node-index", str(i), "--local-ranks", f"{2 * i}-{2 * i + 1}",
+                                           "--store", f"file://{store}", "--format", "json"],
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+                outs = [p.communicate(timeout=120) for p in procs]
+            docs = []
+            for p, (out, err) in zip(procs, outs):
+                self.assertEqual(p.returncode, scoutlib.EXIT["attributed"], err)
+                d = json.loads(out)
+                scoutlib.validate(d)
+                docs.append(d)
+            self.assertEqual(docs[0]["suspects"], docs[1]["suspects"])
+            self.assertEqual(docs[0]["details"]["straggler"]["slow_groups"], docs[1]["details"]["straggler"]["slow_groups"])
+            self.assertEqual([g["observers"] for g in docs[0]["details"]["transport"]["gathers"]], [2, 2, 2])
+            doc = docs[0]
+            slow = doc["details"]["straggler"]["slow_groups"]
+            # The injected group is the slowest slow group. (A second, far less slow group is sometimes
+            # confirmed on this 2-core host: see the known defects of the straggler report.)
+            self.assertTrue(slow, doc["summary"])
+            top = max(slow, key=lambda g: g["link_ratio"])
+            self.assertEqual((top["kind"], top["members"]), (kind, group), doc["summary"])
+            self.assertTrue(all(isinstance(g["id"], str) for g in slow))
+            self.assertEqual([s for s in doc["suspects"] if s["reason"] == "compute"], [])
+            if len(slow) == 1 and kind == "tp":
+                self.assertEqual(doc["details"]["straggler"]["diagnosis"], "intra_node_link")
+                self.assertEqual([s["node"] for s in doc["suspects"]], [f"host{index}"])
+            elif len(slow) == 1:
+                self.assertEqual(doc["details"]["straggler"]["diagnosis"], "inter_node_network")
+                self.assertEqual(doc["scope"], "group")
+            self.assertTrue(all(s["reason"] == "communication" for s in doc["suspects"]))
+
+    def test_every_rank_slowed_equally_is_a_fleet_slowdown_not_a_straggler(self):
+        with StragglerJob(world=4, seed=SEED) as job, tempfile.TemporaryDirectory() as tmp:
+            history = os.path.join(tmp, "history.json")
+            job.start(slow_all_factor=3.0)
+            job.wait_steps(3)
+            for i in range(3):
+                r = straggler(job.job, "--rounds", "2", "--interval", "1", "--history", history)
+                doc = r.json()
+                self.assertExit(r, "healthy")
+                self.assertNotEqual(doc["details"]["temporal"]["status"], "fleet_slowdown", doc["details"]["temporal"])
+            job.slow_all()
+            time.sleep(1.5)
+            r = straggler(job.job, "--rounds", "2", "--interval", "1", "--history", history)
+            doc = r.json()
+            self.assertExit(r, "healthy")
+            self.assertEqual(doc["suspects"], [])
+            self.assertEqual(doc["details"]["temporal"]["status"], "fleet_slowdown", doc["details"]["temporal"])
+            self.assertIn("fleet_slowdown", [f["kind"] for f in doc["details"]["findings"]])
+            with open(history) as f:
+                h = json.load(f)
+            self.assertEqual(h["job"], job.job)
+
+
+class StragglerErrors(scoutlib.ScoutTestCase):
+    def test_no_records_is_unavailable(self):
+        r = straggler(f"no-such-job-{random.randrange(1 << 30)}", "--rounds", "1")
+        self.assertCleanError(r, "unavailable", "straggler")
+
+    def test_bad_flags_are_usage_errors(self):
+        for args in (["--rounds", "0"], ["--interval", "-1"], ["--min-ratio", "0.9"], ["--nodes", "2"],
+                     ["--store", "file:///tmp/x"], ["--order", "tp,dp"], ["--evidence-in", "/x", "--bench"]):
+            r = straggler("j", *args)
+            self.assertCleanError(r, "usage", "straggler")
+
+    def test_bad_history_and_evidence_are_bad_input(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            bad = os.path.join(tmp, "bad.json")
+            with open(bad, "w") as f:
+                f.write("{not json")
+            r = straggler("j", "--evidence-in", bad)
+            self.assertCleanError(r, "bad_input", "straggler")
+            ev = os.path.join(tmp, "ev.json")
+            with open(ev, "w") as f:
+                json.dump({"schema": "scout.straggler-evidence", "version": 1, "job": "other", "rounds": []}, f)
+            r = straggler("j", "--evidence-in", ev)
+            self.assertCleanError(r, "bad_input", "straggler")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,133 @@
+"""A DDP trainer (gloo, CPU) with the scout publisher for scout's straggler
+tests: it trains until killed, and can slow itself down.
+
+Launch one process per rank with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+and SCOUT_JOB set (tests/integration/test_straggler.py does). Each step:
+
+  compute   --work matrix products of 96x96 (the step's fixed computation;
+            the rank's "forward"), then forward/backward of a small DDP model
+            (DDP's gradient all-reduce over the world, published by the
+            publisher's comm hook), optimizer step;
+  tp        with --tp T > 1: one all_reduce in the rank's tensor-parallel
+            group (ranks r - r % T .. + T - 1) and one in its data-parallel
+            group (ranks with the same r % T); SCOUT_MESH is dp=W/T,tp=T;
+  world     an all_reduce of the loss over the world.
+
+Slowdowns (as degraded hardware would):
+  --slow-rank R --slow-factor F   rank R does F times the work (F may be fractional)
+  --slow-all-file P --slow-all-factor F   every rank does F times the work while file P exists
+  --slow-group-ranks a,b --slow-group-delay D  the ranks of that group (a tp or dp group)
+                                  sleep D seconds inside each of that group's collectives,
+                                  after the publisher recorded the enter (a slow link)
+Prints "ready" after the first step.
+"""
+import argparse
+import os
+import sys
+import time
+from datetime import timedelta
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser()
+    p.add_argument("--work", type=int, default=60)
+    p.add_argument("--work-ms", type=float, default=0.0,
+                   help="calibrate --work on rank 0 to about this many ms (broadcast to every rank), so the fixed work "
+                        "dominates the step on any torch")
+    p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--slow-rank", type=int, default=-1)
+    p.add_argument("--slow-factor", type=float, default=1.0)
+    p.add_argument("--slow-all-file", default="")
+    p.add_argument("--slow-all-factor", type=float, default=1.0)
+    p.add_argument("--slow-group-ranks", default="")
+    p.add_argument("--slow-group-delay", type=float, default=0.0)
+    p.add_argument("--steps", type=int, default=1000000)
+    p.add_argument("--pg-timeout", type=float, default=300.0)
+    a = p.parse_args(argv)
+
+    rank = int(os.environ["RANK"])
+    world = int(os.environ["WORLD_SIZE"])
+    if a.tp > 1:
+        os.environ["SCOUT_MESH"] = f"dp={world // a.tp},tp={a.tp}"
+    import scout_publisher
+    scout_publisher.enable()
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(1234)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=a.pg_timeout))
+    tp_group = dp_group = None
+    if a.tp > 1:
+        for start in range(0, world, a.tp):  # every rank creates every group, in the same order
+            g = dist.new_group(list(range(start, start + a.tp)))
+            if start <= rank < start + a.tp:
+                tp_group = g
+        for t in range(a.tp):
+            g = dist.new_group(list(range(t, world, a.tp)))
+            if rank % a.tp == t:
+                dp_group = g
+    m = torch.randn(96, 96) / 10
+    if a.work_ms > 0:
+        n = torch.zeros(1, dtype=torch.int64)
+        if rank == 0:
+            acc = m
+            t0 = time.perf_counter()
+            for _ in range(50):
+                acc = torch.tanh(acc @ m)
+            per = (time.perf_counter() - t0) / 50
+            n[0] = max(1, int(a.work_ms / 1000 / per))
+        dist.broadcast(n, src=0)
+        a.work = int(n[0])
+    slow_group = [int(x) for x in a.slow_group_ranks.split(",") if x.strip()]
+    in_slow_group = rank in slow_group
+
+    def delay_inside(name):
+        time.sleep(a.slow_group_delay)
+
+    model = DDP(torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 2)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(8, 16)
+    y = torch.randn(8, 2)
+    for step in range(1, a.steps + 1):
+        factor = 1.0
+        if rank == a.slow_rank:
+            factor *= a.slow_factor
+        if a.slow_all_file and os.path.exists(a.slow_all_file):
+            factor *= a.slow_all_factor
+        n = a.work * factor
+        whole, frac = int(n), n - int(n)
+        acc = m
+        for _ in range(whole):
+            acc = torch.tanh(acc @ m)
+        if frac > 0:  # the fractional part: a smaller product of the same kind
+            k = max(1, int(96 * frac))
+            torch.tanh(m[:k] @ m)
+        loss = torch.nn.functional.mse_loss(model(x + acc[:8, :16].mean()), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        if tp_group is not None:
+            t = torch.ones(4)
+            if in_slow_group and slow_group == list(range(rank - rank % a.tp, rank - rank % a.tp + a.tp)):
+                scout_publisher.set_after_enter_hook(delay_inside)
+            dist.all_reduce(t, group=tp_group)
+            scout_publisher.set_after_enter_hook(None)
+            if in_slow_group and slow_group == list(range(rank % a.tp, world, a.tp)):
+                scout_publisher.set_after_enter_hook(delay_inside)
+            dist.all_reduce(t, group=dp_group)
+            scout_publisher.set_after_enter_hook(None)
+        metric = loss.detach().reshape(1).clone()
+        dist.all_reduce(metric)
+        if step == 1:
+            print(f"straggler_trainer: rank {rank} ready (work {a.work})", flush=True)
+    dist.barrier()
+    print(f"straggler_trainer: rank {rank} done", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    os._exit(code)

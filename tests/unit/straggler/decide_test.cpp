@@ -1,0 +1,293 @@
+#include "lib/straggler/decide.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "tests/unit/straggler/sim.hpp"
+
+namespace scout::straggler {
+namespace {
+
+std::uint64_t fresh_seed() {
+  std::uint64_t s = std::random_device{}();
+  std::printf("straggler test seed=%llu\n", static_cast<unsigned long long>(s));
+  return s;
+}
+
+Analysis simulate(const sim::Spec& s, DecideOptions o = {}) { return analyse(sim::run(s), s.mesh, o); }
+
+std::vector<std::int64_t> compute_suspects(const Decision& d) {
+  std::vector<std::int64_t> out;
+  for (const auto& s : d.suspects)
+    if (s.reason == "compute") out.push_back(s.rank);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool any_suspect(const Decision& d) { return !d.suspects.empty() || !d.slow_groups.empty(); }
+
+TEST(StragglerTiming, MeshGroupsListEveryKindAndTheWorld) {
+  auto g = mesh_groups(*Mesh::parse("dp=2,tp=2"));
+  ASSERT_EQ(g.size(), 5u);  // dp groups, tp groups, the world
+  int dp = 0, tp = 0, world = 0;
+  for (auto& x : g) (x.kind == "dp" ? dp : x.kind == "tp" ? tp : world)++;
+  EXPECT_EQ(dp, 2);
+  EXPECT_EQ(tp, 2);
+  EXPECT_EQ(world, 1);
+  // dp=world: the dp group is the world group, listed once.
+  EXPECT_EQ(mesh_groups(*Mesh::parse("dp=4")).size(), 1u);
+}
+
+TEST(StragglerTiming, ComputeIsTheGapSinceTheLastCompletionAndWaitTheTimeInside) {
+  RoundEvidence r;
+  r.world = 1;
+  RankEvents re;
+  re.rank = 0;
+  auto ev = [](std::uint64_t op, std::uint64_t seq, std::int64_t in, std::int64_t out) {
+    records::CollectiveEvent e;
+    e.op_seq = op;
+    e.fingerprint.group = 7;
+    e.fingerprint.group_seq = seq;
+    e.fingerprint.type = records::CollectiveType::all_reduce;
+    e.enter_ns = in;
+    e.exit_ns = out;
+    return e;
+  };
+  re.events = {ev(1, 1, 100, 200), ev(2, 2, 500, 650), ev(3, 3, 600, 0), ev(4, 4, 900, 1000)};
+  r.ranks.push_back(re);
+  auto t = build_table(r, {}, nullptr);
+  const auto& calls = t.ranks.at(0);
+  ASSERT_EQ(calls.size(), 2u);  // the oldest has no predecessor; the one still inside has no exit
+  auto kind = t.groups.at(0).kind;
+  EXPECT_EQ(calls.at({kind, 2}).compute_ns, 300);
+  EXPECT_EQ(calls.at({kind, 2}).wait_ns, 150);
+  EXPECT_EQ(calls.at({kind, 4}).compute_ns, 250);
+}
+
+TEST(StragglerTiming, CallsRanksDisagreeOnAreDropped) {
+  sim::Spec s;
+  s.rounds = 1;
+  auto ev = sim::run(s);
+  auto& e = ev[0].ranks[2].events[10];
+  e.fingerprint.count = 5;
+  auto t = build_table(ev[0], mesh_groups(s.mesh), nullptr);
+  EXPECT_EQ(t.misaligned, 1);
+  for (auto& [r, calls] : t.ranks) EXPECT_FALSE(calls.count({"dp", e.fingerprint.group_seq}));
+}
+
+TEST(StragglerDecide, CleanMeshesNameNoOne) {
+  for (int i = 0; i < 12; ++i) {
+    const auto seed = fresh_seed();
+    std::mt19937_64 rng(seed);
+    const char* meshes[] = {"dp=4", "dp=8", "dp=4,tp=2", "dp=3,tp=4", "dp=8,tp=2", "dp=2,tp=2,pp=2"};
+    sim::Spec s;
+    s.mesh = *Mesh::parse(meshes[rng() % 6]);
+    s.ranks_per_node = s.mesh.size(Dim::tp);
+    s.seed = seed;
+    auto a = simulate(s);
+    EXPECT_TRUE(a.decision.enough_data) << s.mesh.spec();
+    EXPECT_FALSE(any_suspect(a.decision)) << "seed " << seed << " mesh " << s.mesh.spec();
+    EXPECT_EQ(a.decision.diagnosis, Diagnosis::none);
+    auto v = make_verdict("straggler", "j", a.decision, a.rounds, a.tables, s.mesh, "test");
+    EXPECT_EQ(v.status, VerdictStatus::healthy) << v.summary;
+  }
+}
+
+TEST(StragglerDecide, ARandomComputeStragglerIsNamedWithReasonCompute) {
+  for (int i = 0; i < 12; ++i) {
+    const auto seed = fresh_seed();
+    std::mt19937_64 rng(seed);
+    const char* meshes[] = {"dp=4", "dp=8", "dp=4,tp=2", "dp=3,tp=4", "dp=8,tp=2"};
+    sim::Spec s;
+    s.mesh = *Mesh::parse(meshes[rng() % 5]);
+    s.ranks_per_node = s.mesh.size(Dim::tp);
+    s.seed = seed;
+    const std::int64_t victim = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(s.mesh.world_size()));
+    const double factor = std::uniform_real_distribution<double>(1.3, 3.0)(rng);
+    s.compute_factor[victim] = factor;
+    auto a = simulate(s);
+    EXPECT_EQ(compute_suspects(a.decision), std::vector<std::int64_t>{victim})
+        << "seed " << seed << " mesh " << s.mesh.spec() << " factor " << factor;
+    EXPECT_TRUE(a.decision.slow_groups.empty()) << "seed " << seed;
+    EXPECT_EQ(a.decision.diagnosis, Diagnosis::compute);
+    ASSERT_FALSE(a.decision.suspects.empty());
+    EXPECT_NEAR(a.decision.suspects[0].ratio, factor, 0.15 * factor);
+    auto v = make_verdict("straggler", "j", a.decision, a.rounds, a.tables, s.mesh, "test");
+    EXPECT_EQ(v.status, VerdictStatus::attributed);
+    EXPECT_EQ(v.scope, Scope::rank);
+  }
+}
+
+TEST(StragglerDecide, A13xStragglerIsFoundWithinThreeRounds) {
+  const auto seed = fresh_seed();
+  sim::Spec s;
+  s.mesh = *Mesh::parse("dp=8");
+  s.rounds = 3;
+  s.seed = seed;
+  s.compute_factor[5] = 1.3;
+  auto a = simulate(s);
+  EXPECT_EQ(compute_suspects(a.decision), std::vector<std::int64_t>{5}) << "seed " << seed;
+}
+
+TEST(StragglerDecide, TwoStragglersInDifferentPeerGroupsAreBothNamed) {
+  const auto seed = fresh_seed();
+  sim::Spec s;
+  s.mesh = *Mesh::parse("dp=4,tp=2");  // peer groups {0,2,4,6} and {1,3,5,7}
+  s.ranks_per_node = 2;
+  s.seed = seed;
+  s.compute_factor[2] = 1.6;
+  s.compute_factor[7] = 2.2;
+  auto a = simulate(s);
+  EXPECT_EQ(compute_suspects(a.decision), (std::vector<std::int64_t>{2, 7})) << "seed " << seed;
+  EXPECT_TRUE(a.decision.slow_groups.empty());
+}
+
+TEST(StragglerDecide, FlaggedInOneRoundOfThreeIsNotNamed) {
+  sim::Spec s;
+  s.mesh = *Mesh::parse("dp=6");
+  s.seed = fresh_seed();
+  auto ev = sim::run(s);
+  sim::Spec slow = s;
+  slow.compute_factor[3] = 2.0;
+  slow.rounds = 1;
+  ev[1] = sim::run(slow)[0];
+  for (auto& r : ev[1].ranks)
+    for (auto& e : r.events) e.fingerprint.group_seq += 50000, e.op_seq += 50000;
+  auto a = analyse(ev, s.mesh, {});
+  EXPECT_EQ(a.decision.rounds_with_data, 3);
+  EXPECT_TRUE(compute_suspects(a.decision).empty());
+  // Two of three rounds: named.
+  ev[2] = ev[1];
+  for (auto& r : ev[2].ranks)
+    for (auto& e : r.events) e.fingerprint.group_seq += 50000, e.op_seq += 50000;
+  a = analyse(ev, s.mesh, {});
+  EXPECT_EQ(compute_suspects(a.decision), std::vector<std::int64_t>{3});
+}
+
+TEST(StragglerDecide, OneSlowRankLinkIsMachineLocal) {
+  // dp=4,tp=4, 4 ranks per node: rank r's communication is slow, so its tp group (inside its node) and its
+  // dp group (across nodes) are slow; they meet in r and its node.
+  for (int i = 0; i < 4; ++i) {
+    const auto seed = fresh_seed();
+    std::mt19937_64 rng(seed);
+    sim::Spec s;
+    s.mesh = *Mesh::parse("dp=4,tp=4");
+    s.ranks_per_node = 4;
+    s.seed = seed;
+    const std::int64_t victim = static_cast<std::int64_t>(rng() % 16);
+    s.link_factor = [victim](const GroupInfo& g) {
+      return g.kind != "world" && std::find(g.members.begin(), g.members.end(), victim) != g.members.end() ? 6.0 : 1.0;
+    };
+    auto a = simulate(s);
+    EXPECT_EQ(a.decision.diagnosis, Diagnosis::machine_local) << "seed " << seed;
+    ASSERT_EQ(a.decision.suspects.size(), 1u) << "seed " << seed;
+    EXPECT_EQ(a.decision.suspects[0].rank, victim);
+    EXPECT_EQ(a.decision.suspects[0].reason, "communication");
+    EXPECT_EQ(a.decision.suspects[0].node, "node" + std::to_string(victim / 4));
+    EXPECT_GT(a.decision.suspects[0].ratio, 3.0);
+    auto v = make_verdict("straggler", "j", a.decision, a.rounds, a.tables, s.mesh, "test");
+    EXPECT_EQ(v.action, "replace_node");
+  }
+}
+
+TEST(StragglerDecide, OneSlowTpGroupIsAnIntraNodeLink) {
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  sim::Spec s;
+  s.mesh = *Mesh::parse("dp=4,tp=2");
+  s.ranks_per_node = 2;
+  s.seed = seed;
+  const std::int64_t node = static_cast<std::int64_t>(rng() % 4);
+  s.link_factor = [node](const GroupInfo& g) { return g.kind == "tp" && g.members[0] == 2 * node ? 8.0 : 1.0; };
+  auto a = simulate(s);
+  EXPECT_EQ(a.decision.diagnosis, Diagnosis::intra_node_link) << "seed " << seed;
+  ASSERT_EQ(a.decision.slow_groups.size(), 1u);
+  EXPECT_TRUE(a.decision.slow_groups[0].intra_node);
+  ASSERT_EQ(a.decision.suspects.size(), 1u);
+  EXPECT_EQ(a.decision.suspects[0].rank, -1);
+  EXPECT_EQ(a.decision.suspects[0].node, "node" + std::to_string(node));
+  EXPECT_TRUE(compute_suspects(a.decision).empty());
+}
+
+TEST(StragglerDecide, OnlyInterNodeGroupsSlowIsTheNetwork) {
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  sim::Spec s;
+  s.mesh = *Mesh::parse("dp=4,tp=4");
+  s.ranks_per_node = 4;
+  s.seed = seed;
+  const std::int64_t t = static_cast<std::int64_t>(rng() % 4);
+  s.link_factor = [t](const GroupInfo& g) { return g.kind == "dp" && g.members[0] == t ? 5.0 : 1.0; };
+  auto a = simulate(s);
+  EXPECT_EQ(a.decision.diagnosis, Diagnosis::inter_node_network) << "seed " << seed;
+  ASSERT_EQ(a.decision.slow_groups.size(), 1u);
+  EXPECT_FALSE(a.decision.slow_groups[0].intra_node);
+  auto v = make_verdict("straggler", "j", a.decision, a.rounds, a.tables, s.mesh, "test");
+  EXPECT_EQ(v.scope, Scope::group);
+  EXPECT_EQ(v.action, "run_fabric_diagnostics");
+}
+
+TEST(StragglerDecide, AGroupFarLessSlowThanTheSlowestIsAConsequenceNotACause) {
+  const auto seed = fresh_seed();
+  sim::Spec s;
+  s.mesh = *Mesh::parse("dp=4,tp=4");
+  s.ranks_per_node = 4;
+  s.link_ns = 2e6;
+  s.seed = seed;
+  s.link_factor = [](const GroupInfo& g) {
+    if (g.kind == "dp" && g.members[0] == 1) return 8.0;                          // the cause: 14 ms more per call
+    if (g.kind == "tp" && g.members[0] == 4) return 2.0;                          // a knock-on: 2 ms more
+    return 1.0;
+  };
+  auto a = simulate(s);
+  ASSERT_EQ(a.decision.slow_groups.size(), 1u) << "seed " << seed;
+  EXPECT_EQ(a.decision.slow_groups[0].group.kind, "dp");
+  EXPECT_EQ(a.decision.diagnosis, Diagnosis::inter_node_network);
+  EXPECT_FALSE(a.decision.notes.empty());
+}
+
+TEST(StragglerDecide, SlowGroupsOnManyNodesAreClusterWide) {
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  sim::Spec s;
+  s.mesh = *Mesh::parse("dp=8,tp=2");
+  s.ranks_per_node = 2;
+  s.seed = seed;
+  std::set<std::int64_t> nodes;
+  while (nodes.size() < 3) nodes.insert(static_cast<std::int64_t>(rng() % 8));
+  s.link_factor = [nodes](const GroupInfo& g) { return g.kind == "tp" && nodes.count(g.members[0] / 2) ? 8.0 : 1.0; };
+  auto a = simulate(s);
+  EXPECT_EQ(a.decision.diagnosis, Diagnosis::cluster_wide) << "seed " << seed;
+  auto v = make_verdict("straggler", "j", a.decision, a.rounds, a.tables, s.mesh, "test");
+  EXPECT_EQ(v.status, VerdictStatus::inconclusive);
+  EXPECT_TRUE(v.suspects.empty());
+}
+
+TEST(StragglerDecide, TooFewCallsIsInconclusive) {
+  sim::Spec s;
+  s.steps_per_round = 1;
+  s.rounds = 3;
+  auto ev = sim::run(s);
+  for (auto& r : ev)
+    for (auto& re : r.ranks) re.events.resize(std::min<std::size_t>(re.events.size(), 2));
+  auto a = analyse(ev, s.mesh, {});
+  EXPECT_FALSE(a.decision.enough_data);
+  auto v = make_verdict("straggler", "j", a.decision, a.rounds, a.tables, s.mesh, "test");
+  EXPECT_EQ(v.status, VerdictStatus::inconclusive);
+}
+
+TEST(StragglerDecide, VerdictIdsAreStrings) {
+  sim::Spec s;
+  s.mesh = *Mesh::parse("dp=4,tp=2");
+  s.ranks_per_node = 2;
+  s.link_factor = [](const GroupInfo& g) { return g.kind == "tp" && g.members[0] == 0 ? 8.0 : 1.0; };
+  auto a = simulate(s);
+  auto v = make_verdict("straggler", "j", a.decision, a.rounds, a.tables, s.mesh, "test");
+  auto j = to_json(v);
+  for (auto& g : j["details"]["straggler"]["slow_groups"]) EXPECT_TRUE(g["id"].is_string());
+  for (auto& g : j["details"]["straggler"]["groups"]) EXPECT_TRUE(g["id"].is_string());
+}
+
+}  // namespace
+}  // namespace scout::straggler

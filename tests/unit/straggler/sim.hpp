@@ -1,0 +1,100 @@
+// A discrete-event simulation of a synchronous training job for the straggler
+// unit tests: every step runs the same program of collectives (one per group
+// kind, in order); a collective of group G starts when its last member arrives
+// and costs link(G); each rank computes before each call. The ring of each
+// rank at the end of every round is what its record would hold.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "lib/records/layout.hpp"
+#include "lib/straggler/timing.hpp"
+#include "lib/topology/mesh.hpp"
+
+namespace scout::straggler::sim {
+
+struct Spec {
+  Mesh mesh = *Mesh::parse("dp=4");
+  std::int64_t ranks_per_node = 1;
+  std::int64_t steps_per_round = 20;
+  std::int64_t rounds = 3;
+  double compute_ns = 2e6;   // per call
+  double jitter = 0.04;      // relative, uniform +-
+  double link_ns = 3e5;      // per call
+  std::map<std::int64_t, double> compute_factor;               // rank -> factor
+  std::function<double(const GroupInfo&)> link_factor;          // group -> factor (default 1)
+  std::function<double(std::int64_t round)> fleet_factor;       // all compute, per round (default 1)
+  std::uint64_t seed = 1;
+};
+
+inline std::vector<RoundEvidence> run(const Spec& s) {
+  std::mt19937_64 rng(s.seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  const auto groups = mesh_groups(s.mesh);
+  std::vector<std::string> kinds;
+  for (const auto& g : groups)
+    if (std::find(kinds.begin(), kinds.end(), g.kind) == kinds.end()) kinds.push_back(g.kind);
+  const auto world = s.mesh.world_size();
+  std::vector<double> t(static_cast<std::size_t>(world), 1.7e18);
+  std::vector<std::vector<records::CollectiveEvent>> ev(static_cast<std::size_t>(world));
+  std::map<std::uint64_t, std::uint64_t> seq;
+  std::vector<RoundEvidence> out;
+  std::uint64_t step = 0;
+  for (std::int64_t round = 0; round < s.rounds; ++round) {
+    const double fleet = s.fleet_factor ? s.fleet_factor(round) : 1.0;
+    for (std::int64_t st = 0; st < s.steps_per_round; ++st) {
+      ++step;
+      for (const auto& kind : kinds)
+        for (const auto& g : groups) {
+          if (g.kind != kind) continue;
+          std::vector<double> arrive;
+          double start = 0;
+          for (auto m : g.members) {
+            auto it = s.compute_factor.find(m);
+            double f = (it == s.compute_factor.end() ? 1.0 : it->second) * fleet;
+            double a = t[static_cast<std::size_t>(m)] + s.compute_ns * f * (1 + s.jitter * u(rng));
+            arrive.push_back(a);
+            start = std::max(start, a);
+          }
+          double lf = s.link_factor ? s.link_factor(g) : 1.0;
+          double exit = start + s.link_ns * lf * (1 + s.jitter * u(rng));
+          const std::uint64_t gs = ++seq[g.id];
+          for (std::size_t i = 0; i < g.members.size(); ++i) {
+            auto m = static_cast<std::size_t>(g.members[i]);
+            records::CollectiveEvent e;
+            e.fingerprint.group = g.id;
+            e.fingerprint.type = records::CollectiveType::all_reduce;
+            e.fingerprint.count = 1024;
+            e.fingerprint.group_seq = gs;
+            e.op_seq = ev[m].size() + 1;
+            e.enter_ns = static_cast<std::int64_t>(arrive[i]);
+            double x = exit + 2e3 * (1 + u(rng));
+            e.exit_ns = static_cast<std::int64_t>(x);
+            t[m] = x;
+            ev[m].push_back(e);
+          }
+        }
+    }
+    RoundEvidence r;
+    r.world = world;
+    for (std::int64_t rank = 0; rank < world; ++rank) {
+      RankEvents re;
+      re.rank = rank;
+      re.node = "node" + std::to_string(rank / s.ranks_per_node);
+      re.step = step;
+      re.read_ns = static_cast<std::int64_t>(t[static_cast<std::size_t>(rank)]);
+      const auto& all = ev[static_cast<std::size_t>(rank)];
+      std::size_t from = all.size() > records::layout::k_ring_size ? all.size() - records::layout::k_ring_size : 0;
+      re.events.assign(all.begin() + static_cast<std::ptrdiff_t>(from), all.end());
+      r.ranks.push_back(std::move(re));
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace scout::straggler::sim
