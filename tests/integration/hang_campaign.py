@@ -106,6 +106,8 @@ def draw(rng, kind, world=None):
             faults.append((r, rng.randint(2, steps - 2), k, where))
         if n == 2 and fkind not in DEATHS:
             faults[1] = (faults[1][0], faults[0][1], fkind, faults[0][3])  # two hangs: same step
+        if n == 2 and fkind == "kill":
+            fkind = "deaths"  # two in-process deaths of drawn kinds
     else:
         mesh = rng.choice(("dp=4,tp=2", "dp=3,tp=2", "dp=2,pp=2,tp=2", "dp=4,pp=2"))
         sizes = mesh_groups(mesh, None)
