@@ -1024,6 +1024,8 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
     if (out.suspects.count(r)) continue;
     const auto& p = R[r];
     if (!(p.dead || p.failed || p.torn_dead)) continue;
+    if (p.s && !p.failed && views.ranks[r].evidence->process.exit_code == 0 && views.ranks[r].evidence->process.signal == 0)
+      continue;  // it exited cleanly: it ended, it did not die
     json row = {{"rank", r}};
     if (p.s) {
       const auto& proc = views.ranks[r].evidence->process;

@@ -36,9 +36,9 @@ HYBRID_FAULTS = ("stop", "exit", "skip", "extra", "segv", "kill")
 class CampaignJob(TrainerJob):
     """A TrainerJob running cascade_trainer.py with a mesh and a fault list."""
 
-    def __init__(self, world, mesh, faults, steps, seed, pg_timeout=45.0):
+    def __init__(self, world, mesh, faults, steps, seed, pg_timeout=45.0, step_delay=0.0):
         super().__init__(world=world, steps=steps, fault="none", fault_rank=0, fault_step=2, seed=seed,
-                         pg_timeout=pg_timeout, extra_env={"SCOUT_MESH": mesh})
+                         pg_timeout=pg_timeout, extra_env={"SCOUT_MESH": mesh}, step_delay=step_delay)
         self.mesh, self.faults = mesh, faults
 
     def start(self):
@@ -46,7 +46,7 @@ class CampaignJob(TrainerJob):
         spec = ",".join(f"{r}:{s}:{k}:{w}" for r, s, k, w in self.faults if k != "kill")
         for rank in range(self.world):
             cmd = [PYTHON, TRAINER, "--steps", str(self.steps), "--faults", spec, "--pg-timeout", str(self.pg_timeout),
-                   "--seed", str(self.seed % 100000)]
+                   "--seed", str(self.seed % 100000), "--step-delay", str(self.step_delay)]
             log = open(os.path.join(self.logdir, f"rank{rank}.log"), "w")
             self._logs.append(log)
             self.procs.append(subprocess.Popen(cmd, env=self.env(rank, port), stdout=log, stderr=subprocess.STDOUT,
@@ -130,13 +130,15 @@ def run_one(rng, desc, log=print):
     world, mesh, faults = desc["world"], desc["mesh"], desc["faults"]
     result = {"world": world, "mesh": mesh, "fault": desc["kind"], "faults": faults, "seed": seed, "probes": [],
               "innocent": False, "missed": False}
-    with CampaignJob(world, mesh, faults, desc["steps"], seed) as job:
+    kill = [f for f in faults if f[2] == "kill"]
+    # A rank killed from outside at a random moment: a longer job, so the moment falls inside it.
+    steps, delay = (40, 0.1) if kill else (desc["steps"], 0.0)
+    with CampaignJob(world, mesh, faults, steps, seed, step_delay=delay) as job:
         job.start()
         job.wait_training(min_step=1, timeout=180)
         killed = set()
-        kill = [f for f in faults if f[2] == "kill"]
         if kill:
-            time.sleep(rng.uniform(0.0, 1.5))
+            time.sleep(rng.uniform(0.0, 2.0))
             for r, _, _, _ in kill:
                 try:
                     os.kill(job.procs[r].pid, signal.SIGKILL)
