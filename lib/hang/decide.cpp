@@ -549,30 +549,41 @@ std::vector<std::pair<std::int64_t, Finding>> history_outliers(const Positions& 
     ref_total = 0;
     for (auto i : refs) ref_total += classes[i].count;
   }
+  // Pairwise incompatibility of each class with the reference classes.
+  std::vector<std::size_t> against(classes.size(), 0);
+  std::vector<std::optional<Finding>> first(classes.size());
+  std::size_t best_compatible = 0;  // the most ranks one class is compatible with (itself included)
   for (std::size_t ci = 0; ci < classes.size(); ++ci) {
     const auto& c = classes[ci];
-    std::size_t against = 0;
-    std::optional<Finding> first;
+    std::size_t compatible = std::find(refs.begin(), refs.end(), ci) != refs.end() ? c.count : 0;
     for (auto di : refs) {
       if (di == ci) continue;
       const auto& d = classes[di];
       auto f = history_divergence(pos.ranks[c.rep], pos.ranks[d.rep]);
       const bool incompatible = f || history_divergence(pos.ranks[d.rep], pos.ranks[c.rep]);
-      if (!incompatible) continue;
-      against += d.count;
-      if (!first && f) {
-        first = std::move(f);
-        first->evidence["compared_with"] = d.rep;
+      if (!incompatible) {
+        compatible += d.count;
+        continue;
+      }
+      against[ci] += d.count;
+      if (!first[ci] && f) {
+        first[ci] = std::move(f);
+        first[ci]->evidence["compared_with"] = d.rep;
       }
     }
-    // More than half of the group (itself included) disagrees with it.
-    if (first && against * 2 > ref_total)
-      for (auto r : c.ranks) {
-        Finding g = *first;
-        g.evidence["incompatible_with"] = against;
-        g.evidence["compared"] = ref_total;
-        out.emplace_back(r, std::move(g));
-      }
+    best_compatible = std::max(best_compatible, compatible);
+  }
+  // Only where the histories of a strict majority agree with each other: then
+  // a class more than half of the group disagrees with has diverged.
+  if (best_compatible * 2 <= ref_total) return out;
+  for (std::size_t ci = 0; ci < classes.size(); ++ci) {
+    if (!first[ci] || against[ci] * 2 <= ref_total) continue;
+    for (auto r : classes[ci].ranks) {
+      Finding g = *first[ci];
+      g.evidence["incompatible_with"] = against[ci];
+      g.evidence["compared"] = ref_total;
+      out.emplace_back(r, std::move(g));
+    }
   }
   return out;
 }
@@ -796,15 +807,21 @@ Comparison compare_groups(const Positions& pos, const Views& views, const Mesh& 
     for (std::size_t gi = 0; gi < peer_group_count; ++gi) history_groups.push_back(compared[gi]);
   else
     for (const auto& g : stages) history_groups.emplace_back("stage", g);
-  for (const auto& [hkind, hmembers] : history_groups) {
+  for (const auto& [hkind, hmembers_all] : history_groups) {
+    // A rank already known to have made other calls is no reference for the others' histories.
+    std::vector<std::int64_t> hmembers;
+    for (auto r : hmembers_all) {
+      auto it = out.candidates.find(r);
+      if (it == out.candidates.end() || it->second.weight != Weight::definitive) hmembers.push_back(r);
+    }
     for (const auto& [r, f] : history_outliers(pos, hmembers)) {
       if (out.candidates.count(r)) continue;
       Finding g = f;
       g.evidence["step"] = pos.ranks[r].s->step;
       g.evidence["pending"] = fingerprint_json(pos.ranks[r].s->pending);
       g.evidence["group"] = hkind;
-      if (hmembers.size() <= k_max_group_values) g.evidence["group_members"] = hmembers;
-      else g.evidence["group_size"] = hmembers.size();
+      if (hmembers_all.size() <= k_max_group_values) g.evidence["group_members"] = hmembers_all;
+      else g.evidence["group_size"] = hmembers_all.size();
       out.candidates.emplace(r, Candidate{std::move(g), Weight::definitive});
     }
   }
