@@ -182,7 +182,13 @@ def run_one(rng, desc, log=print):
             for w in doc["details"].get("waits", []):
                 waits_end.update(w.get("chain_ends_at", []))
             before_call = all(f[2] != "kill" for f in faults if f[0] in faulty)
-            required = sorted(r for r in faulty if (when != "during" and before_call) or r in waits_end)
+            # Consensus needs the faulty ranks to be a strict minority of their replicas: two
+            # identical skips or extra calls among four replicas are a tie, and nothing names them.
+            dp = mesh_groups(mesh, world).get("dp", 1)
+            diverging = [f for f in faults if f[2] in ("skip", "extra") and f[0] in faulty]
+            minority = 2 * len(diverging) < dp or len(diverging) <= 1 and dp >= 3
+            required = sorted(r for r in faulty if ((when != "during" and before_call) or r in waits_end) and
+                              (minority or r not in {f[0] for f in diverging}))
             missed = [r for r in required if r not in named]
             row = {"when": when, "rc": rc, "status": doc["status"], "kind": doc["details"].get("kind"), "named": named,
                    "victims": [v["rank"] for v in doc["details"].get("victims", [])], "innocent": innocent,
