@@ -74,9 +74,12 @@ nlohmann::json read_json(const records::RecordRead& r, std::int64_t now) {
     ej["op_seq"] = e.op_seq;
     ej["enter_ns"] = e.enter_ns;
     ej["exit_ns"] = e.exit_ns == 0 ? nlohmann::json(nullptr) : nlohmann::json(e.exit_ns);
+    if (e.failed) ej["failed"] = true;
     recent.push_back(std::move(ej));
   }
   rec["recent"] = std::move(recent);
+  rec["ring_events"] = s.events;
+  rec["dropped_events"] = s.dropped;
   j["record"] = std::move(rec);
   return j;
 }

@@ -23,6 +23,11 @@ namespace layout = scout::records::layout;
 namespace {
 
 constexpr int k_lock_spins = 256;
+// A deferred exit whose collective failed carries this bit beside its token
+// (tokens are op_seq values, far below 2^63).
+constexpr std::uint64_t k_failed_bit = std::uint64_t{1} << 63;
+constexpr std::uint8_t k_state_done = 3;    // CollectiveState::done
+constexpr std::uint8_t k_state_failed = 4;  // CollectiveState::failed
 
 // What the writer knows; the record is its published mirror.
 struct Mirror {
@@ -42,6 +47,7 @@ struct Mirror {
   std::uint64_t events = 0;
   std::uint64_t dropped = 0;
   std::uint8_t phase_before_collective = 0;
+  bool failed = false;  // a collective in flight since in_flight was last 0 completed with an error
 };
 
 std::uint64_t now_ns(clockid_t clock) { return static_cast<std::uint64_t>(scout::clock_ns(clock)); }
@@ -70,7 +76,7 @@ void publish_progress(layout::Progress& p, const Mirror& m) {
   p.dropped.store(m.dropped, r);
 }
 
-void write_slot_exit(layout::RingSlot& slot, std::uint64_t exit_ns);
+void write_slot_exit(layout::RingSlot& slot, std::uint64_t exit_ns, bool failed);
 
 }  // namespace
 
@@ -134,21 +140,26 @@ struct scout_record {
     }
     return any;
   }
-  // Marks the collective entered with `token` complete; call with the lock held.
+  // Marks the collective entered with `token` complete (failed when the token
+  // carries k_failed_bit); call with the lock held.
   bool apply_exit(std::uint64_t token, std::uint64_t now) {
     Mirror& m = mirror;
-    if (token > m.op_seq) return false;
+    const bool failed = (token & k_failed_bit) != 0;
+    token &= ~k_failed_bit;
+    if (token == 0 || token > m.op_seq) return false;
     for (std::size_t back = 0; back < layout::k_ring_size && back < m.events; ++back) {
       std::size_t slot = (m.events - 1 - back) % layout::k_ring_size;
       if (ring_op[slot] == token) {
-        write_slot_exit(rec->ring[slot], now);
+        write_slot_exit(rec->ring[slot], now, failed);
         break;
       }
     }
     advance(now);
     if (m.in_flight > 0) --m.in_flight;
+    m.failed = m.failed || failed;
     if (m.in_flight == 0) {
-      m.state = 3;  // CollectiveState::done
+      m.state = m.failed ? k_state_failed : k_state_done;
+      m.failed = false;
       if (m.phase == SCOUT_PHASE_COLLECTIVE) m.phase = m.phase_before_collective;
     }
     return true;
@@ -202,12 +213,16 @@ void write_slot(layout::RingSlot& slot, const Mirror& m, std::uint64_t op_seq, s
   slot.seq.store(s + 2, std::memory_order_release);
 }
 
-void write_slot_exit(layout::RingSlot& slot, std::uint64_t exit_ns) {
+void write_slot_exit(layout::RingSlot& slot, std::uint64_t exit_ns, bool failed) {
   constexpr auto r = std::memory_order_relaxed;
   std::uint64_t s = slot.seq.load(r);
   slot.seq.store(s + 1, r);
   std::atomic_thread_fence(std::memory_order_release);
   slot.exit_ns.store(exit_ns, r);
+  if (failed) {
+    std::uint64_t small = slot.small.load(r);
+    slot.small.store((small & ~(std::uint64_t{0xff} << 8)) | std::uint64_t{k_state_failed} << 8, r);
+  }
   slot.seq.store(s + 2, std::memory_order_release);
 }
 
@@ -417,8 +432,11 @@ int scout_collective_enter(scout_record* record, uint64_t group, uint8_t type, u
   return SCOUT_OK;
 }
 
-int scout_collective_exit(scout_record* record, uint64_t token) {
-  if (record == nullptr || token == 0) return SCOUT_EINVAL;
+namespace {
+
+// scout_collective_exit and scout_collective_fail: `token` carries k_failed_bit for a failure.
+int finish_collective(scout_record* record, uint64_t token) {
+  if (record == nullptr || (token & ~k_failed_bit) == 0) return SCOUT_EINVAL;
   if (!record->lock()) {
     // Contended: hand the exit to the lock holder instead of dropping it.
     if (!record->defer_exit(token)) {
@@ -439,6 +457,18 @@ int scout_collective_exit(scout_record* record, uint64_t token) {
   record->publish(now);
   record->unlock();
   return known ? SCOUT_OK : SCOUT_EINVAL;
+}
+
+}  // namespace
+
+int scout_collective_exit(scout_record* record, uint64_t token) {
+  if ((token & k_failed_bit) != 0) return SCOUT_EINVAL;
+  return finish_collective(record, token);
+}
+
+int scout_collective_fail(scout_record* record, uint64_t token) {
+  if ((token & k_failed_bit) != 0) return SCOUT_EINVAL;
+  return finish_collective(record, token | k_failed_bit);
 }
 
 int scout_record_set_coords(scout_record* record, const int64_t* coords) {

@@ -113,6 +113,12 @@ SCOUT_PUBLISHER_API int scout_collective_enter(scout_record* record, uint64_t gr
 /* The collective entered with `token` completed. */
 SCOUT_PUBLISHER_API int scout_collective_exit(scout_record* record, uint64_t token);
 
+/* The collective entered with `token` completed with an error (its Work's
+ * wait() raised, the call raised, a peer closed the connection): published as
+ * state "failed" in the progress block (once no other collective is in
+ * flight) and in the call's ring slot, distinct from done. Layout version 2. */
+SCOUT_PUBLISHER_API int scout_collective_fail(scout_record* record, uint64_t token);
+
 /* Replaces the record's coordinates (d, s, t, p, c, e), e.g. once the job's
  * device mesh is known (the Python package finds it from a DeviceMesh when
  * SCOUT_MESH is not set). Not atomic across the six words: call it before the

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/common/error.hpp"
 #include "lib/hang/evidence.hpp"
 #include "lib/report/verdict.hpp"
 #include "lib/topology/mesh.hpp"
@@ -48,8 +49,14 @@ enum class HangKind {
 };
 std::string_view hang_kind_name(HangKind kind);
 
+// Usage error when the input cannot be decided as given: a --mesh whose world
+// size differs from the one the records name (a part of the job, or another
+// mesh, would be compared as if its ranks were peers). Call before decide().
+Status check_decision_input(const DecisionInput& input);
+
 // Decides. `input.nodes` must be in observer order; the result does not depend
-// on which observer runs it. Pure: no I/O, no clock.
+// on which observer runs it. Pure: no I/O, no clock. Stages (decide.cpp): gather
+// views, find positions, compare per group, follow waits, explain, render.
 Verdict decide(const DecisionInput& input);
 
 // The decision time all observers agree on: the latest collected_ns among the

@@ -16,9 +16,9 @@
 namespace scout::hang {
 
 // Layout version of the serialized blob; a reader refuses other versions.
-inline constexpr std::int64_t k_evidence_version = 1;
-// At most this many recent collective events per rank travel in a blob.
-inline constexpr std::size_t k_max_recent_events = 8;
+// Version 2: snapshots in the records codec (lib/records/snapshot_codec.hpp),
+// with the whole ring and its counters; record issues name their attempt.
+inline constexpr std::int64_t k_evidence_version = 2;
 
 // One rank as seen by its node's observer.
 struct RankEvidence {
@@ -34,6 +34,8 @@ struct RecordIssue {
   std::string message;
   std::int64_t rank = -1;      // when the segment name or header tells it, else -1
   bool writer_alive = false;   // the reader's liveness check of the writer named in the header
+  std::string attempt;         // the attempt the record belongs to, when it could be read ("" unknown)
+  std::int64_t world_size = 0; // the record's world size, when it could be read (0 unknown)
 };
 
 // Everything one observer knows, at `collected_ns` (CLOCK_REALTIME).

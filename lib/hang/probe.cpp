@@ -73,6 +73,7 @@ NodeEvidence collect_evidence(const std::vector<records::RecordRead>& reads, con
       issue.message = read.message.empty() && issue.problem == "stale" ? "record of an earlier attempt" : read.message;
       issue.rank = rank;
       issue.writer_alive = read.writer_alive;
+      if (read.snapshot) issue.attempt = read.snapshot->attempt, issue.world_size = read.snapshot->world_size;
       e.issues.push_back(std::move(issue));
       continue;
     }
@@ -250,6 +251,7 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
     }
   }
   in.now_ns = agreed_now(in.nodes);
+  if (auto checked = check_decision_input(in); !checked) return checked.error();
   Verdict v = decide(in);
   v.details["transport"] = transport_details;
   return v;

@@ -37,7 +37,13 @@ static_assert(Word::is_always_lock_free, "records need lock-free 64-bit atomics"
 // "SCOUTREC" in little-endian byte order.
 inline constexpr std::uint64_t k_magic = 0x43455254554f4353ULL;
 // Bumped whenever a field moves or changes meaning; readers refuse others.
-inline constexpr std::uint64_t k_layout_version = 1;
+// Version 2 (same size and offsets as 1) adds collective state 4, "failed", in
+// Progress::small and in a ring slot's small word (bits 8-15; 0 in version 1
+// slots and in slots of calls that did not fail). A version 2 reader reads
+// version 1 records too (k_min_layout_version); a version 1 reader refuses
+// version 2 records as unknown_version rather than misreading "failed".
+inline constexpr std::uint64_t k_layout_version = 2;
+inline constexpr std::uint64_t k_min_layout_version = 1;
 inline constexpr std::size_t k_ring_size = 64;
 inline constexpr std::size_t k_job_words = 16;     // 128 bytes, NUL padded
 inline constexpr std::size_t k_attempt_words = 8;  // 64 bytes
@@ -108,7 +114,7 @@ struct Progress {
 struct RingSlot {
   Word seq;     // odd while the slot is being written
   Word op_seq;  // op_seq of the enter; 0: slot never used
-  Word small;   // pack_small(0, 0, type, dtype)
+  Word small;   // pack_small(0, state, type, dtype): state 4 (failed) once the call failed, else 0
   Word group;
   Word count;
   Word root_or_op;

@@ -187,16 +187,16 @@ RecordRead read_segment(std::string_view name, const ReaderOptions& o) {
         name, RecordProblem::bad_magic,
         fmt::format("{} is not a scout record (magic {:#018x}, expected {:#018x})", path, magic, L::k_magic));
   std::uint64_t version = words[1].load(k_relaxed);
-  if (version != L::k_layout_version)
+  if (version < L::k_min_layout_version || version > L::k_layout_version)
     return problem(name, RecordProblem::unknown_version,
-                   fmt::format("{} has record layout version {}, this scout reads version {}; use the scout that "
-                               "matches the trainer's publisher",
-                               path, version, L::k_layout_version));
+                   fmt::format("{} has record layout version {}, this scout reads versions {} to {}; use the scout "
+                               "that matches the trainer's publisher",
+                               path, version, L::k_min_layout_version, L::k_layout_version));
   std::uint64_t size = words[2].load(k_relaxed);
   if (size != sizeof(L::Record) || static_cast<std::uint64_t>(m.m_stat.st_size) != sizeof(L::Record))
     return problem(name, RecordProblem::wrong_size,
                    fmt::format("{} is {} bytes and says {}, but a version {} record is {} bytes", path,
-                               m.m_stat.st_size, size, L::k_layout_version, sizeof(L::Record)));
+                               m.m_stat.st_size, size, version, sizeof(L::Record)));
   const auto* rec = static_cast<const L::Record*>(m.m_data);
   const auto& h = rec->header;
 
@@ -226,73 +226,93 @@ RecordRead read_segment(std::string_view name, const ReaderOptions& o) {
     return read;
   }
 
-  // Progress through the latch, retried until consistent or the deadline.
-  auto deadline = std::chrono::steady_clock::now() + o.read_timeout;
-  std::uint64_t p[12];
-  bool consistent = false;
-  for (std::uint64_t attempt = 0;; ++attempt) {
-    std::uint64_t s1 = rec->latch.load(std::memory_order_acquire);
-    const L::Progress& copy = rec->progress[s1 & 1];
-    const L::Word* w = &copy.step;
-    for (int i = 0; i < 12; ++i) p[i] = w[i].load(k_relaxed);
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (rec->latch.load(k_relaxed) == s1) {
-      consistent = true;
-      break;
-    }
-    if ((attempt & 63) == 63 && std::chrono::steady_clock::now() >= deadline) break;
-  }
-  if (!consistent) {
-    read.problem = RecordProblem::torn;
-    read.message = fmt::format("{}: no consistent read of the progress block within {} ms (writer {})", path,
-                               o.read_timeout.count(), read.writer_alive ? "alive and updating" : "gone");
-    return read;
-  }
-  s.step = p[0];
-  s.op_seq = p[1];
-  std::uint64_t small = p[2];
-  auto pending = decode_fingerprint(small, p[3], p[4], p[5], p[6]);
-  std::uint8_t phase = L::small_phase(small);
-  std::uint8_t state = L::small_state(small);
-  if (!pending || phase > static_cast<std::uint8_t>(Phase::idle) ||
-      state > static_cast<std::uint8_t>(CollectiveState::done)) {
-    read.problem = RecordProblem::corrupt;
-    read.message = fmt::format("{}: progress block holds unknown values (phase {}, state {}, type {})", path, phase,
-                               state, L::small_type(small));
-    return read;
-  }
-  s.pending = *pending;
-  s.phase = static_cast<Phase>(phase);
-  s.collective_state = static_cast<CollectiveState>(state);
-  s.progress_ns = static_cast<std::int64_t>(p[9]);
-  s.heartbeat_ns =
-      std::max(static_cast<std::int64_t>(rec->heartbeat_ns.load(std::memory_order_acquire)), s.progress_ns);
-
-  // Ring slots, each behind its own sequence; a slot that stays odd (its
-  // writer died mid-write) or never reads consistently is skipped.
-  for (std::size_t i = 0; i < L::k_ring_size; ++i) {
-    const L::RingSlot& slot = rec->ring[i];
-    for (int t = 0; t < k_slot_tries; ++t) {
-      std::uint64_t s1 = slot.seq.load(std::memory_order_acquire);
-      if (s1 & 1) continue;
-      std::uint64_t v[8];
-      const L::Word* w = &slot.op_seq;
-      for (int k = 0; k < 8; ++k) v[k] = w[k].load(k_relaxed);
+  // Progress and ring, read into `s` (header fields already set); false with
+  // `read` holding the problem when no consistent, valid read was made.
+  const std::uint8_t max_state =
+      static_cast<std::uint8_t>(version >= 2 ? CollectiveState::failed : CollectiveState::done);
+  auto read_body = [&](RankSnapshot& s) -> bool {
+    // Progress through the latch, retried until consistent or the deadline.
+    auto deadline = std::chrono::steady_clock::now() + o.read_timeout;
+    std::uint64_t p[12];
+    bool consistent = false;
+    for (std::uint64_t attempt = 0;; ++attempt) {
+      std::uint64_t s1 = rec->latch.load(std::memory_order_acquire);
+      const L::Progress& copy = rec->progress[s1 & 1];
+      const L::Word* w = &copy.step;
+      for (int i = 0; i < 12; ++i) p[i] = w[i].load(k_relaxed);
       std::atomic_thread_fence(std::memory_order_acquire);
-      if (slot.seq.load(k_relaxed) != s1) continue;
-      if (v[0] == 0 || v[0] > s.op_seq) break;  // never used, or newer than the progress we read
-      auto f = decode_fingerprint(v[1], v[2], v[3], v[4], v[5]);
-      if (!f) break;
-      CollectiveEvent e;
-      e.fingerprint = *f;
-      e.op_seq = v[0];
-      e.enter_ns = static_cast<std::int64_t>(v[6]);
-      e.exit_ns = static_cast<std::int64_t>(v[7]);
-      s.recent.push_back(e);
-      break;
+      if (rec->latch.load(k_relaxed) == s1) {
+        consistent = true;
+        break;
+      }
+      if ((attempt & 63) == 63 && std::chrono::steady_clock::now() >= deadline) break;
     }
+    if (!consistent) {
+      read.problem = RecordProblem::torn;
+      read.message = fmt::format("{}: no consistent read of the progress block within {} ms (writer {})", path,
+                                 o.read_timeout.count(), read.writer_alive ? "alive and updating" : "gone");
+      return false;
+    }
+    s.step = p[0];
+    s.op_seq = p[1];
+    std::uint64_t small = p[2];
+    auto pending = decode_fingerprint(small, p[3], p[4], p[5], p[6]);
+    std::uint8_t phase = L::small_phase(small);
+    std::uint8_t state = L::small_state(small);
+    if (!pending || phase > static_cast<std::uint8_t>(Phase::idle) ||
+        state > max_state) {
+      read.problem = RecordProblem::corrupt;
+      read.message = fmt::format("{}: progress block holds unknown values (phase {}, state {}, type {})", path, phase,
+                                 state, L::small_type(small));
+      return false;
+    }
+    s.pending = *pending;
+    s.phase = static_cast<Phase>(phase);
+    s.collective_state = static_cast<CollectiveState>(state);
+    s.progress_ns = static_cast<std::int64_t>(p[9]);
+    s.events = p[10];
+    s.dropped = p[11];
+    s.heartbeat_ns =
+        std::max(static_cast<std::int64_t>(rec->heartbeat_ns.load(std::memory_order_acquire)), s.progress_ns);
+
+    // Ring slots, each behind its own sequence; a slot that stays odd (its
+    // writer died mid-write) or never reads consistently is skipped.
+    for (std::size_t i = 0; i < L::k_ring_size; ++i) {
+      const L::RingSlot& slot = rec->ring[i];
+      for (int t = 0; t < k_slot_tries; ++t) {
+        std::uint64_t s1 = slot.seq.load(std::memory_order_acquire);
+        if (s1 & 1) continue;
+        std::uint64_t v[8];
+        const L::Word* w = &slot.op_seq;
+        for (int k = 0; k < 8; ++k) v[k] = w[k].load(k_relaxed);
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (slot.seq.load(k_relaxed) != s1) continue;
+        if (v[0] == 0 || v[0] > s.op_seq) break;  // never used, or newer than the progress we read
+        auto f = decode_fingerprint(v[1], v[2], v[3], v[4], v[5]);
+        if (!f) break;
+        CollectiveEvent e;
+        e.fingerprint = *f;
+        e.op_seq = v[0];
+        e.enter_ns = static_cast<std::int64_t>(v[6]);
+        e.exit_ns = static_cast<std::int64_t>(v[7]);
+        e.failed = version >= 2 && L::small_state(v[1]) == static_cast<std::uint8_t>(CollectiveState::failed);
+        s.recent.push_back(e);
+        break;
+      }
+    }
+    std::sort(s.recent.begin(), s.recent.end(), [](const auto& a, const auto& b) { return a.op_seq < b.op_seq; });
+    return true;
+  };
+  RankSnapshot header = s;
+  if (!read_body(s)) return read;
+  // A writer that died while it was read may have published after the copy
+  // was taken: read once more, now that the record is final, so that a dead
+  // writer's snapshot is always its last state (hang decisions rely on it).
+  if (read.writer_alive && !writer_alive(s.pid, start_ticks)) {
+    read.writer_alive = false;
+    s = std::move(header);
+    if (!read_body(s)) return read;
   }
-  std::sort(s.recent.begin(), s.recent.end(), [](const auto& a, const auto& b) { return a.op_seq < b.op_seq; });
   read.snapshot = std::move(s);
   return read;
 }

@@ -7,7 +7,8 @@ namespace scout::records {
 // The numeric values are shared with the C publisher (scout_publisher.h) and
 // packed into the record by layout::pack_small.
 static_assert(static_cast<int>(Phase::idle) == 7 && static_cast<int>(CollectiveType::other) == 15);
-static_assert(static_cast<int>(CollectiveState::inside) == 2 && static_cast<int>(CollectiveState::done) == 3);
+static_assert(static_cast<int>(CollectiveState::inside) == 2 && static_cast<int>(CollectiveState::done) == 3 &&
+              static_cast<int>(CollectiveState::failed) == 4);
 
 std::string_view phase_name(Phase phase) {
   switch (phase) {
@@ -79,6 +80,8 @@ std::string_view collective_state_name(CollectiveState state) {
       return "inside";
     case CollectiveState::done:
       return "done";
+    case CollectiveState::failed:
+      return "failed";
   }
   return "invalid";
 }

@@ -25,8 +25,9 @@ enum class CollectiveType : std::uint8_t {
   gather = 10, scatter = 11, barrier = 12, send = 13, recv = 14, other = 15,
 };
 
-// Whether the rank is entering, inside or done with its pending collective.
-enum class CollectiveState : std::uint8_t { none = 0, entering = 1, inside = 2, done = 3 };
+// Whether the rank is entering, inside or done with its pending collective,
+// or the collective completed with an error (failed: layout version 2).
+enum class CollectiveState : std::uint8_t { none = 0, entering = 1, inside = 2, done = 3, failed = 4 };
 
 std::string_view phase_name(Phase phase);
 std::string_view collective_type_name(CollectiveType type);
@@ -50,6 +51,9 @@ struct CollectiveEvent {
   std::uint64_t op_seq = 0;     // the rank's global operation sequence number
   std::int64_t enter_ns = 0;    // CLOCK_REALTIME nanoseconds
   std::int64_t exit_ns = 0;     // 0 while still inside
+  bool failed = false;          // the call completed with an error (layout version 2)
+
+  bool operator==(const CollectiveEvent&) const = default;
 };
 
 // A consistent snapshot of one rank's record.
@@ -70,8 +74,12 @@ struct RankSnapshot {
   CollectiveState collective_state = CollectiveState::none;
   std::int64_t heartbeat_ns = 0;  // last heartbeat or event, CLOCK_REALTIME ns
   std::int64_t progress_ns = 0;   // last time step or op_seq advanced
+  std::uint64_t events = 0;       // collective events ever written to the ring (> ring size: it wrapped)
+  std::uint64_t dropped = 0;      // events dropped because another thread of the writer held its lock
 
-  std::vector<CollectiveEvent> recent;  // oldest first
+  std::vector<CollectiveEvent> recent;  // the whole ring, oldest first
+
+  bool operator==(const RankSnapshot&) const = default;
 };
 
 // Why a segment could not be turned into a snapshot (or what is odd about it).

@@ -85,6 +85,8 @@ def _load_native():
             why.append(f"{path} was built for torch {built}, this is {want}")
             continue
         lib.scout_hooks_set_sink.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        if hasattr(lib, "scout_hooks_set_fail"):
+            lib.scout_hooks_set_fail.argtypes = [ctypes.c_void_p]
         lib.scout_hooks_attach.argtypes = [ctypes.c_char_p, ctypes.c_uint64, ctypes.POINTER(ctypes.c_int64),
                                            ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
         lib.scout_hooks_stats.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
@@ -164,7 +166,8 @@ class _PyGroup:
             try:
                 f.value()
             except Exception:
-                return  # failed: never completed, stays inside
+                record.fail(token)  # completed with an error: "failed", distinct from done
+                return
             record.exit(token)
 
         try:
@@ -307,6 +310,8 @@ def _set_sink(pub):
     enter = ctypes.cast(plib.scout_collective_enter, ctypes.c_void_p).value
     exit_ = ctypes.cast(plib.scout_collective_exit, ctypes.c_void_p).value
     lib.scout_hooks_set_sink(pub.record._handle.value, enter, exit_)
+    if hasattr(lib, "scout_hooks_set_fail"):
+        lib.scout_hooks_set_fail(ctypes.cast(plib.scout_collective_fail, ctypes.c_void_p).value)
 
 
 def uninstall():

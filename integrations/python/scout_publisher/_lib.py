@@ -70,6 +70,7 @@ def load(path=None):
     lib.scout_phase.argtypes = [p, u8]
     lib.scout_collective_enter.argtypes = [p, u64, u8, u8, u64, i64, u64, ctypes.POINTER(u64)]
     lib.scout_collective_exit.argtypes = [p, u64]
+    lib.scout_collective_fail.argtypes = [p, u64]
     lib.scout_heartbeat.argtypes = [p]
     lib.scout_record_set_coords.argtypes = [p, ctypes.POINTER(i64)]
     lib.scout_group_id.argtypes = [ctypes.POINTER(i64), ctypes.c_size_t]
@@ -79,8 +80,8 @@ def load(path=None):
     lib.scout_strerror.restype = ctypes.c_char_p
     lib.scout_layout_version.restype = ctypes.c_uint32
     for name in ("scout_record_create", "scout_record_close", "scout_step_begin", "scout_phase",
-                 "scout_collective_enter", "scout_collective_exit", "scout_heartbeat", "scout_segment_name",
-                 "scout_record_set_coords"):
+                 "scout_collective_enter", "scout_collective_exit", "scout_collective_fail", "scout_heartbeat",
+                 "scout_segment_name", "scout_record_set_coords"):
         getattr(lib, name).restype = ctypes.c_int
     return lib
 
@@ -105,6 +106,7 @@ class Record:
         self._token = ctypes.c_uint64()
         self._enter = lib.scout_collective_enter
         self._exit = lib.scout_collective_exit
+        self._fail = lib.scout_collective_fail
         self._phase = lib.scout_phase
         self._step = lib.scout_step_begin
         self._heartbeat = lib.scout_heartbeat
@@ -125,6 +127,10 @@ class Record:
 
     def exit(self, token):
         return self._exit(self._handle, token) if token else EINVAL
+
+    def fail(self, token):
+        """The collective entered with `token` completed with an error: published as "failed", not done."""
+        return self._fail(self._handle, token) if token else EINVAL
 
     def set_coords(self, coords):
         """Replaces the record's (d, s, t, p, c, e)."""

@@ -12,9 +12,10 @@ Collectives, two ways (chosen at install, SCOUT_PUBLISHER_HOOKS=auto|native|pyth
   point-to-point calls (both `torch.distributed.X` and `distributed_c10d.X`,
   so helpers such as all_gather_object are seen too) are wrapped: enter is
   published before the call, exit when it returns, or, with async_op=True,
-  when its Work's future completes. A collective that raises is left
-  "inside" (it never completed: post-mortem evidence) and its exception goes
-  to the caller unchanged; a wrapper never changes what the call does. Calls
+  when its Work's future completes. A collective that raises, or whose
+  Work/future completes with an error (what wait() raises), is published as
+  failed (see _finish), not done, and its exception goes to the caller
+  unchanged; a wrapper never changes what the call does. Calls
   nested in a wrapped call on the same thread (e.g. _all_gather_base ->
   all_gather_into_tensor) are published once. Names bound before enable()
   (`from torch.distributed import all_reduce`) are not wrapped. DDP's
@@ -154,12 +155,24 @@ def _dtype(t):
     return _DTYPES.get(getattr(t, "dtype", None), 0)
 
 
+def _finish(record, token, fut=None, failed=False):
+    """Publishes the end of the collective entered with `token`: failed when
+    the call raised (`failed`) or its future `fut` completed with an error
+    (its Work's wait() raises), done otherwise. Returns nothing; never raises."""
+    if fut is not None and not failed:
+        try:
+            fut.value()
+        except BaseException:
+            failed = True
+    (record.fail if failed else record.exit)(token)
+
+
 def _exit_when_done(work, token):
-    """Publishes exit when an async collective's Work completes."""
+    """Publishes the end of an async collective when its Work completes."""
     record = _pub.record
     try:
         fut = work.get_future()
-        fut.then(lambda f: record.exit(token))
+        fut.then(lambda f: _finish(record, token, f))
     except Exception:
         record.exit(token)  # no future on this backend: completion cannot be observed
 
@@ -229,7 +242,10 @@ def _wrap_collective(name, fn):
             after_enter_hook(name)
         _tls.inside = True
         try:
-            result = fn(*args, **kwargs)  # its exception, if any, reaches the caller unchanged
+            result = fn(*args, **kwargs)
+        except BaseException:
+            _finish(pub.record, token, failed=True)
+            raise
         finally:
             _tls.inside = False
         if async_op and result is not None and hasattr(result, "get_future"):
@@ -260,7 +276,7 @@ def _wrap_comm_hook(hook, ddp):
             _tls.inside = False
 
         def done(f):
-            pub.record.exit(token)
+            _finish(pub.record, token, f)
             return f.value()
 
         return fut.then(done)

@@ -14,8 +14,8 @@
 // Exit time is completion, never issue: a Work's future (gloo completes it when
 // the operation finished) or, where the backend supports them (NCCL's
 // watchdog), backend completion hooks keyed by Work::getCompletionKey(). A
-// failed or timed-out operation publishes no exit: it stays "inside", the
-// post-mortem fact a probe needs. Only when a Work has neither is the exit
+// failed operation is published as "failed" (scout_hooks_set_fail), never as
+// done; a timed-out one whose future never completes stays "inside". Only when a Work has neither is the exit
 // taken at issue (counted as `exit_at_issue`).
 //
 // Nothing here throws across the C ABI; a hook never throws into torch.
@@ -58,6 +58,7 @@ struct Sink {
   std::atomic<void*> record{nullptr};
   std::atomic<EnterFn> enter{nullptr};
   std::atomic<ExitFn> exit{nullptr};
+  std::atomic<ExitFn> fail{nullptr};  // scout_collective_fail: same signature as exit
 };
 Sink g_sink;
 
@@ -211,7 +212,12 @@ void post_hook(GroupState& g, const c10d::PostHookArgs& a) noexcept {
     }
     fut->addCallback([token](c10::ivalue::Future& f) {
       if (f.hasError()) {
-        g_stats.failed.fetch_add(1, std::memory_order_relaxed);  // never completed: stays inside
+        // Completed with an error: published as "failed", distinct from done
+        // (without a fail sink it stays "inside", which never names a victim).
+        g_stats.failed.fetch_add(1, std::memory_order_relaxed);
+        ExitFn fail = g_sink.fail.load(std::memory_order_acquire);
+        void* rec = g_sink.record.load(std::memory_order_acquire);
+        if (fail != nullptr && rec != nullptr) fail(rec, token);
         return;
       }
       publish_exit(token, true);
@@ -240,6 +246,13 @@ __attribute__((visibility("default"))) int scout_hooks_set_sink(void* record, En
   g_sink.enter.store(enter, std::memory_order_release);
   g_sink.exit.store(exit, std::memory_order_release);
   g_sink.record.store(record, std::memory_order_release);
+  return 0;
+}
+
+// Where failed completions go (libscout_publisher's scout_collective_fail);
+// nullptr: a failed operation publishes nothing and stays "inside".
+__attribute__((visibility("default"))) int scout_hooks_set_fail(ExitFn fail) {
+  g_sink.fail.store(fail, std::memory_order_release);
   return 0;
 }
 

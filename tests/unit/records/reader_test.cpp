@@ -175,6 +175,44 @@ TEST(RecordsReader, RingKeepsTheLastEventsInOrder) {
     EXPECT_LT(r.snapshot->recent[i - 1].op_seq, r.snapshot->recent[i].op_seq);
 }
 
+TEST(RecordsReader, FailedCompletionIsPublishedAsFailedInTheProgressAndTheRing) {
+  Published p(unique_job("failed"), 0, 2);
+  ASSERT_EQ(p.status(), SCOUT_OK);
+  std::uint64_t t1 = 0, t2 = 0;
+  ASSERT_EQ(scout_collective_enter(p.rec(), 9, SCOUT_COLL_ALL_REDUCE, 2, 10, 0, 1, &t1), SCOUT_OK);
+  ASSERT_EQ(scout_collective_exit(p.rec(), t1), SCOUT_OK);
+  ASSERT_EQ(scout_collective_enter(p.rec(), 9, SCOUT_COLL_ALL_REDUCE, 2, 10, 0, 2, &t2), SCOUT_OK);
+  ASSERT_EQ(scout_collective_fail(p.rec(), t2), SCOUT_OK);
+  EXPECT_EQ(scout_collective_fail(p.rec(), 0), SCOUT_EINVAL);
+  EXPECT_EQ(scout_layout_version(), 2u);
+  RecordRead r = read_segment(p.name(), for_job(p.job()));
+  ASSERT_TRUE(r.snapshot) << r.message;
+  EXPECT_EQ(r.snapshot->collective_state, CollectiveState::failed);
+  EXPECT_EQ(collective_state_name(r.snapshot->collective_state), "failed");
+  ASSERT_EQ(r.snapshot->recent.size(), 2u);
+  EXPECT_FALSE(r.snapshot->recent[0].failed);
+  EXPECT_TRUE(r.snapshot->recent[1].failed);
+  EXPECT_NE(r.snapshot->recent[1].exit_ns, 0);
+  EXPECT_EQ(r.snapshot->recent[1].fingerprint.type, CollectiveType::all_reduce);  // the state bits leave the type intact
+  EXPECT_EQ(r.snapshot->events, 2u);
+  EXPECT_EQ(r.snapshot->dropped, 0u);
+  // A later call that completes is done again.
+  std::uint64_t t3 = 0;
+  ASSERT_EQ(scout_collective_enter(p.rec(), 9, SCOUT_COLL_ALL_REDUCE, 2, 10, 0, 3, &t3), SCOUT_OK);
+  ASSERT_EQ(scout_collective_exit(p.rec(), t3), SCOUT_OK);
+  r = read_segment(p.name(), for_job(p.job()));
+  ASSERT_TRUE(r.snapshot);
+  EXPECT_EQ(r.snapshot->collective_state, CollectiveState::done);
+  // A version 1 record is still read; "failed" is not a version 1 state.
+  {
+    Copy c(p.name());
+    c.poke(8, 1);
+    RecordRead v1 = read_segment(p.name(), c.options(p.job()));
+    ASSERT_TRUE(v1.snapshot) << v1.message;
+    EXPECT_FALSE(v1.snapshot->recent[1].failed);
+  }
+}
+
 TEST(RecordsReader, ConcurrentWriterNeverYieldsAMixedSnapshot) {
   Published p(unique_job("race"), 0, 2);
   ASSERT_EQ(p.status(), SCOUT_OK);
@@ -287,7 +325,7 @@ TEST(RecordsReader, RefusesWhatItCannotTrust) {
     c.poke(8, L::k_layout_version + 1);
     RecordRead r = read_segment(p.name(), c.options(p.job()));
     EXPECT_EQ(r.problem, RecordProblem::unknown_version);
-    EXPECT_NE(r.message.find("version 2"), std::string::npos) << r.message;
+    EXPECT_NE(r.message.find(fmt::format("version {}", L::k_layout_version + 1)), std::string::npos) << r.message;
   }
   {
     Copy c(p.name());

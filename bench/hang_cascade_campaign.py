@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""The large randomized hang campaign: real gloo jobs (Debian torch 1.13,
+tests/integration/trainers/cascade_trainer.py), cascade (DDP, worlds 4, 6, 8)
+and hybrid meshes (dp=4,tp=2, dp=3,tp=2, dp=2,pp=2,tp=2, dp=4,pp=2), random
+faults and probe delays. Prints every run (with its seed) and a table of
+counts by world/mesh and fault; exits 1 if any run named an innocent rank or
+missed a faulty rank its position singled out.
+
+    python3 bench/hang_cascade_campaign.py --runs 40 --seed 1 [--kind cascade|hybrid|both]
+
+Needs a build (SCOUT_BUILD_DIR, default build/) and /usr/bin/python3 with torch.
+"""
+import argparse
+import json
+import os
+import random
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+
+import hang_campaign  # noqa: E402
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=int, default=20, help="runs per kind")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--kind", choices=("cascade", "hybrid", "both"), default="both")
+    p.add_argument("--json", help="write every run's result here")
+    a = p.parse_args()
+    seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 31)
+    print(f"hang_cascade_campaign: seed {seed}", flush=True)
+    kinds = ("cascade", "hybrid") if a.kind == "both" else (a.kind,)
+    results = []
+    t0 = time.monotonic()
+    for i, kind in enumerate(kinds):
+        results += hang_campaign.campaign(a.runs, seed + i, kind, log=lambda m: print(m, flush=True))
+    print(f"\n{len(results)} runs in {time.monotonic() - t0:.0f} s, seed {seed}")
+    print(f"{'world/mesh':>16} {'fault':<8} {'runs':>5} {'named':>6} {'innocent':>9} {'missed':>7}")
+    for key, (n, named, bad, missed) in sorted(hang_campaign.counts(results).items()):
+        print(f"{key[0]:>16} {key[1]:<8} {n:5d} {named:6d} {bad:9d} {missed:7d}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump([{k: v for k, v in r.items() if k != "logs"} for r in results], f, indent=1)
+    return 1 if any(r["innocent"] or r["missed"] for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

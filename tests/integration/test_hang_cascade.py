@@ -1,0 +1,61 @@
+"""Hang verdicts under gloo's failure cascade, on real DDP jobs (Debian torch,
+gloo, trainers/cascade_trainer.py): worlds 4, 6 and 8; one or two ranks
+exiting, crashing (SIGSEGV), aborting, stopping, skipping a call, or SIGKILLed
+from outside at a random moment; probes a random delay after the fault shows
+(while the neighbours are dying) and post mortem. No innocent rank is ever
+named; the faulty rank is named whenever its position sets it apart. The
+campaign seed is printed; SCOUT_CAMPAIGN_SEED reproduces a run. The large
+campaign is bench/hang_cascade_campaign.py.
+"""
+import json
+import os
+import random
+import sys
+import unittest
+
+import hang_campaign
+from scoutlib import ScoutTestCase
+from trainer_harness import scout_records
+
+
+def seed_from_env():
+    s = os.environ.get("SCOUT_CAMPAIGN_SEED")
+    return int(s) if s else random.SystemRandom().randrange(1 << 31)
+
+
+class Cascade(ScoutTestCase):
+    def check(self, results, seed):
+        for r in results:
+            msg = f"campaign seed {seed}, run seed {r['seed']}: {json.dumps({k: v for k, v in r.items() if k != 'logs'})}"
+            self.assertFalse(r["innocent"], msg + "\n" + json.dumps(r.get("logs", {}))[:6000])
+            self.assertFalse(r["missed"], msg + "\n" + json.dumps(r.get("logs", {}))[:6000])
+
+    def test_randomized_cascade_worlds_4_6_8(self):
+        seed = seed_from_env()
+        print(f"cascade campaign seed {seed}", file=sys.stderr)
+        results = hang_campaign.campaign(3, seed, "cascade", worlds=[4, 6, 8], log=lambda m: print(m, file=sys.stderr))
+        self.check(results, seed)
+
+    def test_failed_completion_is_published_as_failed(self):
+        # A rank exits before the step's all-reduce; its peers' all-reduce fails ("Connection
+        # closed by peer") and is published as failed, not done, before they die.
+        seed = seed_from_env()
+        rng = random.Random(seed)
+        world = 4
+        bad = rng.randrange(world)
+        with hang_campaign.CampaignJob(world, f"dp={world}", [(bad, 3, "exit", "world")], 6, seed) as job:
+            job.start()
+            job.wait_training(min_step=1, timeout=180)
+            job.wait_exit(timeout=90)
+            recs = {r["record"]["rank"]: r["record"] for r in scout_records(job.job)["details"]["records"]
+                    if r["record"] is not None}
+            states = {r: recs[r]["collective_state"] for r in recs}
+            msg = f"seed {seed} rank {bad} states {states}"
+            self.assertEqual(states[bad], "done", msg)
+            self.assertIn("failed", [states[r] for r in states if r != bad], msg)
+            failed_events = [e for r in recs if r != bad for e in recs[r].get("recent", []) if e.get("failed")]
+            self.assertTrue(failed_events, msg)
+
+
+if __name__ == "__main__":
+    unittest.main()
