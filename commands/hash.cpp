@@ -72,7 +72,7 @@ FileDigest hash_raw(const std::string& path, unsigned threads) {
     ::munmap(map, size);
   }
   ::close(fd);
-  out.tensors.push_back({path, DType::u8, {static_cast<std::int64_t>(size)}, size, h});
+  out.tensors.push_back({path, DType::u8, {static_cast<std::int64_t>(size)}, size, h, {}, false});
   return out;
 }
 
