@@ -357,6 +357,20 @@ void write_side_prometheus(const std::string& file, const Ledger& l, const std::
   v.details["side_outputs"] = {{"prometheus", out}};
 }
 
+// Suspects for outstanding corrupt checkpoints that `v` does not already name (found by an earlier run).
+void add_outstanding_suspects(Verdict& v, const Ledger& l) {
+  for (const auto* c : outstanding_corrupt(l)) {
+    const bool named = std::any_of(v.suspects.begin(), v.suspects.end(), [&](const Suspect& s) {
+      return s.evidence.contains("checkpoint") && s.evidence["checkpoint"] == c->id;
+    });
+    if (named) continue;
+    Suspect sp;
+    sp.reason = "checkpoint_recorded_corrupt";
+    sp.evidence = {{"checkpoint", c->id}, {"recorded_at", c->recorded_at}, {"summary", c->summary}};
+    v.suspects.push_back(std::move(sp));
+  }
+}
+
 // The ledger's corrupt checkpoints still to report, as JSON, and their ids.
 nlohmann::json outstanding_json(const Ledger& l, std::vector<std::string>& ids) {
   nlohmann::json out = nlohmann::json::array();
@@ -532,6 +546,7 @@ int run_status(const VerifyCkptOptions& o) {
     v.scope = Scope::rank;
     v.action = "repair_replica";
     v.summary += fmt::format("; CORRUPT (unacknowledged): {}", fmt::join(bad, ", "));
+    add_outstanding_suspects(v, ledger);
   }
   v.details = {{"action", "status"}, {"ledger", ledger_summary(ledger, store.path())}, {"checkpoints", ledger_to_json(ledger)["checkpoints"]},
                {"outstanding", outstanding}};
@@ -695,6 +710,7 @@ int run_cron(const VerifyCkptOptions& o) {
   std::vector<std::string> bad;
   nlohmann::json outstanding = outstanding_json(known, bad);
   any_attributed = any_attributed || !bad.empty();  // a finding stays reported until superseded or acknowledged
+  add_outstanding_suspects(v, known);
   int code = 0;
   if (any_attributed) {
     v.status = VerdictStatus::attributed;

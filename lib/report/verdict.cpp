@@ -113,7 +113,8 @@ std::string render_text(const Verdict& v) {
       std::string who = s.rank >= 0 ? fmt::format("rank {}", s.rank)
                         : !s.node.empty() ? s.node
                         : s.evidence.contains("replica") ? fmt::format("replica {}", brief(s.evidence["replica"]))
-                                                         : std::string("unknown");
+                        : s.evidence.contains("checkpoint") ? std::string("checkpoint")
+                                                            : std::string("unknown");
       if (s.rank >= 0 && !s.node.empty()) who += fmt::format(" on {}", s.node);
       out += fmt::format("  {:<20} {}", who, s.reason);
       if (s.evidence.contains("value")) out += fmt::format(" (value {})", brief(s.evidence["value"]));
