@@ -1,17 +1,18 @@
 #!/usr/bin/python3
-"""verify-ckpt hashing throughput against a raw sequential read of the same files.
+"""verify-ckpt throughput per checkpoint format, against references measured in
+the same run on the same files:
+  warm: `xxhsum -H3 FILES` (both read from the page cache; scout must hash too);
+  cold: `cat FILES > /dev/null` after the files' pages are dropped
+        (posix_fadvise DONTNEED per file, no root needed; --drop-caches uses
+        /proc/sys/vm/drop_caches).
+Formats: safetensors (written here), torch.save .pt (Debian torch 1.13, a
+nested training checkpoint) and torch.distributed.checkpoint directories
+(torch 2.x from SCOUT_VENV, skipped with a reason when absent). Each format
+is 3 replicas of SCOUT_BENCH_MB MiB each (default 256). Prints MiB/s and the
+ratio reference_time / scout_time (target >= 0.90), median of
+SCOUT_BENCH_REPEAT runs (default 3).
 
-Writes a multi-GB checkpoint (SCOUT_BENCH_GB, default 3) as 3 safetensors
-replicas in a temporary directory, then, in the same run and for each page
-cache state, times `cat FILES > /dev/null` and `scout verify-ckpt --replicas
-FILES`:
-  cold: every file's pages are dropped first (posix_fadvise DONTNEED, which
-        needs no root; --drop-caches uses /proc/sys/vm/drop_caches instead);
-  warm: the files were just read, so both read from the page cache.
-Prints MiB/s for both and the ratio scout/cat (target >= 0.80). Repeats
-SCOUT_BENCH_REPEAT times (default 3) and reports the median.
-
-Usage: bench/verify_ckpt_bench.py [--gb N] [--repeat N] [--dir DIR] [--keep] [--drop-caches]
+Usage: bench/verify_ckpt_bench.py [--mb N] [--repeat N] [--formats safetensors,pt,dcp] [--dir DIR] [--drop-caches]
 """
 import argparse
 import json
@@ -26,12 +27,28 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCOUT = os.environ.get("SCOUT_BIN", os.path.join(HERE, "..", "build", "bin", "scout"))
+VENV = os.environ.get("SCOUT_VENV", os.path.join(HERE, "..", ".venv"))
+
+TORCH_WRITER = r"""
+import sys, torch
+fmt, out, mb, r = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+g = torch.Generator().manual_seed(1)
+n = max(1, mb // 32)
+model = {f"layers.{i}.weight": torch.randn(2048, 2048, generator=g).to(torch.bfloat16) for i in range(n)}   # 8 MiB each
+opt = {"state": {i: {"exp_avg": torch.randn(2048, 2048, generator=g), "step": torch.tensor(3.0)} for i in range(n)},
+       "param_groups": [{"lr": 1e-3, "params": list(range(n))}]}                                          # 16 MiB each
+state = {"model": model, "optimizer": opt, "step": 100}
+if fmt == "pt":
+    torch.save(state, out)
+else:
+    import torch.distributed.checkpoint as dcp
+    dcp.save({"model": model, "optimizer": opt}, checkpoint_id=out)
+"""
 
 
-def write_replicas(directory, total_bytes, replicas=3):
-    per_file = total_bytes // replicas
-    tensor_bytes = 64 << 20
-    count = max(1, per_file // tensor_bytes)
+def write_safetensors(directory, mb):
+    tensor_bytes = 32 << 20
+    count = max(1, (mb << 20) // tensor_bytes)
     header, off = {}, 0
     for i in range(count):
         header[f"layers.{i}.weight"] = {"dtype": "BF16", "shape": [tensor_bytes // 2 // 4096, 4096], "data_offsets": [off, off + tensor_bytes]}
@@ -39,80 +56,116 @@ def write_replicas(directory, total_bytes, replicas=3):
     h = json.dumps(header).encode()
     block = os.urandom(tensor_bytes)
     paths = []
-    for r in range(replicas):
+    for r in range(3):
         p = os.path.join(directory, f"replica{r}.safetensors")
         with open(p, "wb") as f:
-            f.write(struct.pack("<Q", len(h)))
-            f.write(h)
+            f.write(struct.pack("<Q", len(h)) + h)
             for i in range(count):
-                f.write(block[i % 7:] + block[: i % 7])  # tensors differ from each other
+                f.write(block[i % 7:] + block[: i % 7])
             f.flush()
             os.fsync(f.fileno())
         paths.append(p)
     return paths
 
 
-def drop_cache(paths, system_wide=False):
-    """Evicts the files' pages: per file with posix_fadvise (no root needed, and
-    nothing else on the machine is disturbed), or system-wide when asked."""
+def write_torch(directory, mb, fmt, python):
+    paths = []
+    for r in range(3):
+        p = os.path.join(directory, f"replica{r}" + (".pt" if fmt == "pt" else ""))
+        proc = subprocess.run([python, "-c", TORCH_WRITER, fmt, p, str(mb), str(r)], capture_output=True, text=True, timeout=1200)
+        if proc.returncode != 0:
+            sys.exit(f"{fmt} writer failed: {proc.stderr[-2000:]}")
+        paths.append(p)
+    return paths
+
+
+def files_of(paths):
+    out = []
+    for p in paths:
+        if os.path.isdir(p):
+            out += sorted(os.path.join(p, f) for f in os.listdir(p))
+        else:
+            out.append(p)
+    return out
+
+
+def drop_cache(files, system_wide):
     if system_wide:
         with open("/proc/sys/vm/drop_caches", "w") as f:
             f.write("1\n")
         return "drop_caches"
-    for p in paths:
+    for p in files:
         fd = os.open(p, os.O_RDONLY)
         try:
+            os.fdatasync(fd)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
     return "fadvise"
 
 
-def timed(cmd, to_null=False):
+def timed(cmd):
     t = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL if to_null else subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=3600)
     elapsed = time.perf_counter() - t
-    return elapsed, proc
+    if proc.returncode != 0:
+        sys.exit(f"{cmd[0]} failed rc={proc.returncode}: {proc.stderr[-2000:]}")
+    return elapsed
+
+
+def torch2_python():
+    py = os.path.join(VENV, "bin", "python")
+    if not os.path.exists(py):
+        return None
+    p = subprocess.run([py, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True, timeout=300)
+    return py if p.returncode == 0 and p.stdout.startswith("2.") else None
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--gb", type=float, default=float(os.environ.get("SCOUT_BENCH_GB", "3")))
-    ap.add_argument("--dir", default=None)
+    ap.add_argument("--mb", type=int, default=int(os.environ.get("SCOUT_BENCH_MB", "256")))
     ap.add_argument("--repeat", type=int, default=int(os.environ.get("SCOUT_BENCH_REPEAT", "3")))
-    ap.add_argument("--keep", action="store_true")
-    ap.add_argument("--drop-caches", action="store_true", help="drop the whole page cache (root) instead of the files' pages")
+    ap.add_argument("--formats", default="safetensors,pt,dcp")
+    ap.add_argument("--dir", default=None)
+    ap.add_argument("--drop-caches", action="store_true")
     args = ap.parse_args()
-    directory = args.dir or tempfile.mkdtemp(prefix="scout_ckpt_bench_", dir="/var/tmp")
-    os.makedirs(directory, exist_ok=True)
+    root = args.dir or tempfile.mkdtemp(prefix="scout_ckpt_bench_", dir="/var/tmp")
+    print(f"scout {SCOUT}; {os.cpu_count()} cpus; load {os.getloadavg()[0]:.1f}; 3 replicas of ~{args.mb} MiB per format")
     try:
-        paths = write_replicas(directory, int(args.gb * (1 << 30)))
-        total = sum(os.path.getsize(p) for p in paths)
-        mib = total / (1 << 20)
-        print(f"checkpoint: {len(paths)} safetensors replicas, {mib:.0f} MiB in {directory}; scout {SCOUT}; {os.cpu_count()} cpus")
-        results = {}
-        for mode in ("cold", "warm"):
-            cat_s, scout_s = [], []
-            for _ in range(args.repeat):
-                method = drop_cache(paths, args.drop_caches) if mode == "cold" else "warm"
-                t, p = timed(["cat"] + paths, to_null=True)
-                if p.returncode != 0:
-                    sys.exit(f"cat failed: {p.stderr}")
-                cat_s.append(t)
-                if mode == "cold":
-                    drop_cache(paths, args.drop_caches)
-                t, p = timed([SCOUT, "verify-ckpt", "--replicas"] + paths + ["--quiet", "--format", "json"])
-                if p.returncode != 0:
-                    sys.exit(f"scout failed rc={p.returncode}: {p.stderr}")
-                scout_s.append(t)
-            c, s = statistics.median(cat_s), statistics.median(scout_s)
-            results[mode] = (mib / c, mib / s)
-            print(f"{mode:5s} ({method}): cat {mib / c:8.0f} MiB/s   scout verify-ckpt {mib / s:8.0f} MiB/s   "
-                  f"ratio {c / s:5.2f}  (target >= 0.80; median of {args.repeat})")
-        print("note: cat writes to /dev/null; scout reads, hashes every tensor and runs C3 per tensor")
+        for fmt in args.formats.split(","):
+            d = os.path.join(root, fmt)
+            os.makedirs(d, exist_ok=True)
+            if fmt == "safetensors":
+                paths = write_safetensors(d, args.mb)
+            elif fmt == "pt":
+                paths = write_torch(d, args.mb, "pt", "/usr/bin/python3")
+            else:
+                py = torch2_python()
+                if not py:
+                    print(f"dcp: skipped: no torch 2.x at {VENV} (set SCOUT_VENV)")
+                    continue
+                paths = write_torch(d, args.mb, "dcp", py)
+            files = files_of(paths)
+            mib = sum(os.path.getsize(f) for f in files) / (1 << 20)
+            scout_cmd = [SCOUT, "verify-ckpt", "--replicas"] + paths + ["--quiet", "--format", "json"]
+            line = [f"{fmt:11s} {mib:6.0f} MiB:"]
+            for mode, ref_cmd in (("warm", ["xxhsum", "-H3"] + files), ("cold", ["cat"] + files)):
+                ref_s, scout_s = [], []
+                for _ in range(args.repeat):
+                    if mode == "cold":
+                        drop_cache(files, args.drop_caches)
+                    else:
+                        timed(["cat"] + files)
+                    ref_s.append(timed(ref_cmd))
+                    if mode == "cold":
+                        drop_cache(files, args.drop_caches)
+                    scout_s.append(timed(scout_cmd))
+                r, s = statistics.median(ref_s), statistics.median(scout_s)
+                line.append(f"{mode} {ref_cmd[0]} {mib / r:6.0f} MiB/s scout {mib / s:6.0f} MiB/s ratio {r / s:4.2f}")
+            print("  ".join(line) + f"   (target >= 0.90; median of {args.repeat})", flush=True)
     finally:
-        if not args.keep and not args.dir:
-            shutil.rmtree(directory, ignore_errors=True)
+        if not args.dir:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -71,6 +71,10 @@ CommandRunner register_verify_ckpt(CLI::App& cmd, const GlobalOptions& globals) 
   select->add_option("--sweep", o->sweep_file, "Hang/unknown: verdict of a full-catalog replay sweep run after the failure");
   ledger_opts(select);
 
+  auto* ack = cmd.add_subcommand("ack", "Acknowledge corrupt checkpoints, so cron runs and status stop reporting them");
+  ack->add_option("checkpoints", o->dirs, "Checkpoint ids (as status prints them)")->required();
+  ledger_opts(ack);
+
   auto* status = cmd.add_subcommand("status", "Print the ledger: latest, candidate, verified, replay cycles");
   ledger_opts(status);
   status->add_option("--prometheus", o->prometheus, "Also write the node_exporter textfile");
@@ -85,7 +89,9 @@ CommandRunner register_verify_ckpt(CLI::App& cmd, const GlobalOptions& globals) 
       "Exit: 0 healthy/selected, 1 corrupted replica named, 3 inconclusive (2 replicas disagree, nothing to select),\n"
       "4 bad input (malformed/truncated files, missing shards, dtype/shape mismatch), 5 ledger locked/unavailable.");
 
-  return [o, &globals, check, mwrite, mcheck, record, select, status]() {
+  auto* settle_opt = cmd.get_option("--settle");
+  return [o, &globals, check, mwrite, mcheck, record, select, status, ack, settle_opt]() {
+    o->settle_given = settle_opt->count() > 0;
     o->format = resolve_format(globals.format);
     if (check->parsed()) o->action = "check";
     else if (mwrite->parsed()) o->action = "manifest-write";
@@ -93,6 +99,7 @@ CommandRunner register_verify_ckpt(CLI::App& cmd, const GlobalOptions& globals) 
     else if (record->parsed()) o->action = "record";
     else if (select->parsed()) o->action = "select";
     else if (status->parsed()) o->action = "status";
+    else if (ack->parsed()) o->action = "ack";
     else if (!o->replicas.empty()) o->action = "check";
     else o->action = "cron";
     return run_verify_ckpt(*o);
@@ -147,6 +154,12 @@ Result<CheckpointLayout> resolve_layout(const VerifyCkptOptions& o, const std::s
   return layout_from_directory(dir, o.mesh, o.pattern);
 }
 
+// The file inside a directory checkpoint (DCP .distcp, HF shard) that holds `tensor`; empty for single files.
+std::string source_of(const FileDigest& d, const std::string& tensor) {
+  auto it = std::lower_bound(d.tensors.begin(), d.tensors.end(), tensor, [](const TensorDigest& t, const std::string& n) { return t.name < n; });
+  return it != d.tensors.end() && it->name == tensor ? it->source : std::string();
+}
+
 // The verdict of one checkpoint check.
 Verdict check_verdict(const VerifyReport& r, const std::string& checkpoint) {
   Verdict v;
@@ -175,7 +188,8 @@ Verdict check_verdict(const VerifyReport& r, const std::string& checkpoint) {
       for (std::size_t i = 0; i < set.files.size(); ++i) {
         members.push_back(ranks_known ? set.files[i].rank : static_cast<std::int64_t>(i));
         values.push_back(hash_hex(dis.hashes[i]));
-        replicas.push_back({{"file", set.files[i].path}, {"replica", i}, {"rank", rank_json(set.files[i].rank)},
+        replicas.push_back({{"file", set.files[i].path}, {"source", null_or(source_of(r.digests[k - set.files.size() + i], dis.tensor))},
+                            {"replica", i}, {"rank", rank_json(set.files[i].rank)},
                             {"hash", hash_hex(dis.hashes[i])}, {"outlier", dis.result.status == C3Status::attributed && dis.result.outliers[i]}});
       }
       v.groups.push_back(make_group_run("checkpoint_replica", members, C3Mode::exact, dis.result, values));
@@ -191,6 +205,7 @@ Verdict check_verdict(const VerifyReport& r, const std::string& checkpoint) {
         sp.rank = set.files[i].rank;
         sp.reason = "replica_differs_from_majority";
         sp.evidence = {{"file", set.files[i].path}, {"tensor", dis.tensor}, {"shard", set.shard}, {"replica", i},
+                       {"source", null_or(source_of(r.digests[k - set.files.size() + i], dis.tensor))},
                        {"hash", hash_hex(dis.hashes[i])}, {"majority_hash", hash_hex(dis.hashes[maj])},
                        {"majority_count", dis.result.majority_count}, {"replicas", set.files.size()}};
         v.suspects.push_back(std::move(sp));
@@ -301,7 +316,7 @@ struct RunStats {
   double seconds = 0;
 };
 
-void write_prometheus(const std::string& file, const Ledger& l, const std::optional<RunStats>& run) {
+Status write_prometheus(const std::string& file, const Ledger& l, const std::optional<RunStats>& run) {
   const std::string job = prom_escape(l.job);
   std::string t;
   auto metric = [&](const char* name, const char* help, const std::string& labels, double value) {
@@ -329,8 +344,41 @@ void write_prometheus(const std::string& file, const Ledger& l, const std::optio
     metric("scout_ckpt_last_run_bytes", "Bytes hashed by the last run.", "", static_cast<double>(run->bytes));
     metric("scout_ckpt_last_run_seconds", "Duration of the last run's hashing.", "", run->seconds);
   }
-  auto st = atomic_write_file(file, t);
-  if (!st) throw FatalError(st.error());
+  return atomic_write_file(file, t);
+}
+
+// Writes the textfile when asked; a failure never changes the verdict or its
+// exit code: it is reported on stderr and in details.side_outputs.
+void write_side_prometheus(const std::string& file, const Ledger& l, const std::optional<RunStats>& run, Verdict& v) {
+  if (file.empty()) return;
+  auto st = write_prometheus(file, l, run);
+  nlohmann::json out = {{"path", file}, {"written", st.ok()}, {"error", st.ok() ? nlohmann::json(nullptr) : nlohmann::json(st.error().message())}};
+  if (!st) std::fprintf(stderr, "scout verify-ckpt: warning: prometheus textfile not written: %s (the verdict below stands)\n", st.error().message().c_str());
+  v.details["side_outputs"] = {{"prometheus", out}};
+}
+
+// Suspects for outstanding corrupt checkpoints that `v` does not already name (found by an earlier run).
+void add_outstanding_suspects(Verdict& v, const Ledger& l) {
+  for (const auto* c : outstanding_corrupt(l)) {
+    const bool named = std::any_of(v.suspects.begin(), v.suspects.end(), [&](const Suspect& s) {
+      return s.evidence.contains("checkpoint") && s.evidence["checkpoint"] == c->id;
+    });
+    if (named) continue;
+    Suspect sp;
+    sp.reason = "checkpoint_recorded_corrupt";
+    sp.evidence = {{"checkpoint", c->id}, {"recorded_at", c->recorded_at}, {"summary", c->summary}};
+    v.suspects.push_back(std::move(sp));
+  }
+}
+
+// The ledger's corrupt checkpoints still to report, as JSON, and their ids.
+nlohmann::json outstanding_json(const Ledger& l, std::vector<std::string>& ids) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto* c : outstanding_corrupt(l)) {
+    ids.push_back(c->id);
+    out.push_back({{"id", c->id}, {"state", checkpoint_state_name(c->state)}, {"recorded_at", c->recorded_at}, {"summary", c->summary}});
+  }
+  return out;
 }
 
 Verdict base_verdict(const VerifyCkptOptions& o) {
@@ -346,6 +394,16 @@ int run_check(const VerifyCkptOptions& o) {
   if (o.replicas.empty() && o.dirs.size() != 1)
     throw FatalError(usage_error("check needs one checkpoint directory or --replicas FILE FILE...", {},
                                  "e.g. scout verify-ckpt check /ckpt/step_100 --mesh dp=4"));
+  if (!o.replicas.empty()) {
+    // Options of the directory and cron forms mean nothing for explicit replicas: refuse them rather than ignore them.
+    for (auto [given, name] : {std::pair{!o.mesh.empty(), "--mesh"}, std::pair{!o.pattern.empty(), "--pattern"},
+                               std::pair{!o.prometheus.empty(), "--prometheus"}, std::pair{o.settle_given, "--settle"},
+                               std::pair{o.recheck_invalid, "--recheck-invalid"}, std::pair{!o.ledger.empty(), "--ledger"}})
+      if (given)
+        throw FatalError(usage_error(fmt::format("{} does not apply to --replicas", name),
+                                     "--replicas compares the files given, in order; it reads no mesh and keeps no ledger",
+                                     "drop the option, or run the cron form: scout verify-ckpt --job J [--mesh M] [--prometheus F] DIR..."));
+  }
   const std::string dir = o.dirs.empty() ? std::string() : o.dirs.front();
   std::optional<Manifest> manifest;
   auto layout = value_or_throw(resolve_layout(o, dir, manifest));
@@ -474,14 +532,53 @@ int run_select(const VerifyCkptOptions& o) {
 int run_status(const VerifyCkptOptions& o) {
   auto store = make_store(o);
   auto ledger = value_or_throw(store.load(o.job, false));
-  if (!o.prometheus.empty()) write_prometheus(o.prometheus, ledger, std::nullopt);
   Verdict v = base_verdict(o);
   v.job = ledger.job;
   v.status = VerdictStatus::healthy;
+  v.action = "none";
   const auto* ver = ledger.verified();
   const auto* lat = ledger.latest();
+  std::vector<std::string> bad;
+  nlohmann::json outstanding = outstanding_json(ledger, bad);
   v.summary = fmt::format("latest {}, verified {}", lat ? lat->id : "none", ver ? ver->id : "none");
-  v.details = {{"action", "status"}, {"ledger", ledger_summary(ledger, store.path())}, {"checkpoints", ledger_to_json(ledger)["checkpoints"]}};
+  if (!bad.empty()) {
+    v.status = VerdictStatus::attributed;
+    v.scope = Scope::rank;
+    v.action = "repair_replica";
+    v.summary += fmt::format("; CORRUPT (unacknowledged): {}", fmt::join(bad, ", "));
+    add_outstanding_suspects(v, ledger);
+  }
+  v.details = {{"action", "status"}, {"ledger", ledger_summary(ledger, store.path())}, {"checkpoints", ledger_to_json(ledger)["checkpoints"]},
+               {"outstanding", outstanding}};
+  write_side_prometheus(o.prometheus, ledger, std::nullopt, v);
+  return emit_verdict(v, o.format);
+}
+
+int run_ack(const VerifyCkptOptions& o) {
+  if (o.dirs.empty()) throw FatalError(usage_error("ack needs the checkpoint id(s) to acknowledge", {}, "scout verify-ckpt ack --job J /ckpt/step_300"));
+  auto store = make_store(o);
+  const std::string now = now_rfc3339();
+  std::vector<std::string> notes;
+  auto ledger = value_or_throw(store.update(o.job, [&](Ledger& l) -> Result<bool> {
+    bool changed = false;
+    for (const auto& d : o.dirs) {
+      std::error_code ec;
+      std::string id = d;
+      if (!l.find(id)) id = fs::absolute(d, ec).lexically_normal().string();
+      auto c = ledger_acknowledge(l, id, now);
+      if (!c) return c.error();
+      changed = changed || c->changed;
+      notes.push_back(c->note);
+    }
+    return changed;
+  }));
+  Verdict v = base_verdict(o);
+  v.job = ledger.job;
+  v.status = VerdictStatus::healthy;
+  v.action = "none";
+  v.summary = fmt::format("{}", fmt::join(notes, "; "));
+  std::vector<std::string> bad;
+  v.details = {{"action", "ack"}, {"ledger", ledger_summary(ledger, store.path())}, {"outstanding", outstanding_json(ledger, bad)}};
   return emit_verdict(v, o.format);
 }
 
@@ -610,6 +707,10 @@ int run_cron(const VerifyCkptOptions& o) {
   }
   Verdict v = base_verdict(o);
   v.suspects = std::move(suspects);
+  std::vector<std::string> bad;
+  nlohmann::json outstanding = outstanding_json(known, bad);
+  any_attributed = any_attributed || !bad.empty();  // a finding stays reported until superseded or acknowledged
+  add_outstanding_suspects(v, known);
   int code = 0;
   if (any_attributed) {
     v.status = VerdictStatus::attributed;
@@ -627,12 +728,17 @@ int run_cron(const VerifyCkptOptions& o) {
   }
   std::size_t intact = 0;
   for (const auto& r : results) intact += r["result"] == "intact";
+  std::vector<std::string> invalid;
+  for (const auto& r : results)
+    if (r["result"] == "invalid" || r["result"] == "inconclusive") invalid.push_back(fmt::format("{} {}", r["result"].get<std::string>(), r["id"].get<std::string>()));
   v.summary = fmt::format("{} new checkpoint(s) checked, {} intact; latest {}, verified {}", stats.checked, intact,
                           known.latest() ? known.latest()->id : "none", known.verified() ? known.verified()->id : "none");
-  v.details = {{"action", "cron"}, {"checkpoints", results}, {"ledger", ledger_summary(known, store.path())},
+  if (!bad.empty()) v.summary += fmt::format("; CORRUPT: {} (scout verify-ckpt ack --job {} ID once handled)", fmt::join(bad, ", "), o.job);
+  if (!invalid.empty()) v.summary += fmt::format("; {}", fmt::join(invalid, "; "));
+  v.details = {{"action", "cron"}, {"checkpoints", results}, {"ledger", ledger_summary(known, store.path())}, {"outstanding", outstanding},
                {"bytes_read", stats.bytes}, {"seconds", std::round(stats.seconds * 1000.0) / 1000.0}};
   stats.exit_code = code;
-  if (!o.prometheus.empty()) write_prometheus(o.prometheus, known, stats);
+  write_side_prometheus(o.prometheus, known, stats, v);
   int printed = emit_verdict(v, o.format);
   return code != 0 ? code : printed;
 }
@@ -646,6 +752,7 @@ int run_verify_ckpt(const VerifyCkptOptions& o) {
   if (o.action == "record") return run_record(o);
   if (o.action == "select") return run_select(o);
   if (o.action == "status") return run_status(o);
+  if (o.action == "ack") return run_ack(o);
   if (o.action == "cron") return run_cron(o);
   throw FatalError(internal_error(fmt::format("unknown verify-ckpt action '{}'", o.action)));
 }

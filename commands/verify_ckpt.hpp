@@ -8,6 +8,7 @@
 //   scout verify-ckpt record --ledger L --replay VERDICT.json...
 //   scout verify-ckpt select --ledger L --failure sdc|hang|straggler|machine-lost|unknown [--sweep V.json]
 //   scout verify-ckpt status --ledger L
+//   scout verify-ckpt ack --ledger L CHECKPOINT...
 //   scout verify-ckpt --job J [--ledger L] [--mesh M] DIR...        (cron)
 #pragma once
 
@@ -19,7 +20,7 @@
 namespace scout {
 
 struct VerifyCkptOptions {
-  // Which form ran: check, manifest-write, manifest-check, record, select, status, cron.
+  // Which form ran: check, manifest-write, manifest-check, record, select, status, ack, cron.
   std::string action = "cron";
   std::vector<std::string> replicas;   // explicit replica files
   std::vector<std::string> dirs;       // check/manifest: one checkpoint dir; cron: roots or checkpoints
@@ -35,6 +36,7 @@ struct VerifyCkptOptions {
   std::string sweep_file;              // select: a full-sweep replay verdict
   std::string prometheus;              // textfile collector output
   double settle_s = 60;                // cron: skip checkpoints modified more recently
+  bool settle_given = false;           // --settle was on the command line
   bool recheck_invalid = false;        // cron: check checkpoints recorded as invalid again
   bool quiet = false;                  // no progress on stderr
   OutputFormat format = OutputFormat::json;

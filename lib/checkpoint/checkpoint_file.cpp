@@ -8,14 +8,16 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <memory>
+#include <atomic>
 #include <mutex>
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
 
-#include "lib/checkpoint/torch_reader.hpp"
+#include "lib/checkpoint/checkpoint_dir.hpp"
+#include "lib/checkpoint/torch_file.hpp"
+#include <sys/mman.h>
 #include "lib/hash/tensor_hash.hpp"
-#include "lib/plugin/module_loader.hpp"
 
 namespace scout::checkpoint {
 
@@ -24,6 +26,8 @@ std::string_view file_format_name(FileFormat format) {
     case FileFormat::safetensors: return "safetensors";
     case FileFormat::torch_zip: return "torch";
     case FileFormat::torch_legacy: return "torch-legacy";
+    case FileFormat::dcp: return "dcp";
+    case FileFormat::hf_sharded: return "safetensors-sharded";
     case FileFormat::unknown: break;
   }
   return "unknown";
@@ -48,6 +52,7 @@ struct Chunk {
   std::size_t tensor = 0;
   std::size_t buffer = 0;
   std::size_t size = 0;
+  std::uint64_t word = 0;  // word index of the chunk's first byte within its tensor
 };
 
 // Blocking single-producer single-consumer hand-off of buffer indices.
@@ -82,42 +87,43 @@ class Pipe {
 
 }  // namespace
 
-Result<std::vector<TensorDigest>> hash_safetensors_pipelined(const SafetensorsHeader& h, const ProgressFn& progress,
-                                                             std::size_t chunk_bytes, std::size_t buffers) {
-  chunk_bytes = std::max<std::size_t>(chunk_bytes & ~std::size_t{7}, 4096);  // whole words per chunk, so chunks never split a word
-  buffers = std::max<std::size_t>(buffers, 2);
-  int fd = ::open(h.path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return input_error(fmt::format("cannot open {}", h.path), std::strerror(errno), "check the path and permissions");
-  struct stat st{};
-  if (::fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) != h.file_size) {
-    ::close(fd);
-    return input_error(fmt::format("{}: file changed size while reading", h.path), {}, "retry when no writer is active");
-  }
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+unsigned default_hash_threads() {
+  static const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return cores;
+}
 
+Status hash_ranges_pipelined(int fd, const std::string& label, const std::vector<ByteRange>& ranges, std::vector<std::uint64_t>& sums,
+                             const ProgressFn& progress, unsigned threads, std::size_t chunk_bytes) {
+  // The word sum is an XOR of per-word terms (lib/hash/tensor_hash.hpp, proof 4), so chunks may be hashed by
+  // several threads in any order: a reader thread fills buffers, `threads` hashers drain them.
+  if (threads == 0) threads = default_hash_threads();
+  chunk_bytes = std::max<std::size_t>(chunk_bytes & ~std::size_t{7}, 4096);  // whole words per chunk, so chunks never split a word
+  std::uint64_t largest = 0, total = 0;
+  for (const auto& r : ranges) largest = std::max(largest, r.size), total += r.size;
+  if (largest == 0) return Ok{};
   // Buffers no larger than the data, left uninitialized: small files must start fast.
-  std::uint64_t data_bytes = 0;
-  for (const auto& e : h.tensors) data_bytes = std::max(data_bytes, e.byte_size());
-  chunk_bytes = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, (data_bytes + 7) & ~std::uint64_t{7}));
+  chunk_bytes = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, (largest + 7) & ~std::uint64_t{7}));
   chunk_bytes = std::max<std::size_t>(chunk_bytes, 8);
+  threads = static_cast<unsigned>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(threads, total / chunk_bytes + 1)));
+  const std::size_t buffers = threads + 2;
   std::vector<std::unique_ptr<std::byte[]>> pool;
   for (std::size_t i = 0; i < buffers; ++i) pool.emplace_back(new std::byte[chunk_bytes]);
-  Pipe full;   // reader -> hasher
-  Pipe empty;  // hasher -> reader
-  for (std::size_t i = 0; i < buffers; ++i) empty.push({0, i, 0});
+  Pipe full;   // reader -> hashers
+  Pipe empty;  // hashers -> reader
+  for (std::size_t i = 0; i < buffers; ++i) empty.push({0, i, 0, 0});
   std::string read_error;
 
   std::thread reader([&] {
-    for (std::size_t t = 0; t < h.tensors.size(); ++t) {
-      const auto& e = h.tensors[t];
-      std::uint64_t pos = e.begin;
-      while (pos < e.end) {
+    for (const auto& r : ranges) {
+      std::uint64_t pos = 0;
+      while (pos < r.size) {
         Chunk c;
         if (!empty.pop(c)) return;
-        c.tensor = t;
-        c.size = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, e.end - pos));
-        if (!read_exact(fd, pool[c.buffer].get(), c.size, h.data_offset + pos)) {
-          read_error = fmt::format("tensor '{}': read failed at byte {}: file truncated", e.name, h.data_offset + pos);
+        c.tensor = r.target;
+        c.word = r.first_word + pos / 8;
+        c.size = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, r.size - pos));
+        if (!read_exact(fd, pool[c.buffer].get(), c.size, r.offset + pos)) {
+          read_error = fmt::format("read failed at byte {}: file truncated", r.offset + pos);
           full.close();
           return;
         }
@@ -128,86 +134,107 @@ Result<std::vector<TensorDigest>> hash_safetensors_pipelined(const SafetensorsHe
     full.close();
   });
 
-  std::vector<hash::TensorHasher> hashers;
-  hashers.reserve(h.tensors.size());
-  for (const auto& e : h.tensors) hashers.emplace_back(e.dtype, e.shape);
-  std::uint64_t done = 0;
-  Chunk c;
-  while (full.pop(c)) {
-    hashers[c.tensor].update(std::span<const std::byte>(pool[c.buffer].get(), c.size));
-    done += c.size;
-    empty.push(c);
-    if (progress) progress(done);
-  }
+  std::mutex sums_mutex;
+  std::atomic<std::uint64_t> done{0};
+  auto hasher = [&] {
+    Chunk c;
+    while (full.pop(c)) {
+      const std::uint64_t part = hash::partial_sum(std::span<const std::byte>(pool[c.buffer].get(), c.size), c.word);
+      {
+        std::lock_guard lock(sums_mutex);
+        sums[c.tensor] = hash::combine(sums[c.tensor], part);
+      }
+      const std::uint64_t d = done.fetch_add(c.size) + c.size;
+      empty.push(c);
+      if (progress) {
+        std::lock_guard lock(sums_mutex);
+        progress(d);
+      }
+    }
+  };
+  std::vector<std::thread> workers;
+  for (unsigned t = 1; t < threads; ++t) workers.emplace_back(hasher);
+  hasher();
+  for (auto& w : workers) w.join();
   empty.close();
   reader.join();
-  ::close(fd);
-  if (!read_error.empty()) return input_error(fmt::format("{}: {}", h.path, read_error), {}, "the file is incomplete; re-copy it or use another replica");
+  if (!read_error.empty()) return input_error(fmt::format("{}: {}", label, read_error), {}, "the file is incomplete; re-copy it or use another replica");
+  return Ok{};
+}
 
+Result<std::vector<TensorDigest>> hash_safetensors_pipelined(const SafetensorsHeader& h, const ProgressFn& progress,
+                                                             std::size_t chunk_bytes, std::size_t buffers) {
+  int fd = ::open(h.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return input_error(fmt::format("cannot open {}", h.path), std::strerror(errno), "check the path and permissions");
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) != h.file_size) {
+    ::close(fd);
+    return input_error(fmt::format("{}: file changed size while reading", h.path), {}, "retry when no writer is active");
+  }
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  std::vector<ByteRange> ranges;
+  for (std::size_t t = 0; t < h.tensors.size(); ++t) ranges.push_back({h.data_offset + h.tensors[t].begin, h.tensors[t].byte_size(), t, 0});
+  std::vector<std::uint64_t> sums(h.tensors.size(), 0);
+  auto ok = hash_ranges_pipelined(fd, h.path, ranges, sums, progress, static_cast<unsigned>(std::max<std::size_t>(buffers, 3) - 2), chunk_bytes);
+  ::close(fd);
+  if (!ok) return ok.error();
   std::vector<TensorDigest> out;
   out.reserve(h.tensors.size());
   for (std::size_t i = 0; i < h.tensors.size(); ++i) {
     const auto& e = h.tensors[i];
-    if (hashers[i].bytes_seen() != e.byte_size())
-      return internal_error(fmt::format("{}: tensor '{}' hashed {} of {} bytes", h.path, e.name, hashers[i].bytes_seen(), e.byte_size()));
-    out.push_back({e.name, e.dtype, e.shape, e.byte_size(), hashers[i].finish()});
+    out.push_back({e.name, e.dtype, e.shape, e.byte_size(), hash::finalize(sums[i], e.dtype, e.shape, e.byte_size()), {}, false});
   }
   std::sort(out.begin(), out.end(), [](const TensorDigest& a, const TensorDigest& b) { return a.name < b.name; });
   return out;
 }
 
-namespace {
-
-struct TorchSink {
-  std::vector<TensorDigest> tensors;
-  std::string error;
-};
-
-int torch_tensor(void* ctx, const char* name, const char* dtype, const std::int64_t* shape, std::size_t rank, const void* data,
-                 std::uint64_t bytes) {
-  auto* sink = static_cast<TorchSink*>(ctx);
-  try {
-    auto dt = parse_dtype(dtype);
-    if (!dt) {
-      sink->error = fmt::format("tensor '{}' has dtype {}, which scout does not hash", name, dtype);
-      return 4;
+Result<std::vector<TensorDigest>> digest_torch_archive(int fd, std::uint64_t base, std::uint64_t length, const std::string& label,
+                                                        const ProgressFn& progress, unsigned threads) {
+  auto archive = read_torch_archive(fd, base, length, label);
+  if (!archive) return archive.error();
+  std::vector<TensorDigest> out;
+  std::vector<ByteRange> ranges;
+  std::vector<std::size_t> streamed;  // digest index of each streamed range
+  for (std::size_t i = 0; i < archive->tensors.size(); ++i) {
+    const auto& t = archive->tensors[i];
+    const std::uint64_t es = dtype_size(t.dtype), bytes = t.numel() * es;
+    TensorDigest d{t.name, t.dtype, t.shape, bytes, 0, {}, false};
+    if (t.contiguous()) {
+      ranges.push_back({t.storage_data + t.storage_offset * es, bytes, streamed.size(), 0});
+      streamed.push_back(out.size());
+    } else {
+      // A strided view: map its storage (the page cache backs it; nothing is copied whole) and hash the logical order.
+      const long page = ::sysconf(_SC_PAGESIZE);
+      const std::uint64_t start = t.storage_data & ~static_cast<std::uint64_t>(page - 1);
+      const std::uint64_t span = t.storage_data + t.storage_bytes - start;
+      void* map = ::mmap(nullptr, static_cast<std::size_t>(span), PROT_READ, MAP_PRIVATE, fd, static_cast<off_t>(start));
+      if (map == MAP_FAILED) return input_error(fmt::format("{}: cannot map storage of '{}'", label, t.name), std::strerror(errno));
+      const auto* base_ptr = static_cast<const std::byte*>(map) + (t.storage_data - start) + t.storage_offset * es;
+      d.hash = hash::hash_strided(t.dtype, t.shape, t.strides, base_ptr, threads == 0 ? 0 : threads);
+      ::munmap(map, static_cast<std::size_t>(span));
     }
-    TensorDigest d;
-    d.name = name;
-    d.dtype = *dt;
-    d.shape.assign(shape, shape + rank);
-    d.bytes = bytes;
-    d.hash = hash::hash_tensor(*dt, d.shape, std::span<const std::byte>(static_cast<const std::byte*>(data), bytes));
-    sink->tensors.push_back(std::move(d));
-    return 0;
-  } catch (const std::exception& e) {  // no exception crosses the C ABI
-    sink->error = e.what();
-    return 70;
+    out.push_back(std::move(d));
   }
+  std::vector<std::uint64_t> sums(streamed.size(), 0);
+  auto ok = hash_ranges_pipelined(fd, label, ranges, sums, progress, threads);
+  if (!ok) return ok.error();
+  for (std::size_t h = 0; h < streamed.size(); ++h) {
+    auto& d = out[streamed[h]];
+    d.hash = hash::finalize(sums[h], d.dtype, d.shape, d.bytes);
+  }
+  for (const auto& l : archive->leaves) {
+    TensorDigest d{l.name, DType::u8, {}, l.text.size(), 0, {}, false};
+    d.hash = hash::hash_tensor(DType::u8, {}, std::span(reinterpret_cast<const std::byte*>(l.text.data()), l.text.size()));
+    d.value = true;
+    out.push_back(std::move(d));
+  }
+  std::sort(out.begin(), out.end(), [](const TensorDigest& a, const TensorDigest& b) { return a.name < b.name; });
+  return out;
 }
 
-Result<std::vector<TensorDigest>> digest_torch(const std::string& path) {
-  auto sym = torch_module_symbol(k_torch_read_symbol);
-  if (!sym) return sym.error();
-  auto read = reinterpret_cast<ScoutTorchReadFn>(*sym);
-  TorchSink sink;
-  char error[2048] = {};
-  int rc = read(path.c_str(), torch_tensor, &sink, error, sizeof error);
-  if (rc == 0) {
-    std::sort(sink.tensors.begin(), sink.tensors.end(), [](const TensorDigest& a, const TensorDigest& b) { return a.name < b.name; });
-    for (std::size_t i = 1; i < sink.tensors.size(); ++i)
-      if (sink.tensors[i].name == sink.tensors[i - 1].name)
-        return input_error(fmt::format("{}: two tensors are named '{}'", path, sink.tensors[i].name), {}, "use unique dict keys");
-    return std::move(sink.tensors);
-  }
-  std::string message = !sink.error.empty() ? fmt::format("{}: {}", path, sink.error) : std::string(error);
-  if (rc == 4) return input_error(message);
-  return internal_error(message);
-}
-
-}  // namespace
-
-Result<FileDigest> digest_file(const std::string& path, const ProgressFn& progress) {
+Result<FileDigest> digest_file(const std::string& path, const ProgressFn& progress, unsigned threads) {
+  struct stat dst{};
+  if (::stat(path.c_str(), &dst) == 0 && S_ISDIR(dst.st_mode)) return digest_directory(path, progress, threads);
   auto format = detect_format(path);
   if (!format) return format.error();
   FileDigest d;
@@ -217,16 +244,21 @@ Result<FileDigest> digest_file(const std::string& path, const ProgressFn& progre
   if (::stat(path.c_str(), &st) == 0) d.size = static_cast<std::uint64_t>(st.st_size);
   switch (*format) {
     case FileFormat::torch_zip: {
-      auto t = digest_torch(path);
+      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return input_error(fmt::format("cannot open {}", path), std::strerror(errno), "check the path and permissions");
+      ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+      auto t = digest_torch_archive(fd, 0, d.size, path, progress, threads);
+      ::close(fd);
       if (!t) return t.error();
       d.tensors = std::move(*t);
-      if (progress) progress(d.size);
       return d;
     }
     case FileFormat::torch_legacy:
-      return input_error(fmt::format("{}: legacy (pre-zip) torch.save format", path), "LibTorch reads only the zip format",
+      return input_error(fmt::format("{}: legacy (pre-zip) torch.save format", path), "scout reads only the zip format torch.save writes by default since torch 1.6",
                          "re-save it with torch.save(dict(model.state_dict()), f) from torch >= 1.6 without "
                          "_use_new_zipfile_serialization=False, or as safetensors");
+    case FileFormat::dcp:
+    case FileFormat::hf_sharded:
     case FileFormat::unknown:
       return input_error(fmt::format("{}: file is {} bytes, too short to be a checkpoint", path, d.size), {},
                          "the file is empty or truncated; re-copy it or use another replica");
@@ -234,7 +266,7 @@ Result<FileDigest> digest_file(const std::string& path, const ProgressFn& progre
   }
   auto header = read_safetensors_header(path);
   if (!header) return header.error();
-  auto t = hash_safetensors_pipelined(*header, progress);
+  auto t = hash_safetensors_pipelined(*header, progress, std::size_t{4} << 20, (threads == 0 ? default_hash_threads() : threads) + 2);
   if (!t) return t.error();
   d.tensors = std::move(*t);
   return d;

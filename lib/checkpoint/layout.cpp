@@ -40,8 +40,9 @@ Result<CheckpointLayout> layout_from_replicas(const std::vector<std::string>& fi
     auto canonical = fs::weakly_canonical(f, ec).string();
     if (!seen.insert(canonical).second)
       return usage_error(fmt::format("--replicas names {} twice", f), {}, "a file compared with itself always agrees");
-    if (!fs::is_regular_file(f, ec))
-      return input_error(fmt::format("{} is missing or not a regular file", f), {}, "check the path; a missing replica cannot be verified");
+    if (!fs::is_regular_file(f, ec) && !fs::is_directory(f, ec))
+      return input_error(fmt::format("{} is missing or not a regular file or checkpoint directory", f), {},
+                         "check the path; a missing replica cannot be verified");
     set.files.push_back({f, -1});
   }
   layout.sets.push_back(std::move(set));

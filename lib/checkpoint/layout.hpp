@@ -32,7 +32,8 @@ struct CheckpointLayout {
 };
 
 // One shard "replicas" made of `files` in the given order (at least 2, no
-// duplicates, each a regular file): usage error otherwise.
+// duplicates, each a regular file or a checkpoint directory: DCP, sharded
+// safetensors): usage error otherwise.
 Result<CheckpointLayout> layout_from_replicas(const std::vector<std::string>& files);
 
 // Per-rank files of `dir` grouped into replica sets by `mesh_spec`

@@ -118,6 +118,37 @@ LedgerChange ledger_recheck_invalid(Ledger& ledger, const std::string& id, Check
   return change;
 }
 
+std::vector<const LedgerCheckpoint*> outstanding_corrupt(const Ledger& ledger) {
+  std::vector<const LedgerCheckpoint*> out;
+  for (const auto& c : ledger.checkpoints) {
+    if (c.state != CheckpointState::corrupt || !c.acknowledged_at.empty()) continue;
+    const bool superseded = std::any_of(ledger.checkpoints.begin(), ledger.checkpoints.end(), [&](const LedgerCheckpoint& o) {
+      return o.seq > c.seq && (o.state == CheckpointState::pending || o.state == CheckpointState::verified || o.state == CheckpointState::superseded);
+    });
+    if (!superseded) out.push_back(&c);
+  }
+  return out;
+}
+
+Result<LedgerChange> ledger_acknowledge(Ledger& ledger, const std::string& id, const std::string& now) {
+  LedgerChange change;
+  for (auto& c : ledger.checkpoints) {
+    if (c.id != id) continue;
+    if (c.state != CheckpointState::corrupt)
+      return input_error(fmt::format("{} is {}, not corrupt", id, checkpoint_state_name(c.state)), "only corrupt findings are acknowledged",
+                         "see 'scout verify-ckpt status'");
+    if (!c.acknowledged_at.empty()) {
+      change.note = fmt::format("{} was already acknowledged at {}", id, c.acknowledged_at);
+      return change;
+    }
+    c.acknowledged_at = now;
+    change.changed = true;
+    change.note = fmt::format("acknowledged corrupt checkpoint {}", id);
+    return change;
+  }
+  return input_error(fmt::format("{} is not in the ledger", id), {}, "give the id that 'scout verify-ckpt status' prints");
+}
+
 Result<LedgerChange> ledger_apply_replay(Ledger& ledger, const ReplayCycle& r, const std::string& now) {
   LedgerChange change;
   if (ledger.last_cycle && r.cycle < *ledger.last_cycle)
@@ -202,7 +233,8 @@ nlohmann::ordered_json ledger_to_json(const Ledger& l) {
                    {"summary", c.summary},
                    {"clean_cycles", c.clean_cycles},
                    {"last_clean_cycle", opt(c.last_clean_cycle)},
-                   {"decided_by_cycle", opt(c.decided_by_cycle)}});
+                   {"decided_by_cycle", opt(c.decided_by_cycle)},
+                   {"acknowledged_at", c.acknowledged_at.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.acknowledged_at)}});
   nlohmann::ordered_json sweep = nullptr;
   if (l.last_full_sweep)
     sweep = {{"cycle", l.last_full_sweep->cycle},
@@ -289,6 +321,10 @@ Result<Ledger> ledger_from_json(const nlohmann::json& j, const std::string& path
     if (!get_int(c, "clean_cycles", lc.clean_cycles)) return bad_ledger(path, where + ".clean_cycles missing");
     if (!get_opt_int(c, "last_clean_cycle", lc.last_clean_cycle)) return bad_ledger(path, where + ".last_clean_cycle missing");
     if (!get_opt_int(c, "decided_by_cycle", lc.decided_by_cycle)) return bad_ledger(path, where + ".decided_by_cycle missing");
+    if (c.contains("acknowledged_at") && !c["acknowledged_at"].is_null()) {
+      if (!c["acknowledged_at"].is_string()) return bad_ledger(path, where + ".acknowledged_at is not a string");
+      lc.acknowledged_at = c["acknowledged_at"].get<std::string>();
+    }
     l.checkpoints.push_back(std::move(lc));
   }
   return l;

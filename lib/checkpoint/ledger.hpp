@@ -45,6 +45,7 @@ struct LedgerCheckpoint {
   std::int64_t clean_cycles = 0;                 // consecutive clean replay cycles after it
   std::optional<std::int64_t> last_clean_cycle;  // cycle number of the last of them
   std::optional<std::int64_t> decided_by_cycle;  // cycle that verified or rejected it
+  std::string acknowledged_at;  // when an operator acknowledged a corrupt finding (`verify-ckpt ack`); empty: not
 };
 
 // A replay outcome as the ledger uses it (parsed from a replay verdict).
@@ -99,6 +100,16 @@ LedgerChange ledger_add_checkpoint(Ledger& ledger, const std::string& id, Checkp
 // any other state is left alone (changed = false).
 LedgerChange ledger_recheck_invalid(Ledger& ledger, const std::string& id, CheckpointState state, const std::string& summary,
                                     const std::string& now);
+
+// Corrupt checkpoints still to be reported: not acknowledged and not
+// superseded (no later checkpoint recorded intact: pending, verified or
+// superseded). Cron runs and `status` keep naming them, so a finding is never
+// lost to a failed side output or a later run that checks nothing new.
+std::vector<const LedgerCheckpoint*> outstanding_corrupt(const Ledger& ledger);
+
+// Marks corrupt checkpoint `id` acknowledged at `now`. Bad input when `id`
+// is not in the ledger or not corrupt; acknowledging twice is a no-op.
+Result<LedgerChange> ledger_acknowledge(Ledger& ledger, const std::string& id, const std::string& now);
 
 // Applies one replay cycle. Bad input when the cycle number goes backwards
 // (a stale verdict); re-recording the last cycle with the same outcome is a

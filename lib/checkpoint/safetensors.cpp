@@ -178,7 +178,7 @@ Result<std::vector<TensorDigest>> hash_safetensors(const SafetensorsHeader& h, c
   if (!status) return status.error();
   for (std::size_t i = 0; i < h.tensors.size(); ++i) {
     const auto& e = h.tensors[i];
-    out.push_back({e.name, e.dtype, e.shape, e.byte_size(), hashers[i].finish()});
+    out.push_back({e.name, e.dtype, e.shape, e.byte_size(), hashers[i].finish(), {}, false});
   }
   std::sort(out.begin(), out.end(), [](const TensorDigest& a, const TensorDigest& b) { return a.name < b.name; });
   return out;

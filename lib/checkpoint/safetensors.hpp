@@ -68,6 +68,8 @@ struct TensorDigest {
   std::vector<std::int64_t> shape;
   std::uint64_t bytes = 0;
   std::uint64_t hash = 0;
+  std::string source;  // file of a multi-file checkpoint that holds it (DCP .distcp, HF shard); empty for single files
+  bool value = false;  // a non-tensor value (int, string, ...): hash of its canonical text, dtype U8, shape []
 };
 Result<std::vector<TensorDigest>> hash_safetensors(const SafetensorsHeader& header,
                                                    const std::function<void(std::uint64_t done)>& progress = {});

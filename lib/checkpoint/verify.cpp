@@ -21,6 +21,9 @@ Result<std::vector<FileDigest>> digest_files(const std::vector<std::string>& pat
     auto s = std::filesystem::file_size(p, ec);
     if (!ec) total += s;
   }
+  // Cores shared among the files in flight: no file's hashers oversubscribe the machine.
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned per_file = std::max(1u, cores / jobs);
   std::vector<std::optional<Result<FileDigest>>> results(n);
   std::atomic<std::uint64_t> done_total{0};
   std::atomic<std::size_t> next{0};
@@ -37,7 +40,7 @@ Result<std::vector<FileDigest>> digest_files(const std::vector<std::string>& pat
         if (!progress) return;
         std::lock_guard lock(progress_mutex);
         progress(sum, total);
-      });
+      }, per_file);
       if (!r) failed.store(true);
       results[i] = std::move(r);
     }

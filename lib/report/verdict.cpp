@@ -109,10 +109,17 @@ std::string render_text(const Verdict& v) {
   if (!v.suspects.empty()) {
     out += "suspects:\n";
     for (const auto& s : v.suspects) {
-      std::string who = s.rank >= 0 ? fmt::format("rank {}", s.rank) : std::string("node");
-      if (!s.node.empty()) who += fmt::format(" on {}", s.node);
+      // Who: the rank, else the node, else the replica the evidence names (checkpoint files have no rank).
+      std::string who = s.rank >= 0 ? fmt::format("rank {}", s.rank)
+                        : !s.node.empty() ? s.node
+                        : s.evidence.contains("replica") ? fmt::format("replica {}", brief(s.evidence["replica"]))
+                        : s.evidence.contains("checkpoint") ? std::string("checkpoint")
+                                                            : std::string("unknown");
+      if (s.rank >= 0 && !s.node.empty()) who += fmt::format(" on {}", s.node);
       out += fmt::format("  {:<20} {}", who, s.reason);
       if (s.evidence.contains("value")) out += fmt::format(" (value {})", brief(s.evidence["value"]));
+      for (const char* key : {"checkpoint", "file", "source", "tensor"})
+        if (s.evidence.contains(key) && s.evidence[key].is_string()) out += fmt::format("\n  {:<20} {} {}", "", key, s.evidence[key].get<std::string>());
       out += "\n";
     }
   }

@@ -12,6 +12,7 @@ import sys
 import tempfile
 import time
 import unittest
+import zlib
 
 import scoutlib
 from scoutlib import ScoutTestCase, run, validate
@@ -60,6 +61,22 @@ def flip(tensors, rng):
     return out, name, byte, bit
 
 
+CKPT_WRITER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trainers", "ckpt_writer.py")
+VENV = os.environ.get("SCOUT_VENV", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".venv"))
+
+
+def find_torch2():
+    """The venv's python when it has torch 2.x, else None."""
+    py = os.path.join(VENV, "bin", "python")
+    if not os.path.exists(py):
+        return None
+    proc = subprocess.run([py, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True, timeout=120)
+    return py if proc.returncode == 0 and proc.stdout.startswith("2.") else None
+
+
+TORCH2 = find_torch2()
+
+
 def torch_script(body):
     """Runs python3-torch code in a child (import cost paid once per call)."""
     proc = subprocess.run(["/usr/bin/python3", "-c", "import torch\n" + body], capture_output=True, text=True, timeout=300)
@@ -71,7 +88,7 @@ def torch_script(body):
 class VerifyCkptTest(ScoutTestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="scout_vc_")
-        self.rng = random.Random(SEED ^ hash(self._testMethodName) & 0xFFFFFFFF)
+        self.rng = random.Random(SEED ^ zlib.crc32(self._testMethodName.encode()))
 
     def tearDown(self):
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -229,21 +246,80 @@ open("{self.dir}/z.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + dat
             self.assertIn(name, r.stderr, label)
             self.assertIn(files[2], r.stderr, label)
 
-    def test_ordered_dict_state_dict_gets_the_hint(self):
+    def test_state_dict_nested_views_and_legacy(self):
         torch_script(f"""
+import argparse
 m = torch.nn.Linear(4, 3)
 torch.save(m.state_dict(), "{self.dir}/od.pt")
 torch.save(dict(m.state_dict()), "{self.dir}/plain.pt")
 torch.save(dict(m.state_dict()), "{self.dir}/legacy.pt", _use_new_zipfile_serialization=False)
+big = torch.arange(30, dtype=torch.float32).reshape(6, 5)
+torch.save({{"w": big[1:4, ::2], "t": big.t(), "one": torch.tensor(2.5), "args": argparse.Namespace(lr=0.1), "n": None}}, "{self.dir}/v1.pt")
+torch.save({{"w": big[1:4, ::2].contiguous(), "t": big.t().contiguous(), "one": torch.tensor(2.5), "args": argparse.Namespace(lr=0.1), "n": None}}, "{self.dir}/v2.pt")
+import os
+class Evil:
+    def __reduce__(self):
+        return (os.system, ("true",))
+torch.save({{"x": Evil()}}, "{self.dir}/evil.pt")
 """)
         r = run(["verify-ckpt", "--replicas", self.path("od.pt"), self.path("plain.pt")])
-        self.assertCleanError(r, "bad_input", "verify-ckpt")
-        self.assertIn("torch.save(dict(model.state_dict()), f)", r.stderr)
-        self.assertIn("OrderedDict", r.stderr)
-        self.assertIn("od.pt", r.stderr)
+        self.assertExit(r, "healthy")
+        self.assertEqual(r.json()["details"]["tensors_compared"], 2)
+        # Views hash by their logical bytes, like their contiguous copies; leaves compare too.
+        r = run(["verify-ckpt", "--replicas", self.path("v1.pt"), self.path("v2.pt")])
+        self.assertExit(r, "healthy")
+        self.assertGreaterEqual(r.json()["details"]["tensors_compared"], 5)
         r = run(["verify-ckpt", "--replicas", self.path("legacy.pt"), self.path("plain.pt")])
         self.assertCleanError(r, "bad_input", "verify-ckpt")
         self.assertIn("legacy", r.stderr)
+        r = run(["verify-ckpt", "--replicas", self.path("evil.pt"), self.path("plain.pt")])
+        self.assertCleanError(r, "bad_input", "verify-ckpt")
+        self.assertIn("posix.system", r.stderr)
+        self.assertIn("not allowed", r.stderr)
+
+    def check_form(self, python, form, n=3):
+        """Replicas of one form written by real torch: one flipped bit named with file, tensor and replica; clean ones healthy."""
+        bad = self.rng.randrange(n)
+        seed = self.rng.randrange(1 << 30)
+        out = tempfile.mkdtemp(dir=self.dir)
+        proc = subprocess.run([python, CKPT_WRITER, form, out, str(n), str(seed), str(bad)], capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        info = json.loads(proc.stdout)
+        print(f"seed {SEED}: {form} ({python}) writer seed {seed}: {info}", file=sys.stderr)
+        r = run(["verify-ckpt", "--replicas"] + info["paths"])
+        self.assertExit(r, "attributed")
+        doc = r.json()
+        self.assertEqual(len(doc["suspects"]), 1, doc["suspects"])
+        ev = doc["suspects"][0]["evidence"]
+        self.assertEqual((ev["file"], ev["tensor"], ev["replica"]), (info["paths"][bad], info["tensor"], bad))
+        if form == "hf":
+            self.assertEqual(ev["source"], info["file"])
+        if form == "dcp":
+            self.assertTrue(ev["source"].endswith(".distcp"), ev)
+        self.assertIn(info["tensor"], r.stdout)
+        clean = tempfile.mkdtemp(dir=self.dir)
+        proc = subprocess.run([python, CKPT_WRITER, form, clean, "2", str(seed), "-1"], capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        r = run(["verify-ckpt", "--replicas"] + json.loads(proc.stdout)["paths"] + [p for i, p in enumerate(info["paths"]) if i != bad])
+        self.assertExit(r, "healthy")
+        return doc
+
+    def test_bit_flip_in_state_dict_replicas_torch1(self):
+        self.check_form("/usr/bin/python3", "state_dict")
+
+    def test_bit_flip_in_nested_training_checkpoints_torch1(self):
+        doc = self.check_form("/usr/bin/python3", "nested")
+        self.assertGreater(doc["details"]["tensors_compared"], 10)
+
+    def test_bit_flip_in_sharded_safetensors(self):
+        self.check_form("/usr/bin/python3", "hf")
+
+    def test_bit_flip_in_torch2_forms(self):
+        if not TORCH2:
+            self.skipTest(f"no torch 2.x at {VENV} (set SCOUT_VENV)")
+        for form in ("state_dict", "nested", "dcp"):
+            with self.subTest(form=form):
+                self.check_form(TORCH2, form)
 
     # --- directories, mesh, manifest ----------------------------------------
     def write_mesh_checkpoint(self, ckpt, dp, tp, corrupt_rank=None):
@@ -350,10 +426,26 @@ torch.save(dict(m.state_dict()), "{self.dir}/legacy.pt", _use_new_zipfile_serial
         self.assertEqual(doc["suspects"][0]["rank"], 1)
         step200 = os.path.join(root, "step_200")
         self.assertEqual(doc["details"]["ledger"]["latest"], step200)
-        # Nothing new: a re-run checks nothing.
+        step300 = os.path.join(root, "step_300")
+        self.assertIn(step300, doc["summary"])
+        # Nothing new: a re-run checks nothing, but the finding stays reported, and an
+        # unwritable --prometheus changes neither the verdict nor its exit code.
+        r = run(["verify-ckpt"] + common + ["--mesh", "dp=3", "--settle", "0", "--prometheus", "/proc/nonexistent/x.prom", root])
+        self.assertExit(r, "attributed")
+        doc = r.json()
+        self.assertEqual(doc["details"]["checkpoints"], [])
+        self.assertEqual([c["id"] for c in doc["details"]["outstanding"]], [step300])
+        self.assertIn(step300, doc["summary"])
+        self.assertFalse(doc["details"]["side_outputs"]["prometheus"]["written"])
+        self.assertIn("prometheus", r.stderr)
+        st = run(["verify-ckpt", "status"] + common, fmt="text")
+        self.assertEqual(st.rc, 1, st)
+        self.assertIn(step300, st.stdout)
+        r = run(["verify-ckpt", "ack"] + common + [step300])
+        self.assertExit(r, "healthy")
         r = run(["verify-ckpt"] + common + ["--mesh", "dp=3", "--settle", "0", root])
         self.assertExit(r, "healthy")
-        self.assertEqual(r.json()["details"]["checkpoints"], [])
+        self.assertEqual(r.json()["details"]["outstanding"], [])
 
         def select(failure, *extra):
             r = run(["verify-ckpt", "select"] + common + ["--failure", failure] + list(extra))
@@ -378,8 +470,50 @@ torch.save(dict(m.state_dict()), "{self.dir}/legacy.pt", _use_new_zipfile_serial
         self.assertCleanError(run(["verify-ckpt", "record"] + common + ["--replay", self.replay(4, "healthy", job="other")]),
                               "bad_input", "verify-ckpt")
         st = run(["verify-ckpt", "status"] + common)
-        self.assertExit(st, "healthy")
+        self.assertExit(st, "healthy")  # step_300's finding was acknowledged above
         self.assertEqual(len(st.json()["details"]["checkpoints"]), 3)
+
+    def test_a_corrupt_finding_survives_a_failed_prometheus_write(self):
+        root, ledger = self.path("ck"), self.path("j3.ledger.json")
+        step = os.path.join(root, "step_5")
+        name = self.write_mesh_checkpoint(step, 3, 1, corrupt_rank=self.rng.randrange(3))
+        args = ["verify-ckpt", "--job", "j3", "--ledger", ledger, "--mesh", "dp=3", "--settle", "0", "--quiet"]
+        r = run(args + ["--prometheus", self.path("no", "such", "dir", "x.prom"), root], fmt="text")
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn(step, r.stdout)
+        self.assertIn(name, r.stdout)  # text names the tensor, not a bare "node"
+        self.assertNotIn("  node ", r.stdout)
+        self.assertIn("prometheus", r.stderr)
+        r = run(args + [root])
+        self.assertExit(r, "attributed")
+        self.assertIn(step, r.json()["summary"])
+
+    def test_options_of_other_forms_are_refused_with_replicas(self):
+        tensors = make_tensors(self.rng)
+        files = []
+        for i in range(3):
+            files.append(self.path(f"o{i}.safetensors"))
+            write_safetensors(files[-1], tensors)
+        for extra in (["--mesh", "dp=3"], ["--prometheus", self.path("p.prom")], ["--settle", "5"]):
+            r = run(["verify-ckpt", "--replicas"] + files + extra)
+            self.assertCleanError(r, "usage", "verify-ckpt")
+            self.assertIn(extra[0], r.stderr)
+            self.assertFalse(os.path.exists(self.path("p.prom")))
+        r = run(["verify-ckpt", "check", "--replicas"] + files + ["--mesh", "dp=3"])
+        self.assertCleanError(r, "usage", "verify-ckpt")
+
+    def test_replica_suspect_text_names_file_and_tensor(self):
+        tensors = make_tensors(self.rng)
+        bent, name, _, _ = flip(tensors, self.rng)
+        files = []
+        for i in range(3):
+            files.append(self.path(f"x{i}.safetensors"))
+            write_safetensors(files[-1], bent if i == 1 else tensors)
+        r = run(["verify-ckpt", "--replicas"] + files, fmt="text")
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("replica 1", r.stdout)
+        self.assertIn(files[1], r.stdout)
+        self.assertIn(name, r.stdout)
 
     def test_cron_records_an_invalid_checkpoint_and_exits_4(self):
         root = self.path("ckpts")

@@ -8,7 +8,7 @@ namespace {
 FileDigest digest(const std::string& path, std::vector<std::pair<std::string, std::uint64_t>> tensors) {
   FileDigest d;
   d.path = path;
-  for (auto& [name, hash] : tensors) d.tensors.push_back({name, DType::f32, {2, 2}, 16, hash});
+  for (auto& [name, hash] : tensors) d.tensors.push_back({name, DType::f32, {2, 2}, 16, hash, {}, false});
   return d;
 }
 
