@@ -16,8 +16,8 @@ _scout() {
   esac
   case "$cmd" in
     "") COMPREPLY=($(compgen -W "probe-hang observe records verify-ckpt hash catalog groups consensus completion --help -h --version --format --log-level " -- "$cur")) ;;
-    probe-hang) COMPREPLY=($(compgen -W "--help -h --job --attempt --store --store-host --no-store-host --nodes --node-index --timeout --mesh --order --threshold --local-ranks --token-file --listen --shm-dir --allow-other-owner --version --format --log-level" -- "$cur")) ;;
-    observe) COMPREPLY=($(compgen -W "--help -h --job --attempt --store --store-host --no-store-host --nodes --node-index --timeout --mesh --order --threshold --local-ranks --token-file --listen --shm-dir --allow-other-owner --verdict-dir --interval --max-verdicts --duration --version --format --log-level" -- "$cur")) ;;
+    probe-hang) COMPREPLY=($(compgen -W "--help -h --job --attempt --store --store-host --no-store-host --nodes --node-index --timeout --token-file --listen --mesh --order --threshold --local-ranks --shm-dir --allow-other-owner --version --format --log-level" -- "$cur")) ;;
+    observe) COMPREPLY=($(compgen -W "--help -h --job --attempt --store --store-host --no-store-host --nodes --node-index --timeout --token-file --listen --mesh --order --threshold --local-ranks --shm-dir --allow-other-owner --verdict-dir --interval --max-verdicts --duration --version --format --log-level" -- "$cur")) ;;
     records) COMPREPLY=($(compgen -W "list gc --help -h --job --allow-other-owner --read-timeout --shm-dir --dry-run --version --format --log-level" -- "$cur")) ;;
     verify-ckpt) COMPREPLY=($(compgen -W "check manifest record select status --help -h --replicas --mesh --pattern --jobs --quiet --ledger --job --lock-timeout --settle --prometheus --no-manifest --recheck-invalid --replay --failure --sweep --version --format --log-level" -- "$cur")) ;;
     hash) COMPREPLY=($(compgen -W "--help -h --raw --threads --version --format --log-level" -- "$cur")) ;;

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <arpa/inet.h>
-#include <cerrno>
-#include <csignal>
 #include <ctime>
 #include <fmt/format.h>
 #include <netdb.h>
@@ -11,9 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "lib/session/membership.hpp"
+#include "lib/session/session.hpp"
 #include "lib/transport/auth.hpp"
-#include "lib/transport/gather.hpp"
-#include "lib/transport/presence.hpp"
 
 namespace scout::hang {
 
@@ -54,7 +52,17 @@ std::string address_towards(const std::string& host, std::uint16_t port) {
   return out;
 }
 
-bool pid_alive(std::int64_t pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+// The hang verdict's form of a session rejection.
+RejectedObserver adapt(const session::Rejection& r) {
+  RejectedObserver out;
+  out.observer = r.member;
+  out.reason = r.reason;
+  out.source = r.source == session::Rejection::Source::presence ? RejectedObserver::Source::presence : RejectedObserver::Source::evidence;
+  out.host = r.host;
+  out.pid = r.pid;
+  out.attempt = r.attempt;
+  return out;
+}
 
 }  // namespace
 
@@ -166,83 +174,83 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
     }
     transport_details["store_hosted_here"] = store.ok() && try_host && (*store)->describe().find("hosted") != std::string::npos;
     std::vector<std::string> notes;
-    std::optional<transport::GatherResult> gathered;
+    std::optional<session::GatherResult> gathered;
     if (!store) {
       // No store: no other node can be reached, but this node's evidence still decides what it can.
       notes.push_back(store.error().message());
       spdlog::warn("{}", store.error().message());
     } else {
-      transport::GatherOptions go;
-      go.key_namespace = ns;
-      go.observer = *index;
-      go.observers = o.nodes;
       elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
-      go.timeout = std::max(std::chrono::milliseconds(300), o.timeout - elapsed - std::chrono::milliseconds(150));
-      go.listen_address = o.listen_address;
-      if (go.listen_address.empty() && uri.kind == transport::StoreUri::Kind::tcp) go.listen_address = address_towards(uri.host, uri.port);
-      const std::string context = fmt::format("{}/evidence/{}", ns, *index);
-      auto signed_blob = token->sign(own_blob, context);
+      const auto gather_timeout = std::max(std::chrono::milliseconds(300), o.timeout - elapsed - std::chrono::milliseconds(150));
+      const auto gather_deadline = std::chrono::steady_clock::now() + gather_timeout;
+      session::SessionOptions so;
+      so.key_namespace = ns;
+      so.member = *index;
+      so.id_space = o.nodes;
+      so.timeout = gather_timeout;
+      so.listen_address = o.listen_address;
+      if (so.listen_address.empty() && uri.kind == transport::StoreUri::Kind::tcp) so.listen_address = address_towards(uri.host, uri.port);
+      so.signer = &*token;
       // Announce this observer where any observer of the job looks, whatever its token: one
-      // that was kept out of the gather by its token is still seen, and reported.
-      transport::PresenceEntry self{.key_id = token->key_id(), .attempt = o.attempt, .observer = *index, .host = host_name(),
-                                    .pid = static_cast<std::int64_t>(getpid()), .authenticated = token->authenticated(),
-                                    .written_ns = realtime_now_ns()};
-      if (auto a = transport::announce_presence(**store, token->presence_prefix(), self, std::min(go.timeout / 4, std::chrono::milliseconds(2000))); !a)
+      // that was kept out of the session by its token is still seen, and reported.
+      const auto self = session::presence_of(*token, *index, host_name());
+      if (auto a = session::announce(**store, *token, self, std::min(gather_timeout / 4, std::chrono::milliseconds(2000))); !a)
         notes.push_back(fmt::format("presence: {}", a.error().message()));
-      auto g = transport::gather_blobs(**store, go, signed_blob);
-      if (!g) {
-        notes.push_back(g.error().message());
-        (*store)->cleanup();  // a finished gather cleans up itself, and then writes the "closed" marker that must stay
+      auto joined = session::Session::open(**store, so);
+      if (!joined) {
+        notes.push_back(joined.error().message());
+        (*store)->cleanup();  // a closed session cleans up itself, and then writes the "closed" marker that must stay
       } else {
-        gathered = std::move(*g);
-        transport_details["generation"] = gathered->generation;
-        transport_details["rounds"] = gathered->rounds;
-        for (auto& n : gathered->notes) notes.push_back(n);
+        session::Session& observers = **joined;
+        session::OpOptions op;
+        op.name = "evidence";
+        op.timeout = std::max(std::chrono::milliseconds(100),
+                              std::chrono::duration_cast<std::chrono::milliseconds>(gather_deadline - std::chrono::steady_clock::now()));
+        op.limits = o.evidence_limits;
+        auto g = observers.all_gather(own_blob, op);
+        observers.close();
+        transport_details["generation"] = observers.generation();
+        transport_details["rounds"] = observers.rounds();
+        for (const auto& n : observers.notes()) notes.push_back(n);
+        if (!g)
+          notes.push_back(g.error().message());
+        else
+          gathered = std::move(*g);
       }
       // Who else announced itself, read once the gather is over (strays wait out their own timeout).
       elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
-      auto scan = transport::read_presence(**store, token->presence_prefix(),
-                                           std::max(std::chrono::milliseconds(100), o.timeout - elapsed - std::chrono::milliseconds(50)));
+      const auto max_age = std::max(std::chrono::nanoseconds(std::chrono::seconds(60)), 3 * std::chrono::nanoseconds(o.timeout));
+      auto scan = session::scan_strays(**store, *token, self,
+                                       std::max(std::chrono::milliseconds(100), o.timeout - elapsed - std::chrono::milliseconds(50)), max_age);
       if (!scan) {
         notes.push_back(fmt::format("presence: {}", scan.error().message()));
       } else {
         for (auto& n : scan->notes) notes.push_back(n);
-        const std::int64_t max_age_ns = std::max<std::int64_t>(60'000'000'000, 3 * std::chrono::duration_cast<std::chrono::nanoseconds>(o.timeout).count());
-        auto strays = transport::find_strays(*scan, self, realtime_now_ns(), max_age_ns, pid_alive);
-        // A flood of announcements must not flood the verdict.
-        constexpr std::size_t k_max_listed = 16;
-        if (strays.size() > k_max_listed)
-          notes.push_back(fmt::format("presence: {} observers of another key id; the first {} are listed", strays.size(), k_max_listed));
-        for (std::size_t i = 0; i < std::min(strays.size(), k_max_listed); ++i) {
-          RejectedObserver r;
-          r.observer = strays[i].entry.observer;
-          r.reason = strays[i].reason;
-          r.source = RejectedObserver::Source::presence;
-          r.host = strays[i].entry.host;
-          r.pid = strays[i].entry.pid;
-          r.attempt = strays[i].entry.attempt;
-          in.rejected.push_back(std::move(r));
-        }
+        for (const auto& r : scan->rejections) in.rejected.push_back(adapt(r));
       }
     }
     transport_details["notes"] = notes;
     in.nodes[*index] = local;
     if (gathered) {
       auto reject_blob = [&](std::int64_t i, std::string reason) {
-        RejectedObserver r;
-        r.observer = i;
+        session::Rejection r;
+        r.member = i;
         r.reason = std::move(reason);
-        in.rejected.push_back(std::move(r));
+        in.rejected.push_back(adapt(r));
       };
       for (std::int64_t i = 0; i < o.nodes; ++i) {
-        if (i == *index || !gathered->blobs[i]) continue;
-        const std::string context = fmt::format("{}/evidence/{}", ns, i);
-        auto plain = token->verify(*gathered->blobs[i], context);
-        if (!plain) {
+        const auto& c = gathered->from[static_cast<std::size_t>(i)];
+        if (i == *index) continue;
+        if (c.state == session::Contribution::State::rejected) {
           reject_blob(i, "evidence blob failed authentication (wrong job token or forged)");
           continue;
         }
-        auto ev = deserialize(*plain);
+        if (c.state == session::Contribution::State::over_limit) {
+          reject_blob(i, c.reason);
+          continue;
+        }
+        if (c.state != session::Contribution::State::ok) continue;  // absent or lost: unreachable
+        auto ev = deserialize(c.data);
         if (!ev) {
           reject_blob(i, ev.error().message());
           continue;

@@ -15,6 +15,7 @@
 #include "lib/common/error.hpp"
 #include "lib/hang/decide.hpp"
 #include "lib/records/snapshot.hpp"
+#include "lib/session/session.hpp"
 #include "lib/transport/store.hpp"
 
 namespace scout::hang {
@@ -38,6 +39,7 @@ struct ProbeOptions {
   std::string token_file;
   std::string listen_address;                  // Gloo device address ("" = automatic)
   std::string command = "probe-hang";
+  session::Limits evidence_limits;             // bounds on the evidence blobs the observers exchange
 };
 
 // This node's evidence from its record reads at `now_ns`.
