@@ -16,10 +16,9 @@ written to sockets per probe (/proc/self/io), store operations while forming,
 Gloo collectives per probe, time per probe (the slowest observer's median) and
 formation time. Then
 it fits the time per probe of each mode to the cost model in ARCHITECTURE.md
-("Observer session: cost model"), t = alpha * steps + beta * bytes, and
-extrapolates every figure to --target-nodes (12,500 nodes x 8 ranks = 100,000
+("Observer session: cost model"), t = alpha * steps, and extrapolates every figure to --target-nodes (12,500 nodes x 8 ranks = 100,000
 ranks). The loopback figures are from this machine; the extrapolated times
-carry its alpha and beta (a loaded 2-core machine is far slower per step than
+carry the alpha measured here (a loaded 2-core machine is far slower per step than
 a datacenter network), so read them as an upper bound and for the ratios.
 
     /usr/bin/python3 bench/session_scale.py [--sizes 8,16,32] [--modes flat-full,flat,hier]
@@ -75,39 +74,22 @@ def model(mode, n, r, g, a):
     k = 1                                    # nodes that stand out
     if mode == "flat-full":
         ev = r * a.evidence_bytes + 32
-        return {"pairs": n - 1, "steps": 2 * (n - 1), "bytes_in": (n - 1) * ev, "bytes_out": (n - 1) * ev}
+        return {"pairs": n - 1, "steps": 2 * (n - 1), "calls": 2, "bytes_in": (n - 1) * ev, "bytes_out": (n - 1) * ev}
     if mode == "flat":
-        return {"pairs": n - 1, "steps": 4 * (n - 1), "bytes_in": (n - 1) * pos + k * det,
+        return {"pairs": n - 1, "steps": 4 * (n - 1), "calls": 4, "bytes_in": (n - 1) * pos + k * det,
                 "bytes_out": (n - 1) * pos + k * det}
     groups = math.ceil(n / g)
     # level 1: positions (sizes + bytes: 2 ring all-gathers), selection (sizes ring + binomial broadcast),
     # details (2 rings), decision (sizes ring + broadcast);
     # level 2 (leaders): positions (2) and details (2) ring all-gathers over the groups' blocks.
+    g = min(g, n)
     steps = 6 * (g - 1) + 2 * math.ceil(math.log2(max(g, 2))) + 4 * (groups - 1)
     block = g * (pos + 16) + 32
-    bytes_in = (g - 1) * pos + (groups - 1) * block + k * det * 2
-    return {"pairs": (g - 1) + (groups - 1), "steps": steps, "bytes_in": bytes_in, "bytes_out": bytes_in}
-
-
-def fit(points):
-    """Least squares t = alpha * steps + beta * bytes over (steps, bytes, t), both >= 0."""
-    sxx = sum(s * s for s, b, t in points)
-    syy = sum(b * b for s, b, t in points)
-    sxy = sum(s * b for s, b, t in points)
-    sxt = sum(s * t for s, b, t in points)
-    syt = sum(b * t for s, b, t in points)
-    det = sxx * syy - sxy * sxy
-    if det <= 0:
-        return sum(t for _, _, t in points) / max(1, sum(s for s, _, _ in points)), 0.0
-    alpha = (sxt * syy - syt * sxy) / det
-    beta = (sxx * syt - sxy * sxt) / det
-    if beta < 0:
-        beta = 0.0
-        alpha = sxt / sxx
-    if alpha < 0:
-        alpha = 0.0
-        beta = syt / syy
-    return alpha, beta
+    # The busiest observer is a leader: its group's positions, the other groups' blocks, and the
+    # details once (from its group, or in the other leaders' blocks).
+    bytes_in = (g - 1) * pos + (groups - 1) * block + k * det
+    return {"pairs": (g - 1) + (groups - 1), "steps": steps, "calls": 8 + (4 if groups > 1 else 0),
+            "bytes_in": bytes_in, "bytes_out": bytes_in}
 
 
 def main():
@@ -150,27 +132,29 @@ def main():
                   f"{max(r['bytes_out'] for r in rows):>10} {max(r['socket_write'] for r in rows):>11} "
                   f"{ops:>9} {max(r['collectives'] for r in rows):>5} "
                   f"{probe:>8.4f} {form:>7.3f} {all(r['right'] for r in rows)}")
-            print(f"{'':>5} {'model':>9} {m['pairs']:>9} {m['bytes_in']:>10} {m['bytes_out']:>10} {'':>11} {'':>9} {m['steps']:>5}")
+            print(f"{'':>5} {'model':>9} {m['pairs']:>9} {m['bytes_in']:>10} {m['bytes_out']:>10} {'':>11} {'':>9} "
+                  f"{m['calls']:>5}   ({m['steps']} steps)")
     n_t, g_t = a.target_nodes, a.target_group_size
     print(f"\nextrapolated to {n_t} nodes x {a.ranks} ranks = {n_t * a.ranks} ranks "
           f"(hier: groups of {g_t}, {math.ceil(n_t / g_t)} leaders).")
-    print("probe s (here): alpha and beta fitted per mode on this machine's loopback runs above;")
+    print("probe s (here): alpha = median over the sizes above of (time per probe / model steps), per mode, on this")
+    print("                machine's loopback (a loaded 2-core machine: an upper bound, read it for the ratios);")
     print(f"probe s (dc): alpha = {a.dc_alpha_us} us per step, beta = {a.dc_beta_ns} ns per byte (assumed datacenter network);")
     print("store ops: this machine's store operations per peer while forming, times the peers at the target.")
-    print(f"{'mode':>9} {'alpha s':>9} {'beta s/B':>9} {'pairs/obs':>9} {'pairs total':>12} {'in B/obs':>11} {'steps':>6} "
+    print(f"{'mode':>9} {'alpha s':>9} {'pairs/obs':>9} {'pairs total':>12} {'in B/obs':>11} {'steps':>6} "
           f"{'store ops':>10} {'probe s (here)':>14} {'probe s (dc)':>12}")
     for mode in modes:
-        alpha, beta = fit(measured[mode])
+        alpha = statistics.median(t / max(1, steps) for steps, _, t in measured[mode])
         m = model(mode, n_t, a.ranks, g_t, a)
         if mode == "hier":
             groups = math.ceil(n_t / g_t)
             total_pairs = groups * g_t * (g_t - 1) // 2 + groups * (groups - 1) // 2
         else:
             total_pairs = n_t * (n_t - 1) // 2
-        here = alpha * m["steps"] + beta * m["bytes_in"]
+        here = alpha * m["steps"]
         dc = a.dc_alpha_us * 1e-6 * m["steps"] + a.dc_beta_ns * 1e-9 * m["bytes_in"]
         ops = statistics.median(store_per_peer[mode]) * m["pairs"]
-        print(f"{mode:>9} {alpha:>9.2e} {beta:>9.2e} {m['pairs']:>9} {total_pairs:>12} {m['bytes_in']:>11} {m['steps']:>6} "
+        print(f"{mode:>9} {alpha:>9.2e} {m['pairs']:>9} {total_pairs:>12} {m['bytes_in']:>11} {m['steps']:>6} "
               f"{ops:>10.0f} {here:>14.3f} {dc:>12.3f}")
 
 

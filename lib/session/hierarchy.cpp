@@ -89,6 +89,9 @@ Result<std::unique_ptr<Hierarchy>> Hierarchy::open(transport::KeyValueStore& sto
   t.name = "hier/top";
   t.member = h->m_group_index;
   t.id_space = h->m_groups;
+  // The leaders meet after their groups formed, and a group missing a member spends up to its
+  // arrival window (45% of the timeout) first: the leaders wait twice as long for each other.
+  t.timeout = 2 * g.timeout;
   t.expected.clear();
   std::vector<bool> used(static_cast<std::size_t>(h->m_groups), false);
   for (auto label : h->m_group_of) used[static_cast<std::size_t>(label)] = true;

@@ -358,6 +358,41 @@ TEST_P(TwoPhase, OnlyTheMemberThatStandsOutSendsDetailsFlatAndHierarchical) {
   for (int i = 0; i < n; ++i) EXPECT_EQ(failures[static_cast<std::size_t>(i)], "") << "member " << i;
 }
 
+TEST(Hierarchy, AMemberThatNeverArrivesLeavesTheOthersADecisionEvenWhenItWouldHaveLed) {
+  TempDir dir;
+  const int n = 6, group_size = 3;
+  std::mt19937_64 rng(test_seed() ^ 0x5eed);
+  const std::int64_t absent = static_cast<std::int64_t>(rng() % n);
+  std::int64_t odd = static_cast<std::int64_t>(rng() % (n - 1));
+  if (odd >= absent) ++odd;
+  std::printf("member %lld never arrives, member %lld stands out\n", static_cast<long long>(absent), static_cast<long long>(odd));
+  const Bytes want = {static_cast<std::uint8_t>(odd), static_cast<std::uint8_t>(odd)};
+  std::vector<std::string> failures(n);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    if (i == absent) continue;
+    threads.emplace_back([&, i] {
+      auto store = dir.open();
+      HierarchyOptions ho;
+      ho.member = options_for(i, n, milliseconds(3000));
+      ho.group_size = group_size;
+      auto h = Hierarchy::open(*store, ho);
+      if (!h) { failures[i] = h.error().message(); return; }
+      // The lowest member present leads its group.
+      const bool should_lead = i % group_size == 0 || (i % group_size == 1 && absent == i - 1);
+      if ((*h)->leads() != should_lead) failures[i] += "wrong leader; ";
+      auto rq = request_for(i, odd);
+      auto r = (*h)->two_phase(rq);
+      if (!r) { failures[i] += r.error().message(); return; }
+      if (r->decision != want) failures[i] += "wrong decision; ";
+      if (r->table && r->table->positions[static_cast<std::size_t>(absent)]) failures[i] += "absent member in the table; ";
+      (*h)->close();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < n; ++i) EXPECT_EQ(failures[i], "") << "member " << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, TwoPhase, ::testing::Values(std::tuple{3, 0}, std::tuple{6, 2}, std::tuple{5, 3}));
 
 }  // namespace
