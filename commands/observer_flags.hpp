@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "lib/session/join.hpp"
 #include "lib/transport/store.hpp"
 
 namespace CLI {
@@ -34,7 +35,7 @@ struct ObserverFlags {
 
 // Validated.
 struct ObserverSettings {
-  enum class HostStore { never, always, auto_observer0 };
+  using HostStore = session::HostStore;
   std::string job;
   std::string attempt;
   std::optional<transport::StoreUri> store;

@@ -32,9 +32,7 @@ hang::ProbeOptions to_probe_options(const HangProbeFlags& f, const std::string& 
   o.nodes = s.nodes;
   o.node_index = s.node_index;
   o.store = s.store;
-  o.host_store = s.host_store == ObserverSettings::HostStore::always  ? hang::ProbeOptions::HostStore::always
-                 : s.host_store == ObserverSettings::HostStore::never ? hang::ProbeOptions::HostStore::never
-                                                                      : hang::ProbeOptions::HostStore::auto_observer0;
+  o.host_store = s.host_store;
   if (!f.mesh.empty()) {
     auto m = Mesh::parse(f.mesh, f.order);
     if (!m) throw FatalError(usage_error(m.error().what, m.error().why, m.error().hint));

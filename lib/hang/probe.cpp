@@ -1,14 +1,12 @@
 #include "lib/hang/probe.hpp"
 
 #include <algorithm>
-#include <arpa/inet.h>
 #include <ctime>
 #include <fmt/format.h>
-#include <netdb.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
+#include "lib/session/join.hpp"
 #include "lib/session/membership.hpp"
 #include "lib/session/session.hpp"
 #include "lib/transport/auth.hpp"
@@ -22,35 +20,6 @@ std::int64_t realtime_now_ns() {
 }
 
 namespace {
-
-std::string host_name() {
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0) return "localhost";
-  return host;
-}
-
-// The local address that routes to host:port (no packet is sent), or "".
-std::string address_towards(const std::string& host, std::uint16_t port) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || res == nullptr) return {};
-  std::string out;
-  int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  if (fd >= 0) {
-    if (connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
-      sockaddr_in local{};
-      socklen_t len = sizeof local;
-      char buf[INET_ADDRSTRLEN] = {};
-      if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 && inet_ntop(AF_INET, &local.sin_addr, buf, sizeof buf))
-        out = buf;
-    }
-    close(fd);
-  }
-  freeaddrinfo(res);
-  return out;
-}
 
 // The hang verdict's form of a session rejection.
 RejectedObserver adapt(const session::Rejection& r) {
@@ -70,7 +39,7 @@ NodeEvidence collect_evidence(const std::vector<records::RecordRead>& reads, con
                               std::int64_t now_ns) {
   NodeEvidence e;
   e.observer = observer;
-  e.node = host_name();
+  e.node = session::host_name();
   e.job = o.job;
   e.attempt = o.attempt;
   e.collected_ns = now_ns;
@@ -159,20 +128,11 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
     in.nodes[0] = local;
     transport_details["store"] = nullptr;
   } else {
-    transport::StoreUri uri = o.store ? *o.store : transport::default_store_uri(o.job);
-    transport_details["store"] = uri.text;
+    transport_details["store"] = (o.store ? *o.store : transport::default_store_uri(o.job)).text;
     auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
     auto budget = std::max(std::chrono::milliseconds(500), o.timeout - elapsed - std::chrono::milliseconds(100));
-    using HS = ProbeOptions::HostStore;
-    const bool tcp = uri.kind == transport::StoreUri::Kind::tcp;
-    const bool try_host = tcp && (o.host_store == HS::always || (o.host_store == HS::auto_observer0 && *index == 0));
-    auto store = transport::open_store(uri, try_host, budget * 3 / 4);
-    if (!store && try_host && o.host_store == HS::auto_observer0) {
-      // Someone (the launcher, or a store-host observer) already serves it: join.
-      spdlog::info("hosting {} failed ({}); joining it", uri.text, store.error().why);
-      store = transport::open_store(uri, false, budget * 3 / 4);
-    }
-    transport_details["store_hosted_here"] = store.ok() && try_host && (*store)->describe().find("hosted") != std::string::npos;
+    auto store = session::join_store(o.job, o.store, o.host_store, *index, o.listen_address, budget * 3 / 4);
+    transport_details["store_hosted_here"] = store.ok() && store->hosted_here;
     std::vector<std::string> notes;
     std::optional<session::GatherResult> gathered;
     if (!store) {
@@ -188,45 +148,49 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
       so.member = *index;
       so.id_space = o.nodes;
       so.timeout = gather_timeout;
-      so.listen_address = o.listen_address;
-      if (so.listen_address.empty() && uri.kind == transport::StoreUri::Kind::tcp) so.listen_address = address_towards(uri.host, uri.port);
+      so.listen_address = store->listen_address;
       so.signer = &*token;
       // Announce this observer where any observer of the job looks, whatever its token: one
       // that was kept out of the session by its token is still seen, and reported.
-      const auto self = session::presence_of(*token, *index, host_name());
-      if (auto a = session::announce(**store, *token, self, std::min(gather_timeout / 4, std::chrono::milliseconds(2000))); !a)
+      const auto self = session::presence_of(*token, *index, session::host_name());
+      if (auto a = session::announce(*store->store, *token, self, std::min(gather_timeout / 4, std::chrono::milliseconds(2000))); !a)
         notes.push_back(fmt::format("presence: {}", a.error().message()));
-      auto joined = session::Session::open(**store, so);
+      auto joined = session::Session::open(*store->store, so);
+      std::unique_ptr<session::Session> observers;
       if (!joined) {
         notes.push_back(joined.error().message());
-        (*store)->cleanup();  // a closed session cleans up itself, and then writes the "closed" marker that must stay
+        store->store->cleanup();  // a closed session cleans up itself, and then writes the "closed" marker that must stay
       } else {
-        session::Session& observers = **joined;
+        observers = std::move(*joined);
         session::OpOptions op;
         op.name = "evidence";
         op.timeout = std::max(std::chrono::milliseconds(100),
                               std::chrono::duration_cast<std::chrono::milliseconds>(gather_deadline - std::chrono::steady_clock::now()));
         op.limits = o.evidence_limits;
-        auto g = observers.all_gather(own_blob, op);
-        observers.close();
-        transport_details["generation"] = observers.generation();
-        transport_details["rounds"] = observers.rounds();
-        for (const auto& n : observers.notes()) notes.push_back(n);
+        auto g = observers->all_gather(own_blob, op);
         if (!g)
           notes.push_back(g.error().message());
         else
           gathered = std::move(*g);
       }
-      // Who else announced itself, read once the gather is over (strays wait out their own timeout).
+      // Who else announced itself, read once the gather is over (strays wait out their own
+      // timeout) and before the session closes: closing waits for every member's "closed"
+      // marker, so an observer hosting a tcp:// store keeps it up until the others have read.
       elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
       const auto max_age = std::max(std::chrono::nanoseconds(std::chrono::seconds(60)), 3 * std::chrono::nanoseconds(o.timeout));
-      auto scan = session::scan_strays(**store, *token, self,
+      auto scan = session::scan_strays(*store->store, *token, self,
                                        std::max(std::chrono::milliseconds(100), o.timeout - elapsed - std::chrono::milliseconds(50)), max_age);
       if (!scan) {
         notes.push_back(fmt::format("presence: {}", scan.error().message()));
       } else {
         for (auto& n : scan->notes) notes.push_back(n);
         for (const auto& r : scan->rejections) in.rejected.push_back(adapt(r));
+      }
+      if (observers) {
+        observers->close();
+        transport_details["generation"] = observers->generation();
+        transport_details["rounds"] = observers->rounds();
+        for (const auto& n : observers->notes()) notes.push_back(n);
       }
     }
     transport_details["notes"] = notes;
