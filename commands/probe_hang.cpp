@@ -11,48 +11,29 @@
 namespace scout {
 
 void add_hang_probe_flags(CLI::App& cmd, HangProbeFlags& f) {
-  cmd.add_option("--job", f.job, "Job id whose records are probed (as the trainers' publisher names it)")->required();
-  cmd.add_option("--attempt", f.attempt, "Launcher attempt / restart id; records of other attempts are stale");
-  cmd.add_option("--store", f.store, "Rendezvous store of the observers: file://DIR or tcp://HOST:PORT (default with --nodes > 1: a per-job directory under /dev/shm)");
-  cmd.add_flag("--store-host", f.store_host, "tcp://: host the store in this process (default: observer 0 hosts it unless one answers)");
-  cmd.add_flag("--no-store-host", f.no_store_host, "tcp://: never host the store, only join a running one");
-  cmd.add_option("--nodes", f.nodes, "Number of nodes (one observer each) taking part")->default_str("1");
-  cmd.add_option("--node-index", f.node_index, "This node's 0-based index (default: from its lowest local rank)");
-  cmd.add_option("--timeout", f.timeout_s, "Seconds the whole probe may take; observers that do not answer by then are named unreachable")->default_str("10");
+  add_observer_flags(cmd, f.observer);
   cmd.add_option("--mesh", f.mesh, "Parallelism mesh, e.g. dp=4,tp=2 (default: from the records' coordinates, else dp=world)");
   cmd.add_option("--order", f.order, "Placement order override of --mesh, slowest first");
   cmd.add_option("--threshold", f.threshold_s, "Seconds of silence after which the job counts as stalled")->default_str("10");
   cmd.add_option("--local-ranks", f.local_ranks, "Only these ranks' records belong to this node, e.g. 0-3 (for nodes sharing one /dev/shm)");
-  cmd.add_option("--token-file", f.token_file, "File holding the job token (default: $SCOUT_JOB_TOKEN; without either, evidence is not authenticated)");
-  cmd.add_option("--listen", f.listen, "Address the observer's Gloo device binds (default: this host's name, or the route to a tcp:// store)");
   cmd.add_option("--shm-dir", f.shm_dir, "Directory of the record segments")->default_str("/dev/shm");
   cmd.add_flag("--allow-other-owner", f.allow_other_owner, "Read records owned by other users too");
 }
 
 hang::ProbeOptions to_probe_options(const HangProbeFlags& f, const std::string& command) {
+  const ObserverSettings s = to_observer_settings(f.observer);
   hang::ProbeOptions o;
   o.command = command;
-  if (f.job.empty()) throw FatalError(usage_error("--job is empty"));
-  o.job = f.job;
-  o.attempt = f.attempt;
-  if (!std::isfinite(f.timeout_s) || f.timeout_s <= 0 || f.timeout_s > 3600)
-    throw FatalError(usage_error("--timeout must be a number of seconds in (0, 3600]"));
+  o.job = s.job;
+  o.attempt = s.attempt;
   if (!std::isfinite(f.threshold_s) || f.threshold_s < 0 || f.threshold_s > 86400)
     throw FatalError(usage_error("--threshold must be a number of seconds in [0, 86400]"));
-  o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(f.timeout_s * 1000));
+  o.timeout = s.timeout;
   o.threshold = std::chrono::milliseconds(static_cast<std::int64_t>(f.threshold_s * 1000));
-  if (f.nodes < 1 || f.nodes > 100000) throw FatalError(usage_error("--nodes must be between 1 and 100000"));
-  o.nodes = f.nodes;
-  if (f.node_index >= 0) o.node_index = f.node_index;
-  if (f.node_index < -1 || f.node_index >= f.nodes)
-    throw FatalError(usage_error(fmt::format("--node-index {} is out of range for --nodes {}", f.node_index, f.nodes)));
-  if (!f.store.empty()) o.store = value_or_throw(transport::parse_store_uri(f.store));
-  if (f.store_host && f.no_store_host) throw FatalError(usage_error("--store-host and --no-store-host exclude each other"));
-  o.host_store = f.store_host      ? hang::ProbeOptions::HostStore::always
-                 : f.no_store_host ? hang::ProbeOptions::HostStore::never
-                                   : hang::ProbeOptions::HostStore::auto_observer0;
-  if (f.store_host && (!o.store || o.store->kind != transport::StoreUri::Kind::tcp))
-    throw FatalError(usage_error("--store-host needs --store tcp://HOST:PORT"));
+  o.nodes = s.nodes;
+  o.node_index = s.node_index;
+  o.store = s.store;
+  o.host_store = s.host_store;
   if (!f.mesh.empty()) {
     auto m = Mesh::parse(f.mesh, f.order);
     if (!m) throw FatalError(usage_error(m.error().what, m.error().why, m.error().hint));
@@ -63,14 +44,14 @@ hang::ProbeOptions to_probe_options(const HangProbeFlags& f, const std::string& 
     if (!list) throw FatalError(usage_error(list.error().what, list.error().why, list.error().hint));
     o.local_ranks = std::set<std::int64_t>(list->begin(), list->end());
   }
-  o.token_file = f.token_file;
-  o.listen_address = f.listen;
+  o.token_file = s.token_file;
+  o.listen_address = s.listen_address;
   return o;
 }
 
 hang::RecordSource make_record_source(const HangProbeFlags& f) {
   records::ReaderOptions ro;
-  ro.job = f.job;
+  ro.job = f.observer.job;
   ro.shm_dir = f.shm_dir;
   ro.owner = f.allow_other_owner ? records::OwnerPolicy::any_user : records::OwnerPolicy::same_user;
   return [ro]() { return records::read_records(ro); };

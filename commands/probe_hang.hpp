@@ -5,26 +5,19 @@
 #include <string>
 
 #include "commands/common.hpp"
+#include "commands/observer_flags.hpp"
 #include "lib/hang/probe.hpp"
 
 namespace scout {
 
-// Options shared by probe-hang and observe (the probe part).
+// Options shared by probe-hang and observe (the probe part): the observer
+// flags every session command has, and the hang probe's own.
 struct HangProbeFlags {
-  std::string job;
-  std::string attempt;
-  std::string store;              // URI; "" = per-job default (nodes > 1 only)
-  bool store_host = false;        // tcp://: host the TCPStore here
-  bool no_store_host = false;     // tcp://: never host, only join
-  std::int64_t nodes = 1;
-  std::int64_t node_index = -1;   // -1: derive from the lowest local rank
-  double timeout_s = 10;
+  ObserverFlags observer;
   std::string mesh;
   std::string order;
   double threshold_s = 10;
   std::string local_ranks;        // "0-3": this node's ranks when several nodes share one /dev/shm
-  std::string token_file;
-  std::string listen;
   std::string shm_dir = "/dev/shm";
   bool allow_other_owner = false;
 };

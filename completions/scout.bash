@@ -6,7 +6,7 @@ _scout() {
   cmd=""
   for ((i=1; i<COMP_CWORD; i++)); do
     case "${COMP_WORDS[i]}" in
-      probe-hang|observe|straggler|records|verify-ckpt|hash|catalog|groups|consensus|completion) cmd="${COMP_WORDS[i]}"; break ;;
+      probe-hang|observe|records|verify-ckpt|hash|catalog|groups|consensus|completion) cmd="${COMP_WORDS[i]}"; break ;;
     esac
   done
   case "$prev" in
@@ -15,12 +15,11 @@ _scout() {
     --log-level) COMPREPLY=($(compgen -W "trace debug info warn error critical off" -- "$cur")); return ;;
   esac
   case "$cmd" in
-    "") COMPREPLY=($(compgen -W "probe-hang observe straggler records verify-ckpt hash catalog groups consensus completion --help -h --version --format --log-level " -- "$cur")) ;;
-    probe-hang) COMPREPLY=($(compgen -W "--help -h --job --attempt --store --store-host --no-store-host --nodes --node-index --timeout --mesh --order --threshold --local-ranks --token-file --listen --shm-dir --allow-other-owner --version --format --log-level" -- "$cur")) ;;
-    observe) COMPREPLY=($(compgen -W "--help -h --job --attempt --store --store-host --no-store-host --nodes --node-index --timeout --mesh --order --threshold --local-ranks --token-file --listen --shm-dir --allow-other-owner --verdict-dir --interval --max-verdicts --duration --straggler --straggler-every --straggler-rounds --straggler-interval --straggler-min-ratio --straggler-link-ratio --straggler-drift --straggler-history --version --format --log-level" -- "$cur")) ;;
-    straggler) COMPREPLY=($(compgen -W "--help -h --job --attempt --store --store-host --no-store-host --nodes --node-index --timeout --mesh --order --local-ranks --token-file --listen --shm-dir --allow-other-owner --bench --evidence-out --evidence-in --rounds --interval --min-ratio --link-ratio --drift --history --version --format --log-level" -- "$cur")) ;;
+    "") COMPREPLY=($(compgen -W "probe-hang observe records verify-ckpt hash catalog groups consensus completion --help -h --version --format --log-level " -- "$cur")) ;;
+    probe-hang) COMPREPLY=($(compgen -W "--help -h --job --attempt --store --store-host --no-store-host --nodes --node-index --timeout --token-file --listen --mesh --order --threshold --local-ranks --shm-dir --allow-other-owner --version --format --log-level" -- "$cur")) ;;
+    observe) COMPREPLY=($(compgen -W "--help -h --job --attempt --store --store-host --no-store-host --nodes --node-index --timeout --token-file --listen --mesh --order --threshold --local-ranks --shm-dir --allow-other-owner --verdict-dir --interval --max-verdicts --duration --version --format --log-level" -- "$cur")) ;;
     records) COMPREPLY=($(compgen -W "list gc --help -h --job --allow-other-owner --read-timeout --shm-dir --dry-run --version --format --log-level" -- "$cur")) ;;
-    verify-ckpt) COMPREPLY=($(compgen -W "check manifest record select ack status --help -h --replicas --mesh --pattern --jobs --quiet --ledger --job --lock-timeout --settle --prometheus --no-manifest --recheck-invalid --replay --failure --sweep --version --format --log-level" -- "$cur")) ;;
+    verify-ckpt) COMPREPLY=($(compgen -W "check manifest record select status --help -h --replicas --mesh --pattern --jobs --quiet --ledger --job --lock-timeout --settle --prometheus --no-manifest --recheck-invalid --replay --failure --sweep --version --format --log-level" -- "$cur")) ;;
     hash) COMPREPLY=($(compgen -W "--help -h --raw --threads --version --format --log-level" -- "$cur")) ;;
     catalog) COMPREPLY=($(compgen -W "build check --help -h --rows --rows-file --experts --hidden --output-dim --tile --sms --observations --output -o --gpu-model --sm-count --compute-capability --driver --cuda --nccl --torch --version --format --log-level" -- "$cur")) ;;
     groups) COMPREPLY=($(compgen -W "--help -h --mesh --order --ranks-per-node --hosts --world-size --rank --version --format --log-level" -- "$cur")) ;;

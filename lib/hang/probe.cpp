@@ -1,52 +1,31 @@
 #include "lib/hang/probe.hpp"
 
 #include <algorithm>
-#include <arpa/inet.h>
-#include <cerrno>
-#include <csignal>
 #include <ctime>
 #include <fmt/format.h>
-#include <netdb.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "lib/common/clock.hpp"
 #include "lib/common/proc.hpp"
+#include "lib/session/join.hpp"
+#include "lib/session/membership.hpp"
+#include "lib/session/session.hpp"
 #include "lib/transport/auth.hpp"
-#include "lib/transport/gather.hpp"
-#include "lib/transport/presence.hpp"
 
 namespace scout::hang {
 
 namespace {
 
-std::string host_name() {
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0) return "localhost";
-  return host;
-}
-
-// The local address that routes to host:port (no packet is sent), or "".
-std::string address_towards(const std::string& host, std::uint16_t port) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || res == nullptr) return {};
-  std::string out;
-  int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  if (fd >= 0) {
-    if (connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
-      sockaddr_in local{};
-      socklen_t len = sizeof local;
-      char buf[INET_ADDRSTRLEN] = {};
-      if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 && inet_ntop(AF_INET, &local.sin_addr, buf, sizeof buf))
-        out = buf;
-    }
-    close(fd);
-  }
-  freeaddrinfo(res);
+// The hang verdict's form of a session rejection.
+RejectedObserver adapt(const session::Rejection& r) {
+  RejectedObserver out;
+  out.observer = r.member;
+  out.reason = r.reason;
+  out.source = r.source == session::Rejection::Source::presence ? RejectedObserver::Source::presence : RejectedObserver::Source::evidence;
+  out.host = r.host;
+  out.pid = r.pid;
+  out.attempt = r.attempt;
   return out;
 }
 
@@ -56,7 +35,7 @@ NodeEvidence collect_evidence(const std::vector<records::RecordRead>& reads, con
                               std::int64_t now_ns) {
   NodeEvidence e;
   e.observer = observer;
-  e.node = host_name();
+  e.node = session::host_name();
   e.job = o.job;
   e.attempt = o.attempt;
   e.collected_ns = now_ns;
@@ -146,98 +125,93 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
     in.nodes[0] = local;
     transport_details["store"] = nullptr;
   } else {
-    transport::StoreUri uri = o.store ? *o.store : transport::default_store_uri(o.job);
-    transport_details["store"] = uri.text;
+    transport_details["store"] = (o.store ? *o.store : transport::default_store_uri(o.job)).text;
     auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
     auto budget = std::max(std::chrono::milliseconds(500), o.timeout - elapsed - std::chrono::milliseconds(100));
-    using HS = ProbeOptions::HostStore;
-    const bool tcp = uri.kind == transport::StoreUri::Kind::tcp;
-    const bool try_host = tcp && (o.host_store == HS::always || (o.host_store == HS::auto_observer0 && *index == 0));
-    auto store = transport::open_store(uri, try_host, budget * 3 / 4);
-    if (!store && try_host && o.host_store == HS::auto_observer0) {
-      // Someone (the launcher, or a store-host observer) already serves it: join.
-      spdlog::info("hosting {} failed ({}); joining it", uri.text, store.error().why);
-      store = transport::open_store(uri, false, budget * 3 / 4);
-    }
-    transport_details["store_hosted_here"] = store.ok() && try_host && (*store)->describe().find("hosted") != std::string::npos;
+    auto store = session::join_store(o.job, o.store, o.host_store, *index, o.listen_address, budget * 3 / 4);
+    transport_details["store_hosted_here"] = store.ok() && store->hosted_here;
     std::vector<std::string> notes;
-    std::optional<transport::GatherResult> gathered;
+    std::optional<session::GatherResult> gathered;
     if (!store) {
       // No store: no other node can be reached, but this node's evidence still decides what it can.
       notes.push_back(store.error().message());
       spdlog::warn("{}", store.error().message());
     } else {
-      transport::GatherOptions go;
-      go.key_namespace = ns;
-      go.observer = *index;
-      go.observers = o.nodes;
       elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
-      go.timeout = std::max(std::chrono::milliseconds(300), o.timeout - elapsed - std::chrono::milliseconds(150));
-      go.listen_address = o.listen_address;
-      if (go.listen_address.empty() && uri.kind == transport::StoreUri::Kind::tcp) go.listen_address = address_towards(uri.host, uri.port);
-      const std::string context = fmt::format("{}/evidence/{}", ns, *index);
-      auto signed_blob = token->sign(own_blob, context);
+      const auto gather_timeout = std::max(std::chrono::milliseconds(300), o.timeout - elapsed - std::chrono::milliseconds(150));
+      const auto gather_deadline = std::chrono::steady_clock::now() + gather_timeout;
+      session::SessionOptions so;
+      so.key_namespace = ns;
+      so.member = *index;
+      so.id_space = o.nodes;
+      so.timeout = gather_timeout;
+      so.listen_address = store->listen_address;
+      so.signer = &*token;
       // Announce this observer where any observer of the job looks, whatever its token: one
-      // that was kept out of the gather by its token is still seen, and reported.
-      transport::PresenceEntry self{.key_id = token->key_id(), .attempt = o.attempt, .observer = *index, .host = host_name(),
-                                    .pid = static_cast<std::int64_t>(getpid()), .authenticated = token->authenticated(),
-                                    .written_ns = realtime_ns()};
-      if (auto a = transport::announce_presence(**store, token->presence_prefix(), self, std::min(go.timeout / 4, std::chrono::milliseconds(2000))); !a)
+      // that was kept out of the session by its token is still seen, and reported.
+      const auto self = session::presence_of(*token, *index, session::host_name());
+      if (auto a = session::announce(*store->store, *token, self, std::min(gather_timeout / 4, std::chrono::milliseconds(2000))); !a)
         notes.push_back(fmt::format("presence: {}", a.error().message()));
-      auto g = transport::gather_blobs(**store, go, signed_blob);
-      if (!g) {
-        notes.push_back(g.error().message());
-        (*store)->cleanup();  // a finished gather cleans up itself, and then writes the "closed" marker that must stay
+      auto joined = session::Session::open(*store->store, so);
+      std::unique_ptr<session::Session> observers;
+      if (!joined) {
+        notes.push_back(joined.error().message());
+        store->store->cleanup();  // a closed session cleans up itself, and then writes the "closed" marker that must stay
       } else {
-        gathered = std::move(*g);
-        transport_details["generation"] = gathered->generation;
-        transport_details["rounds"] = gathered->rounds;
-        for (auto& n : gathered->notes) notes.push_back(n);
+        observers = std::move(*joined);
+        session::OpOptions op;
+        op.name = "evidence";
+        op.timeout = std::max(std::chrono::milliseconds(100),
+                              std::chrono::duration_cast<std::chrono::milliseconds>(gather_deadline - std::chrono::steady_clock::now()));
+        op.limits = o.evidence_limits;
+        auto g = observers->all_gather(own_blob, op);
+        if (!g)
+          notes.push_back(g.error().message());
+        else
+          gathered = std::move(*g);
       }
-      // Who else announced itself, read once the gather is over (strays wait out their own timeout).
+      // Who else announced itself, read once the gather is over (strays wait out their own
+      // timeout) and before the session closes: closing waits for every member's "closed"
+      // marker, so an observer hosting a tcp:// store keeps it up until the others have read.
       elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
-      auto scan = transport::read_presence(**store, token->presence_prefix(),
-                                           std::max(std::chrono::milliseconds(100), o.timeout - elapsed - std::chrono::milliseconds(50)));
+      const auto max_age = std::max(std::chrono::nanoseconds(std::chrono::seconds(60)), 3 * std::chrono::nanoseconds(o.timeout));
+      auto scan = session::scan_strays(*store->store, *token, self,
+                                       std::max(std::chrono::milliseconds(100), o.timeout - elapsed - std::chrono::milliseconds(50)), max_age);
       if (!scan) {
         notes.push_back(fmt::format("presence: {}", scan.error().message()));
       } else {
         for (auto& n : scan->notes) notes.push_back(n);
-        const std::int64_t max_age_ns = std::max<std::int64_t>(60'000'000'000, 3 * std::chrono::duration_cast<std::chrono::nanoseconds>(o.timeout).count());
-        auto strays = transport::find_strays(*scan, self, realtime_ns(), max_age_ns, proc::pid_alive);
-        // A flood of announcements must not flood the verdict.
-        constexpr std::size_t k_max_listed = 16;
-        if (strays.size() > k_max_listed)
-          notes.push_back(fmt::format("presence: {} observers of another key id; the first {} are listed", strays.size(), k_max_listed));
-        for (std::size_t i = 0; i < std::min(strays.size(), k_max_listed); ++i) {
-          RejectedObserver r;
-          r.observer = strays[i].entry.observer;
-          r.reason = strays[i].reason;
-          r.source = RejectedObserver::Source::presence;
-          r.host = strays[i].entry.host;
-          r.pid = strays[i].entry.pid;
-          r.attempt = strays[i].entry.attempt;
-          in.rejected.push_back(std::move(r));
-        }
+        for (const auto& r : scan->rejections) in.rejected.push_back(adapt(r));
+      }
+      if (observers) {
+        observers->close();
+        transport_details["generation"] = observers->generation();
+        transport_details["rounds"] = observers->rounds();
+        for (const auto& n : observers->notes()) notes.push_back(n);
       }
     }
     transport_details["notes"] = notes;
     in.nodes[*index] = local;
     if (gathered) {
       auto reject_blob = [&](std::int64_t i, std::string reason) {
-        RejectedObserver r;
-        r.observer = i;
+        session::Rejection r;
+        r.member = i;
         r.reason = std::move(reason);
-        in.rejected.push_back(std::move(r));
+        in.rejected.push_back(adapt(r));
       };
       for (std::int64_t i = 0; i < o.nodes; ++i) {
-        if (i == *index || !gathered->blobs[i]) continue;
-        const std::string context = fmt::format("{}/evidence/{}", ns, i);
-        auto plain = token->verify(*gathered->blobs[i], context);
-        if (!plain) {
+        const auto& c = gathered->from[static_cast<std::size_t>(i)];
+        if (i == *index) continue;
+        if (c.state == session::Contribution::State::rejected) {
           reject_blob(i, "evidence blob failed authentication (wrong job token or forged)");
           continue;
         }
-        auto ev = deserialize(*plain);
+        if (c.state == session::Contribution::State::over_limit) {
+          reject_blob(i, c.reason);
+          continue;
+        }
+        if (c.state != session::Contribution::State::ok) continue;  // absent or lost: unreachable
+        auto ev = deserialize(c.data);
         if (!ev) {
           reject_blob(i, ev.error().message());
           continue;

@@ -15,6 +15,8 @@
 #include "lib/common/error.hpp"
 #include "lib/hang/decide.hpp"
 #include "lib/records/snapshot.hpp"
+#include "lib/session/join.hpp"
+#include "lib/session/session.hpp"
 #include "lib/transport/store.hpp"
 
 namespace scout::hang {
@@ -27,7 +29,7 @@ struct ProbeOptions {
   std::string attempt;                         // "" = whatever the records say
   std::optional<transport::StoreUri> store;    // absent: the per-job default (only used with nodes > 1)
   // tcp://: host the TCPStore here (always), never, or when this is observer 0 and no store answers yet (auto).
-  enum class HostStore { never, always, auto_observer0 };
+  using HostStore = session::HostStore;
   HostStore host_store = HostStore::auto_observer0;
   std::int64_t nodes = 1;                      // observers expected
   std::optional<std::int64_t> node_index;      // absent: derived from the lowest local rank
@@ -38,6 +40,7 @@ struct ProbeOptions {
   std::string token_file;
   std::string listen_address;                  // Gloo device address ("" = automatic)
   std::string command = "probe-hang";
+  session::Limits evidence_limits;             // bounds on the evidence blobs the observers exchange
 };
 
 // This node's evidence from its record reads at `now_ns`.

@@ -10,7 +10,7 @@
 
 #include "lib/plugin/module_loader.hpp"
 #include "lib/replay/torch_abi.hpp"
-#include "lib/transport/gather.hpp"
+#include "lib/session/oneshot.hpp"
 
 namespace scout::replay {
 
@@ -163,14 +163,14 @@ Result<PeerRunResult> run_peer(transport::KeyValueStore& store, const PeerRunOpt
     if (in.kind == Injection::Kind::contract && in.peer == o.peer) env["threads"] = env.value("threads", 1) + 1;
 
   std::int64_t step = 0;
-  auto gather = [&](const std::vector<std::uint8_t>& blob) -> Result<transport::GatherResult> {
-    transport::GatherOptions go;
+  auto gather = [&](const std::vector<std::uint8_t>& blob) -> Result<session::OneShotResult> {
+    session::OneShotOptions go;
     go.key_namespace = fmt::format("{}/s{}", o.key_namespace, step++);
-    go.observer = o.peer;
-    go.observers = o.peers;
+    go.member = o.peer;
+    go.members = o.peers;
     go.timeout = o.timeout;
     go.listen_address = "127.0.0.1";
-    auto g = transport::gather_blobs(store, go, blob);
+    auto g = session::gather_once(store, go, blob);
     if (g) for (const auto& n : g->notes) res.notes.push_back(n);
     return g;
   };

@@ -14,7 +14,7 @@
 #include "lib/checkpoint/durable_file.hpp"
 #include "lib/consensus/c3.hpp"
 #include "lib/transport/auth.hpp"
-#include "lib/transport/gather.hpp"
+#include "lib/session/oneshot.hpp"
 
 namespace scout::straggler {
 
@@ -285,17 +285,17 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
       continue;
     }
     // One authenticated gather per round; observers that do not answer are left out of the round.
-    transport::GatherOptions go;
-    go.key_namespace = token->key_namespace() + "/straggler";
-    go.observer = observer;
-    go.observers = o.nodes;
+    session::OneShotOptions go;
+    go.key_namespace = fmt::format("{}/straggler/r{}", token->key_namespace(), round);
+    go.member = observer;
+    go.members = o.nodes;
     go.timeout = o.round_timeout;
     go.listen_address = o.listen_address;
     if (go.listen_address.empty() && o.store && o.store->kind == transport::StoreUri::Kind::tcp)
       go.listen_address = address_towards(o.store->host, o.store->port);
     const std::string context = fmt::format("{}/straggler/{}", token->key_namespace(), observer);
     const auto t0 = std::chrono::steady_clock::now();
-    auto g = transport::gather_blobs(*store, go, token->sign(encode_round(local, o.job, observer), context));
+    auto g = session::gather_once(*store, go, token->sign(encode_round(local, o.job, observer), context));
     const double gather_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!g) return g.error();
     RoundEvidence merged = local;
@@ -320,7 +320,7 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
     merged.ranks.erase(std::unique(merged.ranks.begin(), merged.ranks.end(), [](const auto& a, const auto& b) { return a.rank == b.rank; }),
                        merged.ranks.end());
     gathers.push_back({{"round", round + 1}, {"observers", arrived}, {"gather_ms", std::round(gather_ms * 1000) / 1000},
-                       {"rounds", g->rounds}, {"notes", g->notes}});
+                       {"notes", g->notes}});
     evidence.push_back(std::move(merged));
   }
   transport["gathers"] = gathers;

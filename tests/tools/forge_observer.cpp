@@ -1,7 +1,7 @@
 // The adversary of the forged-blob integration test: a process that has learned
 // a probe's store namespace (for instance from a leaked log line) but not the
 // job token's key. It joins the observers' gather as observer 1 through the real
-// store and Gloo TCP, offering evidence that would frame a rank: the lowest
+// store and Gloo TCP (a session member), offering evidence that would frame a rank: the lowest
 // local rank is reported stopped, the others alive. Signed with the wrong key,
 // the blob must be rejected and reported by every real observer, never believed.
 //
@@ -17,8 +17,8 @@
 #include "lib/hang/evidence.hpp"
 #include "lib/hang/probe.hpp"
 #include "lib/records/reader.hpp"
+#include "lib/session/session.hpp"
 #include "lib/transport/auth.hpp"
-#include "lib/transport/gather.hpp"
 #include "lib/transport/store.hpp"
 
 int main(int argc, char** argv) {
@@ -65,20 +65,30 @@ int main(int argc, char** argv) {
   const auto wrong = transport::JobToken::from_secret(job, "", token + "-guessed", true);
   auto store = transport::open_store(*transport::parse_store_uri("file://" + store_dir), false, std::chrono::milliseconds(*timeout));
   if (!store) return 5;
-  transport::GatherOptions go;
-  go.key_namespace = real.key_namespace();
-  go.observer = 1;
-  go.observers = 2;
-  go.timeout = std::chrono::milliseconds(*timeout);
-  go.listen_address = "127.0.0.1";
-  auto blob = wrong.sign(hang::serialize(e), fmt::format("{}/evidence/1", real.key_namespace()));
-  auto g = transport::gather_blobs(**store, go, blob);
+  // It joins the session as a member like any other, but signs with the wrong key.
+  session::SessionOptions so;
+  so.key_namespace = real.key_namespace();
+  so.member = 1;
+  so.id_space = 2;
+  so.timeout = std::chrono::milliseconds(*timeout);
+  so.listen_address = "127.0.0.1";
+  so.signer = &wrong;
+  auto joined = session::Session::open(**store, so);
+  if (!joined) {
+    std::fprintf(stderr, "%s\n", joined.error().message().c_str());
+    return 5;
+  }
+  session::OpOptions op;
+  op.name = "evidence";
+  op.timeout = std::chrono::milliseconds(*timeout);
+  auto g = (*joined)->all_gather(hang::serialize(e), op);
+  (*joined)->close();
   if (!g) {
     std::fprintf(stderr, "%s\n", g.error().message().c_str());
     return 5;
   }
   std::size_t got = 0;
-  for (const auto& b : g->blobs) got += b.has_value();
+  for (const auto& c : g->from) got += c.state != session::Contribution::State::absent && c.state != session::Contribution::State::lost;
   std::printf("received %zu blobs\n", got);
   return 0;
 }

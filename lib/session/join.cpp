@@ -1,0 +1,59 @@
+#include "lib/session/join.hpp"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace scout::session {
+
+std::string host_name() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) return "localhost";
+  return host;
+}
+
+std::string address_towards(const std::string& host, std::uint16_t port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || res == nullptr) return {};
+  std::string out;
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd >= 0) {
+    if (connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+      sockaddr_in local{};
+      socklen_t len = sizeof local;
+      char buf[INET_ADDRSTRLEN] = {};
+      if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 && inet_ntop(AF_INET, &local.sin_addr, buf, sizeof buf))
+        out = buf;
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return out;
+}
+
+Result<JoinedStore> join_store(const std::string& job, const std::optional<transport::StoreUri>& store, HostStore host,
+                               std::int64_t member, const std::string& listen, std::chrono::milliseconds timeout) {
+  JoinedStore out;
+  out.uri = store ? *store : transport::default_store_uri(job);
+  const bool tcp = out.uri.kind == transport::StoreUri::Kind::tcp;
+  const bool try_host = tcp && (host == HostStore::always || (host == HostStore::auto_observer0 && member == 0));
+  auto opened = transport::open_store(out.uri, try_host, timeout);
+  if (!opened && try_host && host == HostStore::auto_observer0) {
+    // Someone (the launcher, or a store-host observer) already serves it: join.
+    spdlog::info("hosting {} failed ({}); joining it", out.uri.text, opened.error().why);
+    opened = transport::open_store(out.uri, false, timeout);
+  }
+  if (!opened) return opened.error();
+  out.hosted_here = try_host && (*opened)->describe().find("hosted") != std::string::npos;
+  out.store = std::move(*opened);
+  out.listen_address = listen;
+  if (out.listen_address.empty() && tcp) out.listen_address = address_towards(out.uri.host, out.uri.port);
+  return out;
+}
+
+}  // namespace scout::session

@@ -1,0 +1,40 @@
+// How an observer reaches the job's rendezvous store: the choices every
+// command that joins observers shares (commands/observer_flags.hpp parses
+// them), and the address its Gloo device should bind.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "lib/common/error.hpp"
+#include "lib/transport/store.hpp"
+
+namespace scout::session {
+
+// tcp://: host the TCPStore here (always), never, or when this is observer 0 and no store answers yet.
+enum class HostStore { never, always, auto_observer0 };
+
+struct JoinedStore {
+  std::unique_ptr<transport::KeyValueStore> store;
+  transport::StoreUri uri;
+  bool hosted_here = false;
+  std::string listen_address;  // what the Gloo device should bind ("" = automatic)
+};
+
+// Opens `store` (absent: the per-job default directory) for observer
+// `member`, hosting a tcp:// store per `host` (auto: observer 0 hosts, and
+// joins instead when one already answers). `listen` "" picks the address that
+// routes to a tcp:// store. Errors: the store cannot be reached or hosted.
+Result<JoinedStore> join_store(const std::string& job, const std::optional<transport::StoreUri>& store, HostStore host,
+                               std::int64_t member, const std::string& listen, std::chrono::milliseconds timeout);
+
+// The local address that routes to host:port (no packet is sent), or "".
+std::string address_towards(const std::string& host, std::uint16_t port);
+
+// This host's name ("localhost" when it has none).
+std::string host_name();
+
+}  // namespace scout::session
