@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "lib/report/verdict.hpp"
+#include "lib/common/json_input.hpp"
 
 namespace scout::checkpoint {
 
@@ -248,7 +249,7 @@ bool get_opt_int(const nlohmann::json& j, const char* key, std::optional<std::in
 
 Result<Ledger> ledger_from_json(const nlohmann::json& j, const std::string& path) {
   if (!j.is_object()) return bad_ledger(path, "not a JSON object");
-  if (j.value("schema", "") != k_ledger_schema) return bad_ledger(path, fmt::format("schema is not \"{}\"", k_ledger_schema));
+  if (string_or(j, "schema") != k_ledger_schema) return bad_ledger(path, fmt::format("schema is not \"{}\"", k_ledger_schema));
   if (!j.contains("schema_version") || !j["schema_version"].is_string() || j["schema_version"].get<std::string>().rfind("1.", 0) != 0)
     return input_error(fmt::format("{}: unsupported ledger schema_version", path), "this scout reads ledger version 1.x",
                        "use the scout version that wrote it");
@@ -256,7 +257,9 @@ Result<Ledger> ledger_from_json(const nlohmann::json& j, const std::string& path
   if (!j.contains("job") || !j["job"].is_string()) return bad_ledger(path, "job missing");
   l.job = j["job"].get<std::string>();
   if (!get_int(j, "revision", l.revision) || l.revision < 0) return bad_ledger(path, "revision missing");
-  l.updated_at = j.value("updated_at", "");
+  auto updated = optional_string(j, "updated_at");
+  if (!updated) return bad_ledger(path, "updated_at is not a string");
+  l.updated_at = *updated;
   if (!j.contains("replay") || !j["replay"].is_object()) return bad_ledger(path, "replay missing");
   const auto& r = j["replay"];
   if (!get_opt_int(r, "last_cycle", l.last_cycle)) return bad_ledger(path, "replay.last_cycle missing");
@@ -268,8 +271,11 @@ Result<Ledger> ledger_from_json(const nlohmann::json& j, const std::string& path
     if (!get_int(s, "cycle", fs.cycle) || !s.contains("clean") || !s["clean"].is_boolean() || !get_int(s, "after_seq", fs.after_seq))
       return bad_ledger(path, "replay.last_full_sweep is incomplete");
     fs.clean = s["clean"].get<bool>();
-    fs.recorded_at = s.value("recorded_at", "");
-    fs.source = s.value("source", "");
+    auto recorded = optional_string(s, "recorded_at");
+    auto source = optional_string(s, "source");
+    if (!recorded || !source) return bad_ledger(path, "replay.last_full_sweep.recorded_at or .source is not a string");
+    fs.recorded_at = *recorded;
+    fs.source = *source;
     l.last_full_sweep = fs;
   }
   if (!j.contains("checkpoints") || !j["checkpoints"].is_array()) return bad_ledger(path, "checkpoints missing");
@@ -285,8 +291,11 @@ Result<Ledger> ledger_from_json(const nlohmann::json& j, const std::string& path
     auto st = c.contains("state") && c["state"].is_string() ? parse_checkpoint_state(c["state"].get<std::string>()) : std::nullopt;
     if (!st) return bad_ledger(path, where + ".state missing or unknown");
     lc.state = *st;
-    lc.recorded_at = c.value("recorded_at", "");
-    lc.summary = c.value("summary", "");
+    auto recorded = optional_string(c, "recorded_at");
+    auto summary = optional_string(c, "summary");
+    if (!recorded || !summary) return bad_ledger(path, where + ".recorded_at or .summary is not a string");
+    lc.recorded_at = *recorded;
+    lc.summary = *summary;
     if (!get_int(c, "clean_cycles", lc.clean_cycles)) return bad_ledger(path, where + ".clean_cycles missing");
     if (!get_opt_int(c, "last_clean_cycle", lc.last_clean_cycle)) return bad_ledger(path, where + ".last_clean_cycle missing");
     if (!get_opt_int(c, "decided_by_cycle", lc.decided_by_cycle)) return bad_ledger(path, where + ".decided_by_cycle missing");
@@ -301,10 +310,10 @@ Result<ReplayCycle> parse_replay_verdict(const nlohmann::json& v, const std::str
                        "pass the JSON that 'scout replay' printed (see man scout-verify-ckpt, REPLAY VERDICTS)");
   };
   if (!v.is_object()) return bad("not a JSON object");
-  if (v.value("schema", "") != "scout.verdict") return bad("schema is not \"scout.verdict\"");
+  if (string_or(v, "schema") != "scout.verdict") return bad("schema is not \"scout.verdict\"");
   if (!v.contains("schema_version") || !v["schema_version"].is_string() || v["schema_version"].get<std::string>().rfind("1.", 0) != 0)
     return bad("schema_version is not 1.x");
-  if (v.value("command", "") != "replay") return bad(fmt::format("command is \"{}\", not \"replay\"", v.value("command", "")));
+  if (string_or(v, "command") != "replay") return bad(fmt::format("command is \"{}\", not \"replay\"", string_or(v, "command")));
   if (!job.empty() && v.contains("job") && v["job"].is_string() && v["job"].get<std::string>() != job)
     return input_error(fmt::format("{}: verdict is for job '{}', the ledger for '{}'", path, v["job"].get<std::string>(), job), {},
                        "record each job's replay verdicts in its own ledger");
@@ -391,7 +400,7 @@ Result<Ledger> LedgerStore::load(const std::string& job, bool create) const {
   }
   auto text = read_small_file(m_path);
   if (!text) return text.error();
-  nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  nlohmann::json j = parse_json_input(*text);
   if (j.is_discarded()) return bad_ledger(m_path, "not valid JSON");
   auto l = ledger_from_json(j, m_path);
   if (!l) return l.error();
