@@ -18,7 +18,9 @@ mkdir -p "$work/new" "$work/artifacts"
 # Sanitizer reports abort the run (UBSan is built without recovery); leaks count.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:symbolize=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-"$bin" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 -malloc_limit_mb=1024 -max_len=65536 \
+# One input running longer than SCOUT_FUZZ_INPUT_TIMEOUT seconds (default 60:
+# generous, a loaded CI machine must not make it flaky) is a finding (a hang).
+"$bin" -max_total_time="$seconds" -timeout="${SCOUT_FUZZ_INPUT_TIMEOUT:-60}" -rss_limit_mb=2048 -malloc_limit_mb=1024 -max_len=65536 \
   -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$@" "$work/new" "$corpus"
 rc=$?
 found=$(find "$work/artifacts" -type f | sort)
