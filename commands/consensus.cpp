@@ -1,13 +1,13 @@
 #include "commands/consensus.hpp"
 
 #include <CLI/CLI.hpp>
-#include <charconv>
 #include <cmath>
 #include <fmt/format.h>
 #include <set>
 #include <unistd.h>
 
 #include "lib/common/parse.hpp"
+#include "lib/consensus/input.hpp"
 
 namespace scout {
 
@@ -30,26 +30,7 @@ CommandRunner register_consensus(CLI::App& cmd, const GlobalOptions& globals) {
 
 namespace {
 
-// A value as the operator wrote it, and its number when it is one.
-struct Token {
-  std::string text;
-  std::optional<double> number;
-};
-
-Token make_token(std::string_view raw, std::size_t position) {
-  Token t{std::string(trim(raw)), std::nullopt};
-  std::string_view s = t.text;
-  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
-  double v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec == std::errc() && ptr == s.data() + s.size()) {
-    if (!std::isfinite(v))
-      throw FatalError(input_error(fmt::format("value {} '{}' is not finite", position + 1, t.text), "NaN and infinity are not evidence",
-                                   "drop the peer or give its real value"));
-    t.number = v;
-  }
-  return t;
-}
+using Token = InputValue;
 
 // Integral numbers stay integers in the verdict (7, not 7.0).
 nlohmann::json as_json(const Token& t) {
@@ -60,52 +41,11 @@ nlohmann::json as_json(const Token& t) {
 }
 
 std::vector<Token> parse_values(const ConsensusOptions& o) {
-  std::vector<Token> tokens;
-  if (o.values) {
-    auto fields = split(*o.values, ',');
-    for (std::size_t i = 0; i < fields.size(); ++i) {
-      if (trim(fields[i]).empty())
-        throw FatalError(usage_error(fmt::format("--values: field {} is empty", i + 1), {}, "give one value per peer, e.g. --values 5,5,5,7"));
-      tokens.push_back(make_token(fields[i], i));
-    }
-    return tokens;
-  }
+  if (o.values) return value_or_throw(parse_values_flag(*o.values));
   if (!o.stdin_text && isatty(STDIN_FILENO))
     throw FatalError(usage_error("no values were given", "--values is absent and stdin is a terminal",
                                  "pass --values v1,v2,... or pipe one value per line"));
-  std::string text = o.stdin_text ? *o.stdin_text : read_stdin();
-  std::string_view body = trim(text);
-  if (body.empty()) throw FatalError(input_error("no values were given", "--values is absent and stdin is empty", "pass --values v1,v2,... or pipe one value per line"));
-  if (body.front() == '[') {
-    nlohmann::json arr = nlohmann::json::parse(body, nullptr, false);
-    if (arr.is_discarded() || !arr.is_array())
-      throw FatalError(input_error("stdin is not a valid JSON array", {}, "write values as [5, 5, 7] or one per line"));
-    for (std::size_t i = 0; i < arr.size(); ++i) {
-      const auto& e = arr[i];
-      if (e.is_number()) {
-        double v = e.get<double>();
-        tokens.push_back({e.dump(), v});
-      } else if (e.is_string()) {
-        tokens.push_back(make_token(e.get<std::string>(), i));
-      } else {
-        throw FatalError(input_error(fmt::format("JSON element {} is neither a number nor a string", i + 1)));
-      }
-    }
-    return tokens;
-  }
-  // One value per line, or several on a line separated by blanks or commas
-  // ("1 1 1 2" is four values, never one).
-  std::size_t start = std::string::npos;
-  for (std::size_t i = 0; i <= text.size(); ++i) {
-    const bool sep = i == text.size() || text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r' ||
-                     text[i] == ',';
-    if (!sep && start == std::string::npos) start = i;
-    if (sep && start != std::string::npos) {
-      tokens.push_back(make_token(std::string_view(text).substr(start, i - start), tokens.size()));
-      start = std::string::npos;
-    }
-  }
-  return tokens;
+  return value_or_throw(parse_values_text(o.stdin_text ? *o.stdin_text : read_stdin()));
 }
 
 std::vector<std::int64_t> parse_ranks(const std::string& text, std::size_t count) {

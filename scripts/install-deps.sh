@@ -14,6 +14,9 @@ packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev libvalijson-dev python3-jsonschema
   libxxhash-dev xxhash iproute2 procps python3-venv
 )
+# The fuzz targets (fuzz/, scripts/build-fuzz.sh): clang 14 and its libFuzzer,
+# ASan and UBSan runtimes (libclang-rt-14-dev).
+packages+=(clang libclang-rt-14-dev)
 
 missing=()
 for p in "${packages[@]}"; do

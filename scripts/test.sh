@@ -6,5 +6,17 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${SCOUT_BUILD_DIR:-$root/build}"
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
-cd "$build"
-ctest --output-on-failure -j "${SCOUT_TEST_JOBS:-2}" "$@"
+rc=0
+(cd "$build" && ctest --output-on-failure -j "${SCOUT_TEST_JOBS:-2}" "$@") || rc=$?
+# The fuzz targets, briefly, over their committed corpora (clang, build-fuzz/;
+# SCOUT_SKIP_FUZZ=1 skips them).
+if [ "${SCOUT_SKIP_FUZZ:-0}" != 1 ]; then
+  fuzz_build="${SCOUT_FUZZ_BUILD_DIR:-$root/build-fuzz}"
+  if SCOUT_FUZZ_BUILD_DIR="$fuzz_build" "$root/scripts/build-fuzz.sh"; then
+    (cd "$fuzz_build" && ctest --output-on-failure -j "${SCOUT_TEST_JOBS:-2}" -L fuzz) || rc=$?
+  else
+    echo "test.sh: the fuzz build failed" >&2
+    rc=1
+  fi
+fi
+exit $rc

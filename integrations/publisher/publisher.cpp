@@ -179,7 +179,14 @@ struct scout_record {
   void publish(std::uint64_t now) {
     mirror.dropped += dropped_unpublished.exchange(0, std::memory_order_relaxed);
     std::uint64_t s = rec->latch.load(std::memory_order_relaxed);
-    rec->latch.store(s + 1, std::memory_order_relaxed);
+    // Release, as Linux's raw_write_seqcount_latch puts smp_wmb() before each
+    // increment: the stores of the previous publish into copy 1 must be
+    // visible before the latch turns odd, which sends readers to copy 1. With
+    // a relaxed store, a reader could acquire s + 1, read copy 1 while the
+    // previous publish's stores to it are not yet visible to it (a mix of two
+    // states), find the latch still s + 1 and return that mix as consistent.
+    // (The fence below orders this increment before the stores to copy 0.)
+    rec->latch.store(s + 1, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_release);
     publish_progress(rec->progress[0], mirror);
     rec->latch.store(s + 2, std::memory_order_release);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "lib/common/parse.hpp"
+#include "lib/common/json_input.hpp"
 #include "scout/config.hpp"
 
 namespace scout::catalog {
@@ -38,7 +39,7 @@ Result<std::int64_t> json_int(const nlohmann::json& j, std::string_view what, st
 }
 
 Result<nlohmann::json> parse_json(std::string_view text, std::string_view origin, std::string_view hint) {
-  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
+  nlohmann::json j = parse_json_input(text);
   if (j.is_discarded()) return input_error(fmt::format("{} is not valid JSON", origin), {}, std::string(hint));
   return j;
 }

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "lib/report/verdict.hpp"
+#include "lib/common/json_input.hpp"
 
 namespace scout::checkpoint {
 
@@ -287,7 +288,9 @@ Result<Ledger> ledger_from_json(const nlohmann::json& j, const std::string& path
   if (!j.contains("job") || !j["job"].is_string()) return bad_ledger(path, "job missing");
   l.job = j["job"].get<std::string>();
   if (!get_int(j, "revision", l.revision) || l.revision < 0) return bad_ledger(path, "revision missing");
-  l.updated_at = j.value("updated_at", "");
+  auto updated = optional_string(j, "updated_at");
+  if (!updated) return bad_ledger(path, "updated_at is not a string");
+  l.updated_at = *updated;
   if (!j.contains("replay") || !j["replay"].is_object()) return bad_ledger(path, "replay missing");
   const auto& r = j["replay"];
   if (!get_opt_int(r, "last_cycle", l.last_cycle)) return bad_ledger(path, "replay.last_cycle missing");
@@ -299,8 +302,11 @@ Result<Ledger> ledger_from_json(const nlohmann::json& j, const std::string& path
     if (!get_int(s, "cycle", fs.cycle) || !s.contains("clean") || !s["clean"].is_boolean() || !get_int(s, "after_seq", fs.after_seq))
       return bad_ledger(path, "replay.last_full_sweep is incomplete");
     fs.clean = s["clean"].get<bool>();
-    fs.recorded_at = s.value("recorded_at", "");
-    fs.source = s.value("source", "");
+    auto recorded = optional_string(s, "recorded_at");
+    auto source = optional_string(s, "source");
+    if (!recorded || !source) return bad_ledger(path, "replay.last_full_sweep.recorded_at or .source is not a string");
+    fs.recorded_at = *recorded;
+    fs.source = *source;
     l.last_full_sweep = fs;
   }
   if (!j.contains("checkpoints") || !j["checkpoints"].is_array()) return bad_ledger(path, "checkpoints missing");
@@ -316,8 +322,11 @@ Result<Ledger> ledger_from_json(const nlohmann::json& j, const std::string& path
     auto st = c.contains("state") && c["state"].is_string() ? parse_checkpoint_state(c["state"].get<std::string>()) : std::nullopt;
     if (!st) return bad_ledger(path, where + ".state missing or unknown");
     lc.state = *st;
-    lc.recorded_at = c.value("recorded_at", "");
-    lc.summary = c.value("summary", "");
+    auto recorded = optional_string(c, "recorded_at");
+    auto summary = optional_string(c, "summary");
+    if (!recorded || !summary) return bad_ledger(path, where + ".recorded_at or .summary is not a string");
+    lc.recorded_at = *recorded;
+    lc.summary = *summary;
     if (!get_int(c, "clean_cycles", lc.clean_cycles)) return bad_ledger(path, where + ".clean_cycles missing");
     if (!get_opt_int(c, "last_clean_cycle", lc.last_clean_cycle)) return bad_ledger(path, where + ".last_clean_cycle missing");
     if (!get_opt_int(c, "decided_by_cycle", lc.decided_by_cycle)) return bad_ledger(path, where + ".decided_by_cycle missing");
@@ -337,7 +346,7 @@ Result<ReplayCycle> parse_replay_verdict(const nlohmann::json& v, const std::str
   };
   if (!v.is_object()) return bad("not a JSON object");
   if (auto st = check_schema(v, "scout.verdict", 1, path, "pass the JSON that 'scout replay' printed"); !st) return st.error();
-  if (v.value("command", "") != "replay") return bad(fmt::format("command is \"{}\", not \"replay\"", v.value("command", "")));
+  if (string_or(v, "command") != "replay") return bad(fmt::format("command is \"{}\", not \"replay\"", string_or(v, "command")));
   if (!job.empty() && v.contains("job") && v["job"].is_string() && v["job"].get<std::string>() != job)
     return input_error(fmt::format("{}: verdict is for job '{}', the ledger for '{}'", path, v["job"].get<std::string>(), job), {},
                        "record each job's replay verdicts in its own ledger");
@@ -424,7 +433,7 @@ Result<Ledger> LedgerStore::load(const std::string& job, bool create) const {
   }
   auto text = read_small_file(m_path);
   if (!text) return text.error();
-  nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  nlohmann::json j = parse_json_input(*text);
   if (j.is_discarded()) return bad_ledger(m_path, "not valid JSON");
   auto l = ledger_from_json(j, m_path);
   if (!l) return l.error();

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "lib/checkpoint/durable_file.hpp"
+#include "lib/common/json_input.hpp"
 #include "lib/hash/tensor_hash.hpp"
 #include "lib/report/verdict.hpp"
 
@@ -54,7 +55,7 @@ Result<Manifest> read_manifest(const std::string& dir) {
   const std::string path = (fs::path(dir) / k_manifest_file_name).string();
   auto text = read_small_file(path, std::size_t{256} << 20);
   if (!text) return text.error();
-  nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  nlohmann::json j = parse_json_input(*text);
   if (j.is_discarded() || !j.is_object()) return bad_manifest(path, "not a JSON object");
   if (auto st = check_schema(j, k_manifest_schema, 1, path, "use the scout version that wrote it, or rewrite the manifest"); !st)
     return st.error();
@@ -63,7 +64,9 @@ Result<Manifest> read_manifest(const std::string& dir) {
                        "hashes of another specification cannot be compared", "rewrite the manifest with this scout");
   Manifest m;
   m.dir = dir;
-  m.created_at = j.value("created_at", "");
+  auto created = optional_string(j, "created_at");
+  if (!created) return bad_manifest(path, "created_at is not a string");
+  m.created_at = *created;
   if (j.contains("mesh") && j["mesh"].is_string()) m.mesh = j["mesh"].get<std::string>();
   if (!j.contains("files") || !j["files"].is_array() || j["files"].empty()) return bad_manifest(path, "files must be a non-empty array");
   for (std::size_t i = 0; i < j["files"].size(); ++i) {
@@ -81,7 +84,8 @@ Result<Manifest> read_manifest(const std::string& dir) {
     if (!f.contains("replica") || !f["replica"].is_number_unsigned()) return bad_manifest(path, where + ".replica missing");
     mf.replica = f["replica"].get<std::size_t>();
     mf.digest.path = (fs::path(dir) / mf.path).string();
-    mf.digest.size = f.value("size", std::uint64_t{0});
+    if (f.contains("size") && !f["size"].is_number_unsigned()) return bad_manifest(path, where + ".size is not a byte count");
+    mf.digest.size = f.contains("size") ? f["size"].get<std::uint64_t>() : 0;
     if (!f.contains("tensors") || !f["tensors"].is_array()) return bad_manifest(path, where + ".tensors missing");
     for (std::size_t t = 0; t < f["tensors"].size(); ++t) {
       const auto& e = f["tensors"][t];

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "lib/hash/tensor_hash.hpp"
+#include "lib/common/json_input.hpp"
 
 namespace scout::checkpoint {
 
@@ -72,8 +73,8 @@ Result<SafetensorsHeader> read_safetensors_header(const std::string& path) {
   h.data_offset = 8 + h.header_size;
   std::string text(h.header_size, '\0');
   if (!read_exact(fd.fd, text.data(), text.size(), 8)) return bad(path, "cannot read the JSON header");
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return bad(path, "the header is not a JSON object");
+  nlohmann::json j = parse_json_input(text);
+  if (j.is_discarded() || !j.is_object()) return bad(path, "the header is not a JSON object (or nests too deep)");
   const std::uint64_t data_size = h.file_size - h.data_offset;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& name = it.key();
@@ -106,7 +107,8 @@ Result<SafetensorsHeader> read_safetensors_header(const std::string& path) {
       elements *= v;
     }
     if (overflow) return bad(path, fmt::format("tensor '{}': shape is too large", name));
-    const auto& off = t.contains("data_offsets") ? t["data_offsets"] : nlohmann::json();
+    static const nlohmann::json k_none;
+    const auto& off = t.contains("data_offsets") ? t["data_offsets"] : k_none;  // no copy of the value
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
       return bad(path, fmt::format("tensor '{}': data_offsets must be [begin, end]", name));
     e.begin = off[0].get<std::uint64_t>();

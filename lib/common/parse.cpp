@@ -70,6 +70,9 @@ Result<std::vector<double>> parse_double_list(std::string_view text, std::string
 }
 
 Result<std::vector<std::int64_t>> parse_int_list(std::string_view text, std::string_view what) {
+  // Most values a list may expand to (ranges included): bounds the memory any
+  // flag can make scout allocate (80 MB).
+  constexpr std::int64_t k_max_values = 10'000'000;
   std::vector<std::int64_t> out;
   auto fields = split(text, ',');
   for (std::size_t i = 0; i < fields.size(); ++i) {
@@ -80,6 +83,8 @@ Result<std::vector<std::int64_t>> parse_int_list(std::string_view text, std::str
       auto v = parse_int(f, fmt::format("{}: field {}", what, i + 1));
       if (!v) return v.error();
       if (*v < 0) return input_error(fmt::format("{}: field {} is negative", what, i + 1));
+      if (static_cast<std::int64_t>(out.size()) >= k_max_values)
+        return input_error(fmt::format("{}: more than {} values", what, k_max_values));
       out.push_back(*v);
       continue;
     }
@@ -89,7 +94,9 @@ Result<std::vector<std::int64_t>> parse_int_list(std::string_view text, std::str
     if (!hi) return hi.error();
     if (*lo < 0 || *hi < *lo)
       return input_error(fmt::format("{}: range '{}' is empty or negative", what, f), "write ranges as LOW-HIGH with 0 <= LOW <= HIGH");
-    if (*hi - *lo > 100'000'000) return input_error(fmt::format("{}: range '{}' is too large", what, f));
+    if (*hi - *lo >= k_max_values - static_cast<std::int64_t>(out.size()))
+      return input_error(fmt::format("{}: range '{}' is too large", what, f),
+                         fmt::format("a list expands to at most {} values", k_max_values));
     for (std::int64_t v = *lo; v <= *hi; ++v) out.push_back(v);
   }
   return out;

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lib/common/json_input.hpp"
 #include "lib/common/parse.hpp"
 #include "lib/records/snapshot_codec.hpp"
 
@@ -10,6 +11,15 @@ namespace scout::hang {
 using nlohmann::json;
 
 namespace {
+
+// Whether `j` holds a floating-point number anywhere (depth is bounded by parse_cbor_input).
+bool holds_float(const json& j) {
+  if (j.is_number_float()) return true;
+  if (j.is_array() || j.is_object())
+    for (const auto& v : j)
+      if (holds_float(v)) return true;
+  return false;
+}
 
 template <typename E>
 E small_enum(const json& j, int max) {
@@ -38,8 +48,12 @@ std::vector<std::uint8_t> serialize(const NodeEvidence& e) {
 }
 
 Result<NodeEvidence> deserialize(const std::vector<std::uint8_t>& blob) {
-  json doc = json::from_cbor(blob, true, false);
+  // Bounded depth (nlohmann's CBOR reader recurses) and never a throw (it
+  // throws out_of_range for a declared size beyond max_size()).
+  json doc = parse_cbor_input(blob);
   if (doc.is_discarded() || !doc.is_object()) return input_error("evidence blob is not valid CBOR");
+  // A blob holds integers only: get<int> of a float out of range is undefined behaviour.
+  if (holds_float(doc)) return input_error("evidence blob holds a floating-point number", "this scout writes integers only");
   try {
     if (doc.at("v").get<std::int64_t>() != k_evidence_version)
       return input_error("evidence blob has an unknown version", "this scout reads version " + std::to_string(k_evidence_version),

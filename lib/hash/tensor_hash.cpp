@@ -242,6 +242,7 @@ TensorHasher::TensorHasher(DType dtype, std::span<const std::int64_t> shape)
     : m_dtype(dtype), m_shape(shape.begin(), shape.end()) {}
 
 void TensorHasher::update(std::span<const std::byte> bytes) {
+  if (bytes.empty()) return;  // an empty tensor's chunk may have no data pointer (memcpy needs one)
   std::uint64_t word = m_bytes / 8;  // index of the word the tail belongs to
   if (m_tail_len > 0) {
     const std::size_t take = std::min(bytes.size(), 8 - m_tail_len);

@@ -3,9 +3,10 @@
     record_writer.py JOB RANK WORLD MODE
 MODE: once  publish a few events and exit (the record stays)
       hold  publish a few events, print "ready", then sleep until killed
-      loop  print "ready", then publish collective enter/exit forever with
-            count == group_seq == root_or_op == group (a reader checks that
-            every snapshot it gets satisfies this)
+      loop  publish one collective, print "ready", then publish collective
+            enter/exit forever; every event has count == group_seq ==
+            root_or_op == group, the first one included (a reader checks
+            that every snapshot it gets satisfies this)
 """
 import os
 import sys
@@ -21,7 +22,14 @@ def main():
     rec = _lib.Record(lib, job, rank, world, coords=[rank, 0, 0, 0, 0, 0], attempt=os.environ.get("SCOUT_ATTEMPT", "0"))
     rec.step_begin(1)
     rec.phase("forward")
-    t = rec.enter(7, _lib.COLLECTIVES["all_reduce"], 2, 10, 0, 1)
+    if mode == "loop":
+        # The loop's invariant holds from the first event on: every state a
+        # reader can see after "ready" (this collective pending, or in ring
+        # slot 0 until the loop overwrites it) has count == group_seq ==
+        # root_or_op == group.
+        t = rec.enter(1, _lib.COLLECTIVES["all_reduce"], 2, 1, 1, 1)
+    else:
+        t = rec.enter(7, _lib.COLLECTIVES["all_reduce"], 2, 10, 0, 1)
     rec.exit(t)
     if mode == "once":
         return 0

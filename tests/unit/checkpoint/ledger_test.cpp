@@ -171,6 +171,31 @@ TEST(Ledger, ReplayVerdictFieldsAreValidated) {
   EXPECT_FALSE(parse_replay_verdict(v, "f", "j").ok());
 }
 
+// Found by fuzzing (fuzz/corpus/{ledger,replay_verdict}/regress-*): a field of
+// another type made json::value() throw out of the reader (exit 70, not 4).
+TEST(Ledger, FieldsOfAnotherTypeAreBadInputNotAThrow) {
+  Ledger l;
+  l.job = "j";
+  ledger_add_checkpoint(l, "/c/1", CheckpointState::pending, "ok", "t");
+  auto j = nlohmann::json::parse(ledger_to_json(l).dump());
+  for (const char* field : {"updated_at", "schema"}) {
+    auto k = j;
+    k[field] = 5;
+    auto r = ledger_from_json(k, "x");
+    ASSERT_FALSE(r.ok()) << field;
+    EXPECT_EQ(r.error().code, ExitCode::bad_input);
+  }
+  auto k = j;
+  k["checkpoints"][0]["summary"] = nlohmann::json::array();
+  EXPECT_FALSE(ledger_from_json(k, "x").ok());
+  nlohmann::json v = {{"schema", 5}, {"command", 7}};
+  auto r = parse_replay_verdict(v, "f", "j");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ExitCode::bad_input);
+  v = {{"schema", "scout.verdict"}, {"schema_version", "1.0"}, {"command", 7}};
+  EXPECT_FALSE(parse_replay_verdict(v, "f", "j").ok());
+}
+
 TEST(LedgerStore, ConcurrentUpdatesAreSerialized) {
   namespace fs = std::filesystem;
   fs::path dir = fs::temp_directory_path() / ("scout_ledger_" + std::to_string(::getpid()));

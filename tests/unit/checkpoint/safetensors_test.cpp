@@ -96,6 +96,15 @@ namespace {
 
 // The pipelined reader (reader thread + buffers) must give exactly the hashes
 // of the plain streaming reader, for chunk sizes that split tensors anywhere.
+// Found by fuzzing (fuzz/corpus/safetensors_header/regress-deep-data-offsets):
+// deeply nested JSON overflowed the stack (the value was copied recursively).
+TEST_F(SafetensorsTest, DeeplyNestedHeaderIsBadInput) {
+  std::string deep = std::string(20000, '[') + std::string(20000, ']');
+  auto h = read_safetensors_header(write("deep.safetensors", R"({"a":{"dtype":"U8","shape":[1],"data_offsets":)" + deep + "}}", "x"));
+  ASSERT_FALSE(h.ok());
+  EXPECT_EQ(h.error().code, ExitCode::bad_input);
+}
+
 TEST_F(SafetensorsTest, PipelinedHashesEqualStreamingHashes) {
   unsigned seed = std::random_device{}();
   SCOPED_TRACE(testing::Message() << "seed " << seed);

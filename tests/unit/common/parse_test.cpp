@@ -34,5 +34,17 @@ TEST(Error, MessageJoinsParts) {
   EXPECT_EQ(usage_error("only").message(), "only");
 }
 
+// Found by fuzzing (fuzz/corpus/number_lists/seed-big): "0-99999999" made a
+// flag allocate 800 MB, and more fields more; a list expands to at most 10^7 values.
+TEST(Parse, IntListIsBounded) {
+  auto one = parse_int_list("0-99999999", "r");
+  ASSERT_FALSE(one.ok());
+  EXPECT_EQ(one.error().code, ExitCode::bad_input);
+  EXPECT_FALSE(parse_int_list("0-6000000,0-6000000", "r").ok());
+  auto small = parse_int_list("0-999,5", "r");
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->size(), 1001u);
+}
+
 }  // namespace
 }  // namespace scout

@@ -244,6 +244,10 @@ TEST(TensorHash, EmptyAndOddLengthsAreDefined) {
   EXPECT_NE(hash_tensor(DType::f32, {}, {}), e);  // rank 0 with no bytes: inconsistent, still defined
   TensorHasher empty(DType::f32, zero);
   EXPECT_EQ(empty.finish(), e);
+  // An empty chunk with no data pointer (how the safetensors reader hands over
+  // an empty tensor; found by fuzzing: memcpy from null) changes nothing.
+  empty.update(std::span<const std::byte>());
+  EXPECT_EQ(empty.finish(), e);
   // Every prefix length 0..40 of the same bytes hashes differently (the zero
   // padding of the last word is told apart by the length).
   std::vector<std::byte> bytes(40, std::byte{0});
