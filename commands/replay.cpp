@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 #include <thread>
 
+#include "lib/common/file.hpp"
 #include "lib/catalog/catalog_io.hpp"
 #include "lib/replay/runner.hpp"
 
@@ -107,7 +108,7 @@ std::string make_store_dir() {
       }
     }
     const std::string text = out.dump();
-    if (auto w = catalog::write_file_atomically(fmt::format("{}/out-{}.json", dir, po.peer), text); !w) code = 5;
+    if (auto w = atomic_write_file(fmt::format("{}/out-{}.json", dir, po.peer), text); !w) code = 5;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "scout replay: peer %lld: %s\n", static_cast<long long>(po.peer), e.what());
     code = 70;
@@ -133,7 +134,7 @@ int run_evidence(const ReplayOptions& o) {
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind("peer-", 0) != 0 || entry.path().extension() != ".json") continue;
-    auto text = value_or_throw(catalog::read_file(entry.path().string()));
+    auto text = value_or_throw(read_small_file(entry.path().string()));
     auto j = nlohmann::json::parse(text, nullptr, false);
     auto e = replay::peer_evidence_from_json(j);
     if (!e) throw FatalError(input_error(fmt::format("{}: {}", entry.path().string(), e.error().what), e.error().why, e.error().hint));
@@ -211,7 +212,7 @@ int run_replay(const ReplayOptions& o) {
   // Golden file: read before running so bad input fails fast.
   std::optional<nlohmann::json> golden;
   if (o.golden && fs::exists(*o.golden)) {
-    auto text = value_or_throw(catalog::read_file(*o.golden));
+    auto text = value_or_throw(read_small_file(*o.golden));
     auto j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object() || j.value("schema", "") != "scout.replay.golden" || !j.contains("recipes") || !j["recipes"].is_object())
       throw FatalError(input_error(fmt::format("--golden {}: not a scout.replay.golden document", *o.golden), {}, "pass a file an earlier 'scout replay --golden' wrote, or a new path to write one"));
@@ -284,7 +285,7 @@ int run_replay(const ReplayOptions& o) {
   std::vector<std::string> errors;
   nlohmann::json notes = nlohmann::json::array();
   for (std::int64_t i = 0; i < o.peers; ++i) {
-    auto text = catalog::read_file(fmt::format("{}/out-{}.json", dir, i));
+    auto text = read_small_file(fmt::format("{}/out-{}.json", dir, i));
     if (!text) {
       errors.push_back(fmt::format("peer {} wrote nothing (exit {})", i, codes[static_cast<std::size_t>(i)]));
       continue;
@@ -341,7 +342,7 @@ int run_replay(const ReplayOptions& o) {
     } else if (v.status == VerdictStatus::healthy) {
       nlohmann::json doc = {{"schema", "scout.replay.golden"}, {"schema_version", "1.0"}, {"created_at", now_rfc3339()}, {"battery", o.battery},
                             {"size", o.size}, {"seed", std::to_string(o.seed)}, {"recipes", now}};
-      if (auto w = catalog::write_file_atomically(*o.golden, doc.dump(2) + "\n"); !w) throw FatalError(w.error());
+      if (auto w = atomic_write_file(*o.golden, doc.dump(2) + "\n"); !w) throw FatalError(w.error());
       gj["action"] = "written";
       gj["drift"] = nlohmann::json::array();
     } else {

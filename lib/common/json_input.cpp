@@ -54,8 +54,54 @@ nlohmann::json parse_json_input(std::string_view text, int max_depth) {
   return nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
 }
 
+namespace {
+
+// Whether `bytes` is a sequence of definite-length CBOR items, walked without
+// recursion. nlohmann's reader recurses into nested indefinite-length byte
+// strings without emitting SAX events (so BoundedSax cannot bound it), and
+// into tags: scout's writers emit neither, so both are refused up front.
+bool definite_cbor(std::span<const std::uint8_t> bytes) {
+  std::size_t at = 0;
+  std::uint64_t pending = 1;  // items still to read
+  while (pending > 0) {
+    if (at >= bytes.size()) return false;
+    const std::uint8_t head = bytes[at++];
+    const int major = head >> 5, info = head & 31;
+    if (info >= 28) return false;  // reserved, or indefinite length / break
+    std::uint64_t value = static_cast<std::uint64_t>(info);
+    if (info >= 24) {
+      const std::size_t n = std::size_t{1} << (info - 24);
+      if (bytes.size() - at < n) return false;
+      value = 0;
+      for (std::size_t i = 0; i < n; ++i) value = value << 8 | bytes[at++];
+    }
+    --pending;
+    const std::uint64_t left = bytes.size() - at;
+    switch (major) {
+      case 2: case 3:  // byte and text strings: skip the payload
+        if (value > left) return false;
+        at += static_cast<std::size_t>(value);
+        break;
+      case 4:  // array: each element takes at least one byte
+        if (value > left) return false;
+        pending += value;
+        break;
+      case 5:  // map: keys and values
+        if (value > left / 2) return false;
+        pending += 2 * value;
+        break;
+      case 6: return false;  // tags
+      default: break;        // integers, simple values and floats carry no children
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 nlohmann::json parse_cbor_input(std::span<const std::uint8_t> bytes, int max_depth) {
   nlohmann::json out;
+  if (!definite_cbor(bytes)) return nlohmann::json(nlohmann::json::value_t::discarded);
   try {
     BoundedSax sax(out, max_depth);
     bool ok = nlohmann::json::sax_parse(bytes.begin(), bytes.end(), &sax, nlohmann::json::input_format_t::cbor, true);

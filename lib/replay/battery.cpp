@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "lib/catalog/catalog_io.hpp"
+#include "lib/common/file.hpp"
 
 namespace scout::replay {
 
@@ -170,7 +171,7 @@ Result<std::vector<PackedTensor>> assemble_params(const RecipeSpec& recipe, cons
 
 Result<std::vector<std::vector<std::int64_t>>> catalog_expert_rows(const std::string& path, std::size_t limit) {
   std::vector<std::vector<std::int64_t>> all;
-  auto text = catalog::read_file(path);
+  auto text = read_small_file(path);
   if (!text) return text.error();
   auto j = nlohmann::json::parse(*text, nullptr, false);
   auto bad = [&](const std::string& why) {

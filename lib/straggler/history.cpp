@@ -1,3 +1,4 @@
+#include "lib/common/file.hpp"
 #include "lib/straggler/history.hpp"
 
 #include <algorithm>
@@ -163,7 +164,7 @@ Result<TemporalResult> update_history(const std::string& path, const std::string
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
     if (!S_ISREG(st.st_mode)) return input_error(fmt::format("--history {} is not a regular file", path));
-    auto text = checkpoint::read_small_file(path, std::size_t{16} << 20);
+    auto text = read_small_file(path, std::size_t{16} << 20);
     if (!text) return text.error();
     auto parsed = parse_history(*text, job, path);
     if (!parsed) return parsed.error();
@@ -175,7 +176,7 @@ Result<TemporalResult> update_history(const std::string& path, const std::string
   r.path = path;
   r.groups = static_cast<std::int64_t>(now.size());
   r.drifts = check_and_append(h, now, o, &r.with_baseline);
-  auto w = checkpoint::atomic_write_file(path, history_json(h).dump(1) + "\n", 0644);
+  auto w = atomic_write_file(path, history_json(h).dump(1) + "\n", 0644);
   if (!w) return w.error();
   return r;
 }

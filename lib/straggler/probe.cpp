@@ -1,3 +1,4 @@
+#include "lib/common/file.hpp"
 #include "lib/straggler/probe.hpp"
 
 #include <algorithm>
@@ -260,7 +261,7 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
 
   if (!o.evidence_in.empty()) {
     if (o.bench) return usage_error("--bench needs the live job, not --evidence-in");
-    auto text = checkpoint::read_small_file(o.evidence_in, std::size_t{256} << 20);
+    auto text = read_small_file(o.evidence_in, std::size_t{256} << 20);
     if (!text) return text.error();
     auto rounds = parse_evidence(*text, o.job, o.evidence_in);
     if (!rounds) return rounds.error();
@@ -325,7 +326,7 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
   }
   transport["gathers"] = gathers;
   if (!o.evidence_out.empty()) {
-    auto w = checkpoint::atomic_write_file(o.evidence_out, evidence_json(evidence, o.job).dump() + "\n", 0644);
+    auto w = atomic_write_file(o.evidence_out, evidence_json(evidence, o.job).dump() + "\n", 0644);
     if (!w) return w.error();
   }
 

@@ -28,6 +28,13 @@ TEST(EvidenceBlob, RoundTrips) {
   EXPECT_EQ(back->ranks.size(), 1u);
 }
 
+TEST(EvidenceBlob, NestedIndefiniteByteStringsAreBadInputNotAStackOverflow) {
+  auto blob = corpus_file("regress-indefinite-bytes");
+  ASSERT_GT(blob.size(), 20000u);
+  auto back = deserialize(blob);
+  EXPECT_FALSE(back.ok());
+}
+
 TEST(EvidenceBlob, DeclaredHugeArrayIsBadInput) {
   // CBOR array header claiming 2^64-1 elements: nlohmann throws out_of_range
   // from from_cbor even with exceptions off.
