@@ -90,7 +90,7 @@ int run_observe(const ObserveOptions& o) {
   std::string last_stall;  // signature of the stall the last verdict was about
   std::string previous;    // signature seen by the previous read
   std::int64_t verdicts = 0;
-  StragglerWatch watch(o.straggler, po.job, o.probe.attempt, o.probe.mesh, o.probe.order, o.probe.local_ranks, o.probe.shm_dir,
+  StragglerWatch watch(o.straggler, po.job, o.probe.observer.attempt, o.probe.mesh, o.probe.order, o.probe.local_ranks, o.probe.shm_dir,
                        o.probe.allow_other_owner);
   auto report = [&](Verdict& v) {
     ++verdicts;
