@@ -171,6 +171,8 @@ def command_lines(tmp):
                        "--timeout", "5"],
         "observe": ["observe", "--job", "no-such-job-" + str(os.getpid()), "--shm-dir", tmp, "--duration", "0.3",
                     "--interval", "0.1"],
+        "straggler": ["straggler", "--job", "no-such-job-" + str(os.getpid()), "--shm-dir", tmp, "--rounds", "1"],
+        "replay": ["replay", "--evidence", tmp, "--job", "no-such-job-" + str(os.getpid()), "--cycle", "0"],
     }
 
 
