@@ -215,7 +215,10 @@ class ReplayBattery(ScoutTestCase):
     def test_verdict_feeds_the_checkpoint_ledger(self):
         tmp = tempfile.mkdtemp(prefix="scout-ledger-")
         self.addCleanup(shutil.rmtree, tmp, True)
-        r = replay(["--peers", "3", "--recipes", "adamw_step", "--cycle", "1", "--checkpoint", "step-10", "--job", "j1"])
+        # The subject is the ledger feed: timing findings are off (peers share this
+        # machine's cores, so a module call's time is noise here; see the gate test).
+        r = replay(["--peers", "3", "--recipes", "adamw_step", "--cycle", "1", "--checkpoint", "step-10", "--job", "j1",
+                    "--straggler-factor", "999"])
         self.assertExit(r, "healthy")
         doc = r.json()
         self.assertEqual((doc["details"]["cycle"], doc["details"]["checkpoint"], doc["details"]["sweep"]), (1, "step-10", "periodic"))
