@@ -61,8 +61,8 @@ CommandRunner register_probe_hang(CLI::App& cmd, const GlobalOptions& globals) {
   auto o = std::make_shared<ProbeHangOptions>();
   add_hang_probe_flags(cmd, o->probe);
   cmd.add_option("--flight-recorder", o->flight_recorder,
-                 "Directory of torch Flight Recorder JSON dumps (one per rank, rank at the end of the name) to use "
-                 "as the evidence instead of scout's records");
+                 "Directory of torch Flight Recorder dumps, pickled (dump on timeout) or JSON, one per rank with the "
+                 "rank at the end of the name, to use as the evidence instead of scout's records");
   cmd.footer(
       "Examples:\n"
       "  scout probe-hang --job J --threshold 5\n"

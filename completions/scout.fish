@@ -30,7 +30,7 @@ complete -c scout -n '__fish_seen_subcommand_from probe-hang' -l threshold -r -d
 complete -c scout -n '__fish_seen_subcommand_from probe-hang' -l local-ranks -r -d 'Only these ranks'\'' records belong to this node, e.g. 0-3 (for nodes sharing one /dev/shm)'
 complete -c scout -n '__fish_seen_subcommand_from probe-hang' -l shm-dir -r -F -d 'Directory of the record segments'
 complete -c scout -n '__fish_seen_subcommand_from probe-hang' -l allow-other-owner -d 'Read records owned by other users too'
-complete -c scout -n '__fish_seen_subcommand_from probe-hang' -l flight-recorder -r -d 'Directory of torch Flight Recorder JSON dumps (one per rank, rank at the end of the name) to use as the evidence instead of scout'\''s records'
+complete -c scout -n '__fish_seen_subcommand_from probe-hang' -l flight-recorder -r -d 'Directory of torch Flight Recorder dumps, pickled (dump on timeout) or JSON, one per rank with the rank at the end of the name, to use as the evidence instead of scout'\''s records'
 complete -c scout -n '__fish_seen_subcommand_from observe' -l help -s h -d 'Print this help message and exit'
 complete -c scout -n '__fish_seen_subcommand_from observe' -l job -r -d 'Job id whose records are probed (as the trainers'\'' publisher names it)'
 complete -c scout -n '__fish_seen_subcommand_from observe' -l attempt -r -d 'Launcher attempt / restart id; records of other attempts are stale'

@@ -23,7 +23,14 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 "$bin" -max_total_time="$seconds" -timeout="${SCOUT_FUZZ_INPUT_TIMEOUT:-60}" -rss_limit_mb=2048 -malloc_limit_mb=1024 -max_len=65536 \
   -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$@" "$work/new" "$corpus"
 rc=$?
-found=$(find "$work/artifacts" -type f | sort)
+# A slow unit (libFuzzer's slow-unit-*, over -report_slow_units seconds) is
+# reported with its reproduction command but is not a finding by itself: the
+# -timeout above is the hang criterion, and machine load alone can slow an
+# input past the report threshold. Crashes, leaks, timeouts and OOMs fail.
+for f in $(find "$work/artifacts" -type f -name 'slow-unit-*' | sort); do
+  echo "run-target: $(basename "$bin"): warning: slow input $f; time it with: $bin $f" >&2
+done
+found=$(find "$work/artifacts" -type f ! -name 'slow-unit-*' | sort)
 if [ $rc -ne 0 ] || [ -n "$found" ]; then
   echo "run-target: $(basename "$bin"): FINDING (exit $rc)" >&2
   for f in $found; do

@@ -31,8 +31,10 @@ for t in "${targets[@]}"; do
   execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | awk '{print $2}')
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | awk '{print $2}')
   corpus=$(grep -o 'corp: [0-9]*' "$log" | tail -1 | awk '{print $2}')
-  findings=$(find "$work/artifacts" -type f 2>/dev/null | wc -l)
+  findings=$(find "$work/artifacts" -type f ! -name 'slow-unit-*' 2>/dev/null | wc -l)
+  slow=$(find "$work/artifacts" -type f -name 'slow-unit-*' 2>/dev/null | wc -l)
   note="ok"
+  [ "$slow" -gt 0 ] && note="ok, $slow slow input(s) under $work/artifacts (not findings: under the -timeout)"
   if [ $rc -ne 0 ] || [ "$findings" -gt 0 ]; then
     note="FINDING (exit $rc): $(grep -m1 -E 'ERROR: |runtime error|fuzz check failed|Timeout|out-of-memory' "$log" | cut -c1-100)"
     total_findings=$(( total_findings + (findings > 0 ? findings : 1) ))

@@ -84,8 +84,10 @@ nlohmann::ordered_json rows_json(std::span<const std::int64_t> rows, bool unifor
 }  // namespace
 
 Result<std::vector<std::int64_t>> parse_rows_spec(std::string_view text) {
-  std::vector<std::int64_t> out;
   if (trim(text).empty()) return usage_error("--rows is empty", {}, "give a range or a list, e.g. --rows 1-3457 or --rows 31,32,63");
+  // Fields become closed intervals, merged before any value is written: the
+  // cost is one pass over the distinct row counts, whatever the overlaps.
+  std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
   auto fields = split(text, ',');
   for (std::size_t i = 0; i < fields.size(); ++i) {
     std::string_view f = trim(fields[i]);
@@ -111,12 +113,30 @@ Result<std::vector<std::int64_t>> parse_rows_spec(std::string_view text) {
     }
     if (lo < 1) return bad("a shape needs at least one row");
     if (hi > k_max_rows) return bad(fmt::format("row counts are at most {}", k_max_rows));
-    if (static_cast<std::size_t>(hi - lo) >= k_max_shapes || out.size() + static_cast<std::size_t>(hi - lo) >= k_max_shapes)
-      return bad(fmt::format("a catalog admits at most {} shapes", k_max_shapes));
-    for (std::int64_t v = lo; v <= hi; ++v) out.push_back(v);
+    if (static_cast<std::size_t>(hi - lo) >= k_max_shapes) return bad(fmt::format("a catalog admits at most {} shapes", k_max_shapes));
+    ranges.emplace_back(lo, hi);
   }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<std::pair<std::int64_t, std::int64_t>> merged;
+  std::size_t total = 0;
+  for (const auto& [lo, hi] : ranges) {
+    if (!merged.empty() && lo <= merged.back().second + 1) {
+      if (hi > merged.back().second) {
+        total += static_cast<std::size_t>(hi - merged.back().second);
+        merged.back().second = hi;
+      }
+    } else {
+      merged.emplace_back(lo, hi);
+      total += static_cast<std::size_t>(hi - lo) + 1;
+    }
+    if (total > k_max_shapes)
+      return usage_error(fmt::format("--rows names more than {} row counts", k_max_shapes), "a catalog admits at most that many shapes",
+                         "give a smaller range, e.g. --rows 1-3457");
+  }
+  std::vector<std::int64_t> out;
+  out.reserve(total);
+  for (const auto& [lo, hi] : merged)
+    for (std::int64_t v = lo; v <= hi; ++v) out.push_back(v);
   return out;
 }
 

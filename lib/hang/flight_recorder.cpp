@@ -8,8 +8,10 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <sstream>
 
+#include "lib/pickle/pickle.hpp"
 #include "lib/records/layout.hpp"
 
 namespace scout::hang {
@@ -95,17 +97,73 @@ std::int64_t int_field(const json& e, const char* key) {
   return 0;
 }
 
+// A pickled dump (torch's _dump_fr_trace, the dump-on-timeout file) as the
+// JSON document its _dump_fr_trace_json twin holds: torch pickles plain dicts,
+// lists, tuples, strings, numbers and None (no class at all), so the reader
+// runs with an empty allow-list and anything else is refused by name.
+Result<json> json_of(const pickle::Value& v, int depth) {
+  if (depth > 64) return input_error("the pickled Flight Recorder dump nests deeper than 64 levels");
+  switch (v.kind) {
+    case pickle::Kind::none: return json(nullptr);
+    case pickle::Kind::boolean: return json(v.boolean);
+    case pickle::Kind::integer: return json(v.integer);
+    case pickle::Kind::floating: return json(v.floating);
+    case pickle::Kind::string: return json(v.text);
+    case pickle::Kind::list:
+    case pickle::Kind::tuple: {
+      json out = json::array();
+      for (const auto* item : v.items) {
+        auto j = json_of(*item, depth + 1);
+        if (!j) return j.error();
+        out.push_back(std::move(*j));
+      }
+      return out;
+    }
+    case pickle::Kind::dict: {
+      json out = json::object();
+      for (const auto& [k, val] : v.entries) {
+        std::string key;
+        if (k->is(pickle::Kind::string)) key = k->text;
+        else if (k->is(pickle::Kind::integer)) key = std::to_string(k->integer);
+        else return input_error(fmt::format("the pickled Flight Recorder dump has a {} dict key", pickle::kind_name(k->kind)));
+        auto j = json_of(*val, depth + 1);
+        if (!j) return j.error();
+        out[key] = std::move(*j);
+      }
+      return out;
+    }
+    default:
+      return input_error(fmt::format("the pickled Flight Recorder dump holds a {} ({})", pickle::kind_name(v.kind), pickle::render(v)),
+                         "a torch Flight Recorder dump holds only dicts, lists, strings, numbers and None");
+  }
+}
+
+Result<json> parse_dump(const std::string& text) {
+  if (!text.empty() && static_cast<unsigned char>(text[0]) == 0x80) {  // pickle PROTO opcode: the dump-on-timeout form
+    pickle::Policy policy;
+    policy.max_bytes = std::size_t{256} << 20;
+    auto doc = pickle::parse(std::as_bytes(std::span(text.data(), text.size())), policy);
+    if (!doc) {
+      Error e = doc.error();
+      e.what = "the pickled Flight Recorder dump cannot be read: " + e.what;
+      return e;
+    }
+    return json_of(*doc->root, 0);
+  }
+  try {
+    return json::parse(text);
+  } catch (const std::exception& e) {
+    return input_error("the Flight Recorder dump is neither JSON nor a pickle", e.what(),
+                       "give torch's dumps: the pickled dump-on-timeout files (TORCH_FR_DUMP_TEMP_FILE<rank>) or "
+                       "torch._C._distributed_c10d._dump_fr_trace_json() output");
+  }
+}
+
 }  // namespace
 
-Result<records::RankSnapshot> snapshot_from_flight_recorder(const std::string& text, std::int64_t rank,
-                                                            const std::string& job) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const std::exception& e) {
-    return input_error("the Flight Recorder dump is not JSON", e.what(),
-                       "give the JSON dumps (torch._C._distributed_c10d._dump_fr_trace_json()); pickled dumps are not read yet");
-  }
+namespace {
+
+Result<records::RankSnapshot> snapshot_from_document(const json& doc, std::int64_t rank, const std::string& job) {
   if (!doc.is_object() || !doc.contains("entries") || !doc["entries"].is_array())
     return input_error("the Flight Recorder dump has no \"entries\" list", "", "give a dump made by torch's Flight Recorder");
   // Process groups: name and desc -> member ranks.
@@ -206,6 +264,20 @@ Result<records::RankSnapshot> snapshot_from_flight_recorder(const std::string& t
   std::size_t keep = std::min<std::size_t>(events.size(), 64);
   s.recent.assign(events.end() - static_cast<std::ptrdiff_t>(keep), events.end());
   return s;
+}
+
+}  // namespace
+
+Result<records::RankSnapshot> snapshot_from_flight_recorder(const std::string& text, std::int64_t rank,
+                                                            const std::string& job) {
+  auto parsed = parse_dump(text);
+  if (!parsed) return parsed.error();
+  try {
+    return snapshot_from_document(*parsed, rank, job);
+  } catch (const nlohmann::json::exception& e) {  // a field of another type than torch writes
+    return input_error("the Flight Recorder dump has a field of an unexpected type", e.what(),
+                       "give a dump made by torch's Flight Recorder");
+  }
 }
 
 Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::string& dir, const std::string& job) {

@@ -2,12 +2,13 @@
 // --flight-recorder DIR`), for jobs that ran with torch's Flight Recorder on
 // and with or without scout's publisher.
 //
-// A dump is one rank's recorder: JSON as torch 2.15 writes it
-// (torch._C._distributed_c10d._dump_fr_trace_json(), the same content as the
-// pickled dump-on-timeout file, whose pickle form needs a pickle reader that
-// this scout does not have yet). One file per rank; the rank is the number
-// that ends the file name (torch's TORCH_FR_DUMP_TEMP_FILE<rank> convention,
-// an optional ".json" after it).
+// A dump is one rank's recorder, in either form torch 2.15 writes: the
+// pickled dump-on-timeout file (_dump_fr_trace, what torch's fr_trace reads;
+// read with lib/pickle and an empty allow-list: torch pickles only plain
+// containers and scalars) or its JSON twin (_dump_fr_trace_json), told apart
+// by the first byte. One file per rank; the rank is the number that ends the
+// file name (torch's TORCH_FR_DUMP_TEMP_FILE<rank> convention, an optional
+// ".json" after it).
 //
 // Each dump becomes the same snapshot a progress record gives: the pending
 // collective is the rank's last entry (inside, unless the backend timed its
@@ -28,7 +29,7 @@
 
 namespace scout::hang {
 
-// Parses one dump's JSON text as rank `rank` of job `job`. Input error (what
+// Parses one dump (pickle or JSON bytes) as rank `rank` of job `job`. Input error (what
 // and where) on anything malformed.
 Result<records::RankSnapshot> snapshot_from_flight_recorder(const std::string& json_text, std::int64_t rank,
                                                             const std::string& job);

@@ -1,6 +1,7 @@
 """torch 2.x Flight Recorder dumps as evidence: `scout probe-hang
 --flight-recorder DIR` on the dumps of a real 4-rank job that ran WITHOUT
-scout's publisher, for the hang scenarios of the suite (a random rank and
+scout's publisher (both forms: the pickled dump-on-timeout files and their
+JSON twins, which must give the same verdict), for the hang scenarios of the suite (a random rank and
 step from a printed seed). Each surviving rank dumps its recorder when its
 collective fails, as NCCL's dump-on-timeout does (gloo does not dump by
 itself); the faulty rank's dump is missing when it stopped or exited, and
@@ -59,6 +60,14 @@ class FlightRecorderEvidence(ScoutTestCase):
                 print(f"-- scout (exit {res.rc}): suspects {[s['rank'] for s in json.loads(res.stdout)['suspects']] if res.stdout else None}")
                 print(f"-- torch fr_trace (exit {rc}):\n{text[-3000:]}")
                 doc = res.json()
+                # The pickled dump-on-timeout files (what torch's analyzer reads) give the same verdict.
+                pres = run(["probe-hang", "--job", job.job, "--flight-recorder", os.path.join(d, "pickle"), "--threshold", "1"],
+                           timeout=60)
+                self.assertEqual(pres.rc, res.rc, f"{msg}\npickled dumps: {pres}")
+                pdoc = pres.json()
+                self.assertEqual(pdoc["status"], doc["status"], msg)
+                self.assertEqual([s["rank"] for s in pdoc["suspects"]], [s["rank"] for s in doc["suspects"]], msg)
+                self.assertEqual(pdoc["details"].get("missing_ranks"), doc["details"].get("missing_ranks"), msg)
                 if fault in ("stop-before-collective", "exit"):
                     # The faulty rank could not dump: it has no evidence, and no other rank is blamed.
                     self.assertEqual(doc["details"]["missing_ranks"], [job.fault_rank], msg)
@@ -93,6 +102,17 @@ class FlightRecorderEvidence(ScoutTestCase):
             res = run(["probe-hang", "--job", "j", "--flight-recorder", d])
             self.assertCleanError(res, "bad_input", "probe-hang")
             res = run(["probe-hang", "--job", "j", "--flight-recorder", os.path.join(d, "absent")])
+            self.assertCleanError(res, "bad_input", "probe-hang")
+            # A pickle that names a class (torch's dumps never do) is refused by name, never executed.
+            os.remove(os.path.join(d, "rank_0.json"))
+            with open(os.path.join(d, "rank_0"), "wb") as f:
+                f.write(b"\x80\x02cos\nsystem\nq\x00X\x04\x00\x00\x00trueq\x01\x85q\x02Rq\x03.")
+            res = run(["probe-hang", "--job", "j", "--flight-recorder", d])
+            self.assertCleanError(res, "bad_input", "probe-hang")
+            self.assertIn("os.system", res.stderr)
+            with open(os.path.join(d, "rank_0"), "wb") as f:
+                f.write(b"\x80\x02}q\x00(X\x07\x00\x00\x00entries")  # truncated
+            res = run(["probe-hang", "--job", "j", "--flight-recorder", d])
             self.assertCleanError(res, "bad_input", "probe-hang")
         finally:
             shutil.rmtree(d, ignore_errors=True)

@@ -22,6 +22,21 @@ TEST(CatalogRows, RangesAndLists) {
   }
 }
 
+TEST(CatalogRows, OverlappingRangesMergeBeforeTheLimit) {
+  // Overlaps count once: two copies of a range within the limit are within it.
+  auto r = parse_rows_spec("4-6,1-3,5-9,2");
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(*r, (std::vector<std::int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  auto twice = parse_rows_spec("1-1000000,1-1000000,500000-1500000");
+  ASSERT_TRUE(twice.ok()) << twice.error().message();
+  ASSERT_EQ(twice->size(), 1500000u);
+  EXPECT_EQ(twice->front(), 1);
+  EXPECT_EQ(twice->back(), 1500000);
+  auto over = parse_rows_spec("1-10000000,10000002-20000003");
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.error().code, ExitCode::usage);
+}
+
 TEST(CatalogRows, FileFormats) {
   auto text = parse_rows_file("# experts: 3\n1, 0, 7\n\n2 2 2  # two each\n1,0,7\n", std::nullopt, "f");
   ASSERT_TRUE(text.ok()) << text.error().message();
