@@ -1,6 +1,7 @@
 """Launches a real multi-rank PyTorch DDP job (trainers/ddp_trainer.py, gloo
-on 127.0.0.1, never torchrun) with the scout publisher, and cleans everything
-up: processes (also SIGSTOPped ones) and their records.
+on 127.0.0.1; one process per rank, or torchrun with launcher="torchrun")
+with the scout publisher, and cleans everything up: processes (also
+SIGSTOPped ones) and their records.
 
 Version matrix: the trainers run under the torch of SCOUT_TEST_TORCH: "1.13"
 (default) is Debian's python3-torch under /usr/bin/python3, "2" the torch 2.x
@@ -122,6 +123,12 @@ class TrainerJob:
         self.publisher, self.rank_prefix, self.master_addr = publisher, rank_prefix, master_addr
         self.extra_env = dict(extra_env or {})
         self.pg_timeout, self.step_delay, self.trainer_args = pg_timeout, step_delay, list(trainer_args)
+        if launcher not in (None, "torchrun"):
+            raise ValueError(f"unknown launcher {launcher!r}")
+        if launcher == "torchrun" and rank_prefix:
+            raise ValueError("torchrun starts every rank itself: no rank_prefix")
+        self.launcher = launcher
+        self._rank_pids = {}  # torchrun: rank -> pid, learnt from the records
         self.procs = []
         self.logdir = tempfile.mkdtemp(prefix="scout-trainers-")
         self._logs = []
@@ -141,12 +148,29 @@ class TrainerJob:
         env.update(self.extra_env)
         return env
 
+    def trainer_command(self):
+        return [self.trainer, "--steps", str(self.steps), "--fault", self.fault, "--fault-rank", str(self.fault_rank),
+                "--fault-step", str(self.fault_step), "--publisher", self.publisher, "--pg-timeout", str(self.pg_timeout),
+                "--step-delay", str(self.step_delay), *self.trainer_args]
+
     def start(self):
         port = free_port()
+        if self.launcher == "torchrun":
+            # torchrun (torch.distributed.run) hosts the rendezvous TCPStore and sets
+            # RANK / LOCAL_RANK / WORLD_SIZE for the workers it starts.
+            env = self.env(0, port)
+            for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
+                env.pop(k, None)
+            cmd = [self.python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(self.world),
+                   "--master-addr", self.master_addr, "--master-port", str(port), "--max-restarts", "0",
+                   *self.trainer_command()]
+            log = open(os.path.join(self.logdir, "torchrun.log"), "w")
+            self._logs.append(log)
+            self.procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                               stdin=subprocess.DEVNULL, start_new_session=True))
+            return self
         for rank in range(self.world):
-            cmd = [self.python, self.trainer, "--steps", str(self.steps), "--fault", self.fault, "--fault-rank",
-                   str(self.fault_rank), "--fault-step", str(self.fault_step), "--publisher", self.publisher,
-                   "--pg-timeout", str(self.pg_timeout), "--step-delay", str(self.step_delay), *self.trainer_args]
+            cmd = [self.python, *self.trainer_command()]
             if self.rank_prefix:
                 cmd = list(self.rank_prefix(rank)) + cmd
             log = open(os.path.join(self.logdir, f"rank{rank}.log"), "w")
@@ -155,21 +179,43 @@ class TrainerJob:
                                                stdin=subprocess.DEVNULL, start_new_session=True))
         return self
 
+    def _learn_pids(self):
+        if self.launcher == "torchrun" and len(self._rank_pids) < self.world:
+            try:
+                for rank, r in self.records().items():
+                    self._rank_pids.setdefault(rank, r["record"]["pid"])
+            except (RuntimeError, KeyError, subprocess.TimeoutExpired):
+                pass
+
     def pids(self):
+        if self.launcher == "torchrun":
+            self._learn_pids()
+            return [self._rank_pids.get(r) for r in range(self.world)]
         return [p.pid for p in self.procs]
 
     def log(self, rank):
-        with open(os.path.join(self.logdir, f"rank{rank}.log")) as f:
+        name = "torchrun.log" if self.launcher == "torchrun" else f"rank{rank}.log"
+        with open(os.path.join(self.logdir, name)) as f:
             return f.read()
 
     def state(self, rank):
         """Process state letter of `rank` (T: stopped), None when gone or reaped."""
+        if self.launcher == "torchrun":
+            pid = self.pids()[rank]
+            return process_state(pid) if pid else None
         p = self.procs[rank]
         if p.poll() is not None:
             return None
         return process_state(p.pid)
 
     def returncodes(self):
+        """Per rank: None while it runs; its exit status (-1 where torchrun reaped it unseen)."""
+        if self.launcher == "torchrun":
+            out = []
+            for pid in self.pids():
+                st = process_state(pid) if pid else "?"
+                out.append(None if st not in (None, "Z") else -1)
+            return out
         return [p.poll() for p in self.procs]
 
     def records(self):
@@ -229,6 +275,14 @@ class TrainerJob:
     def teardown(self):
         """Kills every rank (continuing stopped ones), reaps them with a timeout,
         and removes the job's records and logs."""
+        if self.launcher == "torchrun":  # its workers, whatever session torchrun gave them
+            for pid in self.pids():
+                for sig in (signal.SIGCONT, signal.SIGKILL):
+                    try:
+                        if pid:
+                            os.kill(pid, sig)
+                    except ProcessLookupError:
+                        pass
         for p in self.procs:
             if p.poll() is None:
                 for sig in (signal.SIGCONT, signal.SIGKILL):
