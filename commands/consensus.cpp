@@ -8,6 +8,7 @@
 
 #include "lib/common/parse.hpp"
 #include "lib/consensus/input.hpp"
+#include "lib/report/c3_suspects.hpp"
 
 namespace scout {
 
@@ -116,7 +117,8 @@ int run_consensus(const ConsensusOptions& o) {
   Verdict v;
   v.command = "consensus";
   v.job = o.job;
-  v.groups.push_back(make_group_run(o.kind, ranks, mode, result, values));
+  C3Attribution att = attribute_c3(o.kind, ranks, mode, result, values);
+  v.groups.push_back(att.run);
   const std::string who = o.ranks.empty() ? "position" : "rank";
   switch (result.status) {
     case C3Status::agree:
@@ -136,14 +138,11 @@ int run_consensus(const ConsensusOptions& o) {
       v.status = VerdictStatus::attributed;
       v.scope = Scope::rank;
       v.action = "investigate_suspects";
-      for (std::size_t i = 0; i < tokens.size(); ++i) {
-        if (!result.outliers[i]) continue;
-        Suspect s;
-        s.rank = ranks[i];
+      v.suspects = suspects_from_c3(att, [&](std::size_t i, Suspect& s) {
         nlohmann::json ev = {{"position", i}, {"value", values[i]}};
         if (mode == C3Mode::exact) {
           s.reason = "value_differs_from_majority";
-          ev["majority_value"] = values[static_cast<std::size_t>(result.majority_peer)];
+          ev["majority_value"] = att.majority ? values[*att.majority] : nlohmann::json(nullptr);
           ev["majority_count"] = result.majority_count;
         } else {
           s.reason = tokens[i].number.value() > result.median ? "value_above_peers" : "value_below_peers";
@@ -151,8 +150,7 @@ int run_consensus(const ConsensusOptions& o) {
           ev["score"] = result.scores[i];
         }
         s.evidence = std::move(ev);
-        v.suspects.push_back(std::move(s));
-      }
+      });
       v.summary = fmt::format("{} of {} peers disagree with the strict majority; suspects reported by {}", v.suspects.size(), tokens.size(), who);
       break;
     }

@@ -280,7 +280,7 @@ struct Roles {
   static std::string name(std::uint64_t role, std::uint64_t group) {
     if (role >= 1 && role <= static_cast<std::uint64_t>(k_dim_count)) return std::string(dim_name(k_all_dims[role - 1]));
     if (role == k_world) return "world";
-    return fmt::format("pg {:x}", group);
+    return "pg " + hex64(group);
   }
 };
 
@@ -1301,8 +1301,8 @@ Verdict decide(const DecisionInput& in) {
     }
     std::set<std::string> colls;
     for (const auto& [type, group, seq] : distinct_colls)
-      colls.insert(fmt::format("{} pg {:x} seq {}", records::collective_type_name(static_cast<records::CollectiveType>(type)),
-                               group, seq));
+      colls.insert(fmt::format("{} pg {} seq {}", records::collective_type_name(static_cast<records::CollectiveType>(type)),
+                               hex64(group), seq));
     v.summary = fmt::format("every rank is alive and waiting inside a collective ({}) for {:.1f} s: group-scoped stall",
                             fmt::join(colls, "; "), seconds(pos.silent_ns));
     details["waiting_in"] = std::vector<std::string>(colls.begin(), colls.end());

@@ -37,4 +37,10 @@ std::vector<Suspect> suspects_from_c3(const C3Attribution& attribution, const st
                                       const std::function<nlohmann::json(std::size_t)>& evidence = {},
                                       const std::function<std::string(std::int64_t)>& node = {});
 
+// One Suspect per attributed peer, in peer order: rank = its member id, then
+// `fill(peer index, suspect)` sets the rest (reason, evidence; rank or node
+// where the member id is not the rank to report). An evidence that is not an
+// object becomes an empty object.
+std::vector<Suspect> suspects_from_c3(const C3Attribution& attribution, const std::function<void(std::size_t, Suspect&)>& fill);
+
 }  // namespace scout

@@ -6,6 +6,8 @@
 #include <map>
 #include <set>
 
+#include "lib/common/hex.hpp"
+
 namespace scout::straggler {
 
 std::string_view diagnosis_name(Diagnosis d) {
@@ -41,7 +43,7 @@ std::vector<CallKey> common_keys(const TimingTable& t, const std::vector<std::in
 
 bool is_mesh_kind(const std::string& kind) { return kind.rfind("group:", 0) != 0; }
 
-std::string hex_id(std::uint64_t id) { return fmt::format("{:016x}", id); }
+std::string hex_id(std::uint64_t id) { return hex64(id); }
 
 double ms(double ns) { return std::round(ns / 1e3) / 1e3; }
 
@@ -266,8 +268,8 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
       if (excess(g) >= 0.25 * largest) {
         kept.push_back(std::move(g));
       } else {
-        d.notes.push_back(fmt::format("{} group {:016x} is slower than its kind ({:.2f}x) but far less than the slowest group: "
-                                      "taken as a consequence, not a cause", g.group.kind, g.group.id, g.ratio));
+        d.notes.push_back(fmt::format("{} group {} is slower than its kind ({:.2f}x) but far less than the slowest group: "
+                                      "taken as a consequence, not a cause", g.group.kind, hex_id(g.group.id), g.ratio));
       }
     }
     d.slow_groups = std::move(kept);

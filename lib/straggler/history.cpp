@@ -1,4 +1,5 @@
 #include "lib/common/file.hpp"
+#include "lib/common/hex.hpp"
 #include "lib/straggler/history.hpp"
 
 #include <algorithm>
@@ -45,7 +46,7 @@ std::vector<GroupTimes> group_times(const std::vector<RoundEvidence>& evidence, 
   for (const auto& g : tables.back().groups) {
     GroupTimes gt;
     gt.kind = g.kind;
-    gt.key = fmt::format("{}/{:016x}", g.kind, g.id);
+    gt.key = g.kind + "/" + hex64(g.id);
     std::vector<double> compute, link, steps;
     for (const auto& t : tables) {
       // Calls of this group's kind every member completed.

@@ -1,4 +1,5 @@
 #include "lib/common/file.hpp"
+#include "lib/common/hex.hpp"
 #include "lib/straggler/probe.hpp"
 
 #include <algorithm>
@@ -89,7 +90,7 @@ nlohmann::json round_json(const RoundEvidence& round, const std::string& job, st
   for (const auto& r : round.ranks) {
     nlohmann::json ev = nlohmann::json::array();
     for (const auto& e : r.events)
-      ev.push_back({e.op_seq, fmt::format("{:016x}", e.fingerprint.group), static_cast<int>(e.fingerprint.type), e.fingerprint.count,
+      ev.push_back({e.op_seq, hex64(e.fingerprint.group), static_cast<int>(e.fingerprint.type), e.fingerprint.count,
                     e.fingerprint.group_seq, e.enter_ns, e.exit_ns});
     ranks.push_back({{"rank", r.rank}, {"node", r.node}, {"coords", r.coords}, {"step", r.step}, {"read_ns", r.read_ns}, {"events", ev}});
   }
@@ -131,9 +132,9 @@ Result<RoundEvidence> round_from_json(const nlohmann::json& j, const std::string
         if (!y.is_array() || y.size() != 7) return bad("malformed event");
         records::CollectiveEvent c;
         c.op_seq = y[0].get<std::uint64_t>();
-        const auto gid = y[1].get<std::string>();
-        if (gid.size() != 16 || gid.find_first_not_of("0123456789abcdef") != std::string::npos) return bad("malformed group id");
-        c.fingerprint.group = std::stoull(gid, nullptr, 16);
+        const auto gid = parse_hex64(y[1].get<std::string>());
+        if (!gid) return bad("malformed group id");
+        c.fingerprint.group = *gid;
         int type = y[2].get<int>();
         if (type < 0 || type > 255) return bad("collective type out of range");
         c.fingerprint.type = static_cast<records::CollectiveType>(type);

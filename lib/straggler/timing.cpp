@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "lib/common/hex.hpp"
 #include "lib/records/layout.hpp"
 
 namespace scout::straggler {
@@ -49,7 +50,7 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
     for (const auto& e : r.events) {
       if (e.op_seq == 0 || index.count(e.fingerprint.group)) continue;
       index.emplace(e.fingerprint.group, t.groups.size());
-      t.groups.push_back(GroupInfo{e.fingerprint.group, fmt::format("group:{:016x}", e.fingerprint.group), {}});
+      t.groups.push_back(GroupInfo{e.fingerprint.group, "group:" + hex64(e.fingerprint.group), {}});
     }
   for (const auto& r : round.ranks)
     for (const auto& e : r.events) {

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <fmt/format.h>
 #include <gloo/rendezvous/file_store.h>
 #include <sys/file.h>
@@ -55,10 +56,60 @@ StoreUri default_store_uri(const std::string& job) {
   uri.kind = StoreUri::Kind::file;
   uri.path = fmt::format("{}/scout-store-{}-{}", base, getuid(), safe);
   uri.text = "file://" + uri.path;
+  uri.remove_when_unused = true;
   return uri;
 }
 
 namespace {
+
+// A store directory this process uses, held by a shared flock on the
+// directory itself. The last user to let go (the one that then gets the lock
+// exclusively) removes the directory with everything in it; a process that
+// opens the path while it is being removed waits for the removal and makes it
+// anew (the path then names another inode than the one it locked).
+class DirectoryLease {
+ public:
+  static Result<std::unique_ptr<DirectoryLease>> take(const std::string& path, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
+        return unavailable_error(fmt::format("cannot create the store directory {}", path), std::strerror(errno),
+                                 "give --store file://DIR with a directory you can write");
+      int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (fd < 0 && errno != ENOENT) return unavailable_error(fmt::format("cannot open the store directory {}", path), std::strerror(errno));
+      if (fd >= 0) {
+        bool locked = false;
+        while (!(locked = ::flock(fd, LOCK_SH | LOCK_NB) == 0) && (errno == EWOULDBLOCK || errno == EINTR) &&
+               std::chrono::steady_clock::now() < deadline)
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        struct stat held {}, named {};
+        if (locked && ::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
+            held.st_ino == named.st_ino)
+          return std::unique_ptr<DirectoryLease>(new DirectoryLease(path, fd));
+        ::close(fd);  // removed by its last user meanwhile: make it anew
+      }
+      if (std::chrono::steady_clock::now() >= deadline)
+        return unavailable_error(fmt::format("timed out taking the store directory {}", path), "another scout process keeps removing it");
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  ~DirectoryLease() {
+    // Exclusive means no other process holds it: nobody else uses the store now, and a
+    // newcomer waits (see take). Converting may drop the shared lock first; we leave anyway.
+    if (::flock(m_fd, LOCK_EX | LOCK_NB) == 0) {
+      std::error_code ec;
+      std::filesystem::remove_all(m_path, ec);
+    }
+    ::close(m_fd);
+  }
+  DirectoryLease(const DirectoryLease&) = delete;
+  DirectoryLease& operator=(const DirectoryLease&) = delete;
+
+ private:
+  DirectoryLease(std::string path, int fd) : m_path(std::move(path)), m_fd(fd) {}
+  std::string m_path;
+  int m_fd;
+};
 
 // Gloo's FileStore with a non-blocking check and removal of what it wrote.
 class CheckableFileStore : public gloo::rendezvous::FileStore {
@@ -75,7 +126,9 @@ class CheckableFileStore : public gloo::rendezvous::FileStore {
 
 class FileKeyValueStore final : public KeyValueStore {
  public:
-  FileKeyValueStore(std::string dir) : m_dir(std::move(dir)), m_store(m_dir) {}
+  // `lease`: the directory's lease when it is removed once unused (released after the FileStore).
+  FileKeyValueStore(std::string dir, std::unique_ptr<DirectoryLease> lease)
+      : m_lease(std::move(lease)), m_dir(std::move(dir)), m_store(m_dir) {}
 
   Status set(const std::string& key, const std::vector<char>& value) override {
     try {
@@ -140,6 +193,7 @@ class FileKeyValueStore final : public KeyValueStore {
   std::string describe() const override { return "file://" + m_dir; }
 
  private:
+  std::unique_ptr<DirectoryLease> m_lease;
   std::string m_dir;
   CheckableFileStore m_store;
 };
@@ -231,6 +285,12 @@ class TcpKeyValueStore final : public KeyValueStore {
 
 Result<std::unique_ptr<KeyValueStore>> open_store(const StoreUri& uri, bool host_server, std::chrono::milliseconds timeout) {
   if (uri.kind == StoreUri::Kind::file) {
+    std::unique_ptr<DirectoryLease> lease;
+    if (uri.remove_when_unused) {
+      auto taken = DirectoryLease::take(uri.path, timeout);
+      if (!taken) return taken.error();
+      lease = std::move(*taken);
+    }
     if (::mkdir(uri.path.c_str(), 0700) != 0 && errno != EEXIST)
       return unavailable_error(fmt::format("cannot create the store directory {}", uri.path), std::strerror(errno),
                                "give --store file://DIR with a directory you can write");
@@ -240,7 +300,7 @@ Result<std::unique_ptr<KeyValueStore>> open_store(const StoreUri& uri, bool host
     if (::access(uri.path.c_str(), W_OK | X_OK) != 0)
       return unavailable_error(fmt::format("the store directory {} is not writable", uri.path), std::strerror(errno));
     try {
-      return std::unique_ptr<KeyValueStore>(std::make_unique<FileKeyValueStore>(uri.path));
+      return std::unique_ptr<KeyValueStore>(std::make_unique<FileKeyValueStore>(uri.path, std::move(lease)));
     } catch (const std::exception& e) {
       return unavailable_error(fmt::format("cannot open the store {}", uri.text), e.what());
     }

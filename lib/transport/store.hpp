@@ -22,6 +22,9 @@ struct StoreUri {
   std::string host;       // tcp: host name or address
   std::uint16_t port = 0; // tcp: port
   std::string text;       // as written
+  // file: the directory is scout's own (default_store_uri): removed, with
+  // everything in it, when the last process using it closes its store.
+  bool remove_when_unused = false;
 };
 
 // Parses "file://DIR" or "tcp://HOST:PORT"; usage errors name what is wrong.
@@ -52,7 +55,9 @@ class KeyValueStore {
 Result<std::unique_ptr<KeyValueStore>> open_store(const StoreUri& uri, bool host_server, std::chrono::milliseconds timeout);
 
 // The default store for observers on one host when --store is absent: a
-// per-user, per-job directory under /dev/shm (or /tmp), created 0700.
+// per-user, per-job directory under /dev/shm (or /tmp), created 0700 and
+// removed when the last observer using it closes its store (even when the
+// command ends in an error or a timeout), so that nothing stays behind.
 StoreUri default_store_uri(const std::string& job);
 
 }  // namespace scout::transport

@@ -173,6 +173,28 @@ class Tree(ScoutTestCase):
                 for cited in re.findall(r'docs/contracts\.md "([^"]+)"', text):
                     self.assertIn(cited, sections, f"{f} cites a section docs/contracts.md lacks")
 
+    def test_64_bit_ids_are_spelled_by_hex64_only(self):
+        """docs/contracts.md "JSON conventions": a 64-bit id or hash is "0x" and 16 hex digits
+        (lib/common/hex.hpp's hex64). A hand-written 64-bit hex format ({:x}, {:016x}, %llx,
+        PRIx64...) in lib/, commands/ or cli/ prints ids another way (bare, short, or without the
+        prefix), as `pg {:x}` and the straggler's `{:016x}` ids did. The two forms that give
+        hex64's spelling ("0x{:016x}", "{:#018x}") are not flagged; byte formats ({:02x}) neither."""
+        allowed = {
+            ("lib/common/file.cpp", "{:x}"),  # not an id: a temporary file name's random suffix
+        }
+        spec = re.compile(r'(?<!0x)\{:(?!#018)#?(?:0?1[68])?[xX]\}|%#?(?:0?1[68])?(?:ll|l|j)[xX]|PRIx64')
+        files = subprocess.run(["git", "-C", SOURCE_DIR, "ls-files", "lib", "commands", "cli"], capture_output=True,
+                               text=True).stdout.split()
+        bad = []
+        for f in files:
+            if not f.endswith((".cpp", ".hpp", ".h", ".cu")):
+                continue
+            for n, line in enumerate(read(f).splitlines(), 1):
+                for m in spec.finditer(line):
+                    if (f, m.group(0)) not in allowed:
+                        bad.append(f"{f}:{n}: {m.group(0)} in {line.strip()}")
+        self.assertEqual(bad, [], "spell 64-bit ids with hex64 (lib/common/hex.hpp)")
+
     def test_no_command_is_offered_before_it_exists(self):
         names = set(table_commands()) | {"help"}
         texts = {f"man/{p}": read("man", p) for p in os.listdir(os.path.join(SOURCE_DIR, "man"))}

@@ -418,7 +418,8 @@ TEST_F(DecideTest, SmallGroupsListOneValuePerMemberInPeerOrder) {
   const auto& g = v.groups[0];
   ASSERT_EQ(g.values.size(), static_cast<std::size_t>(w.size));
   for (std::int64_t r = 0; r < w.size; ++r) {
-    const std::string expected = r == bad ? "pg 7 seq 19 all_reduce dt7 x1024 r0" : "pg 7 seq 20 all_reduce dt7 x1024 r0";
+    const std::string expected = r == bad ? "pg 0x0000000000000007 seq 19 all_reduce dt7 x1024 r0"
+                                        : "pg 0x0000000000000007 seq 20 all_reduce dt7 x1024 r0";
     EXPECT_EQ(g.values[r], expected) << "rank " << r;
   }
   EXPECT_FALSE(g.stats.contains("values"));
