@@ -29,7 +29,7 @@ CommandRunner register_replay(CLI::App& cmd, const GlobalOptions& globals) {
   cmd.add_option("--recipes", o->recipes, "Battery recipes to run (default: all)")
       ->delimiter(',')->check(CLI::IsMember({"transformer_block", "adamw_step", "expert_gemm", "param_allgather"}));
   cmd.add_option("--size", o->size, "Battery size: tiny, small, medium or large")->check(CLI::IsMember({"tiny", "small", "medium", "large"}))->default_str("small");
-  cmd.add_option("--peers", o->peers, "Peer processes on this machine (2..64); with --evidence: peers expected")->default_str("4");
+  cmd.add_option("--peers", o->peers, "Peer processes on this machine (2..64; with --recipe --nodes > 1: 1..64 per node); with --evidence: peers expected")->default_str("4");
   cmd.add_option("--seed", o->seed, "Seed of the inputs and parameters")->default_str("1");
   cmd.add_option("--threads", o->threads, "Intra-op threads per peer (part of the replay contract)")->default_str("1");
   cmd.add_option("--repeat", o->repeat, "Module calls per recipe; times are the minimum (1..20)")->default_str("3");
@@ -310,8 +310,10 @@ int run_evidence(const ReplayOptions& o) {
 
 namespace {
 
-void check_common(const ReplayOptions& o) {
-  if (o.peers < 2 || o.peers > 64) throw FatalError(usage_error(fmt::format("--peers {} is out of range", o.peers), "replay compares 2..64 peers", "use --peers 4"));
+// `min_peers`: 2 on one machine; 1 with --nodes > 1 (one peer per node).
+void check_common(const ReplayOptions& o, std::int64_t min_peers = 2) {
+  if (o.peers < min_peers || o.peers > 64)
+    throw FatalError(usage_error(fmt::format("--peers {} is out of range", o.peers), fmt::format("replay runs {}..64 peers on a machine", min_peers), "use --peers 4"));
   if (o.threads < 1 || o.threads > 256) throw FatalError(usage_error(fmt::format("--threads {} is out of range", o.threads), {}, "use 1..256"));
   if (o.repeat < 1 || o.repeat > 20) throw FatalError(usage_error(fmt::format("--repeat {} is out of range", o.repeat), {}, "use 1..20"));
   if (!(o.timeout_s > 0 && o.timeout_s <= 3600)) throw FatalError(usage_error("--timeout must be in (0, 3600] seconds"));
@@ -368,7 +370,7 @@ int run_recipes(const ReplayOptions& o) {
   if (!o.battery.empty()) throw FatalError(usage_error("--recipe and --battery exclude each other", {}, "run one of them"));
   if (!o.recipes.empty() || o.catalog || o.golden)
     throw FatalError(usage_error("--recipes, --catalog and --golden belong to --battery", {}, "drop them with --recipe"));
-  check_common(o);
+  check_common(o, o.nodes > 1 ? 1 : 2);
   if (o.nodes < 1 || o.nodes > 4096) throw FatalError(usage_error(fmt::format("--nodes {} is out of range", o.nodes), {}, "use 1..4096"));
   if (o.nodes > 1 && (!o.store || !o.node_index))
     throw FatalError(usage_error("--nodes > 1 needs --store and --node-index", "every node's scout meets at one store", "e.g. --store file:///shared/scout-store --node-index 0"));

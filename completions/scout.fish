@@ -206,7 +206,7 @@ complete -c scout -n '__fish_seen_subcommand_from replay' -l recipe -r -d 'Repla
 complete -c scout -n '__fish_seen_subcommand_from replay' -l evidence -r -d 'Decide over in-job replay evidence the Python package published under DIR (with --job, --cycle)'
 complete -c scout -n '__fish_seen_subcommand_from replay' -l recipes -r -f -a 'transformer_block adamw_step expert_gemm param_allgather' -d 'Battery recipes to run (default: all)'
 complete -c scout -n '__fish_seen_subcommand_from replay' -l size -r -f -a 'tiny small medium large' -d 'Battery size: tiny, small, medium or large'
-complete -c scout -n '__fish_seen_subcommand_from replay' -l peers -r -d 'Peer processes on this machine (2..64); with --evidence: peers expected'
+complete -c scout -n '__fish_seen_subcommand_from replay' -l peers -r -d 'Peer processes on this machine (2..64; with --recipe --nodes > 1: 1..64 per node); with --evidence: peers expected'
 complete -c scout -n '__fish_seen_subcommand_from replay' -l seed -r -d 'Seed of the inputs and parameters'
 complete -c scout -n '__fish_seen_subcommand_from replay' -l threads -r -d 'Intra-op threads per peer (part of the replay contract)'
 complete -c scout -n '__fish_seen_subcommand_from replay' -l repeat -r -d 'Module calls per recipe; times are the minimum (1..20)'
