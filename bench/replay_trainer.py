@@ -9,7 +9,7 @@ and/or the exporter saves one (under --export-dir); every --ckpt-every steps
 each rank writes its replica as ckpt-dir/step_N/model_rank<r>.safetensors.
 --inject-rank R --inject-from S: from step S on, rank R's replay results get
 a bit flip (a drill of a node that went bad at step S). Prints one JSON line
-per rank with step and replay times.
+per rank with step, replay and export times.
 """
 import argparse
 import json
@@ -91,7 +91,7 @@ def worker(rank, a):
         exp = replay.RecipeExporter(model, a.export_dir, every=a.every, layers=layers)
     gen = torch.Generator().manual_seed(1000 + rank)
     times = []
-    replay_s = 0.0
+    replay_s = export_s = 0.0
     for step in range(a.steps):
         t0 = time.perf_counter()
         if rep:
@@ -109,9 +109,11 @@ def worker(rank, a):
         r0 = time.perf_counter()
         if rep:
             rep.after_step(step)
+        r1 = time.perf_counter()
         if exp:
             exp.after_step(step)
-        replay_s += time.perf_counter() - r0
+        replay_s += r1 - r0
+        export_s += time.perf_counter() - r1
         if a.ckpt_dir and a.ckpt_every and (step + 1) % a.ckpt_every == 0:
             d = os.path.join(a.ckpt_dir, f"step_{step + 1:05d}")
             os.makedirs(d, exist_ok=True)
@@ -119,7 +121,7 @@ def worker(rank, a):
             dist.barrier()
         times.append(time.perf_counter() - t0)
     dist.barrier()
-    print(json.dumps({"rank": rank, "steps": a.steps, "total_s": sum(times), "replay_s": replay_s,
+    print(json.dumps({"rank": rank, "steps": a.steps, "total_s": sum(times), "replay_s": replay_s, "export_s": export_s,
                       "replay_cycles": rep.cycles if rep else 0, "exported": len(exp.exported) if exp else 0}), flush=True)
     dist.destroy_process_group()
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -15,6 +16,7 @@
 
 #include "lib/common/file.hpp"
 #include "lib/catalog/catalog_io.hpp"
+#include "lib/replay/exported.hpp"
 #include "lib/replay/runner.hpp"
 
 namespace scout {
@@ -22,12 +24,12 @@ namespace scout {
 CommandRunner register_replay(CLI::App& cmd, const GlobalOptions& globals) {
   auto o = std::make_shared<ReplayOptions>();
   cmd.add_option("--battery", o->battery, "Run the built-in battery: standard")->check(CLI::IsMember({"standard"}));
-  cmd.add_option("--recipe", o->recipe_dir, "Replay a trainer's exported recipes from DIR (not available in this build)");
+  cmd.add_option("--recipe", o->recipe_dir, "Replay a trainer's exported recipes from DIR (its RecipeExporter's directory, or one recipe) across the job's peers (with --job)");
   cmd.add_option("--evidence", o->evidence_dir, "Decide over in-job replay evidence the Python package published under DIR (with --job, --cycle)");
   cmd.add_option("--recipes", o->recipes, "Battery recipes to run (default: all)")
       ->delimiter(',')->check(CLI::IsMember({"transformer_block", "adamw_step", "expert_gemm", "param_allgather"}));
   cmd.add_option("--size", o->size, "Battery size: tiny, small, medium or large")->check(CLI::IsMember({"tiny", "small", "medium", "large"}))->default_str("small");
-  cmd.add_option("--peers", o->peers, "Peer processes on this machine (2..64); with --evidence: peers expected")->default_str("4");
+  cmd.add_option("--peers", o->peers, "Peer processes on this machine (2..64; with --recipe --nodes > 1: 1..64 per node); with --evidence: peers expected")->default_str("4");
   cmd.add_option("--seed", o->seed, "Seed of the inputs and parameters")->default_str("1");
   cmd.add_option("--threads", o->threads, "Intra-op threads per peer (part of the replay contract)")->default_str("1");
   cmd.add_option("--repeat", o->repeat, "Module calls per recipe; times are the minimum (1..20)")->default_str("3");
@@ -39,13 +41,18 @@ CommandRunner register_replay(CLI::App& cmd, const GlobalOptions& globals) {
   cmd.add_option("--cycle", o->cycle, "Replay cycle number for the checkpoint ledger (details.cycle)");
   cmd.add_option("--checkpoint", o->checkpoint, "Newest checkpoint saved before this cycle (details.checkpoint)");
   cmd.add_option("--sweep", o->sweep, "periodic or full (details.sweep)")->check(CLI::IsMember({"periodic", "full"}))->default_str("periodic");
-  cmd.add_option("--job", o->job, "Job id to record in the verdict");
+  cmd.add_option("--job", o->job, "Job id to record in the verdict (required with --recipe and --evidence)");
+  cmd.add_option("--store", o->store, "--recipe across nodes: the rendezvous store every node's scout meets at, file://DIR (shared) or tcp://HOST:PORT (node 0 hosts)");
+  cmd.add_option("--nodes", o->nodes, "--recipe across nodes: how many nodes run 'scout replay --recipe' (each with --peers local peers)")->default_str("1");
+  cmd.add_option("--node-index", o->node_index, "--recipe across nodes: this node's 0-based index (required with --nodes > 1)");
   cmd.add_option("--straggler-factor", o->straggler_factor, "A peer is a straggler when slower than this many times the median (> 1)")->default_str("2");
   cmd.footer(
       "Examples:\n"
       "  scout replay --battery standard --peers 4\n"
       "  scout replay --battery standard --peers 4 --golden battery-golden.json\n"
-      "  scout replay --battery standard --peers 4 --inject sdc:peer=2,tensor=param_grad,word=5,bit=62");
+      "  scout replay --battery standard --peers 4 --inject sdc:peer=2,tensor=param_grad,word=5,bit=62\n"
+      "  scout replay --recipe /shared/recipes --job llm7 --peers 4\n"
+      "  scout replay --recipe /shared/recipes --job llm7 --peers 8 --store file:///shared/scout-store --nodes 2 --node-index 0");
   return [o, &globals, &cmd]() {
     o->format = resolve_format(globals.format);
     o->peers_given = cmd.count("--peers") > 0;
@@ -85,13 +92,32 @@ std::string make_store_dir() {
   return buf.data();
 }
 
-// The child: one peer; writes what it gathered to DIR/out-<i>.json.
-[[noreturn]] void peer_main(const std::string& dir, const replay::PeerRunOptions& po) {
+// Where the peers of one run meet: a store and whether this peer hosts it.
+struct PeerStore {
+  transport::StoreUri uri;
+  bool host = false;
+};
+
+// A hosted tcp:// store must outlive every peer's last read: each peer counts
+// itself done and the host waits (bounded) for all of them.
+void wait_all_done(transport::KeyValueStore& store, const replay::PeerRunOptions& po, bool host) {
+  const std::string key = po.key_namespace + "/done";
+  (void)store.add(key, 1, po.timeout);
+  if (!host) return;
+  const auto until = Clock::now() + po.timeout;
+  while (Clock::now() < until) {
+    auto n = store.add(key, 0, po.timeout);
+    if (!n || *n >= po.peers) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// The child: one peer; writes what it gathered to DIR/out-<i>.json (i: its local index).
+[[noreturn]] void peer_main(const std::string& dir, std::int64_t local, const PeerStore& ps, const replay::PeerRunOptions& po) {
   int code = 0;
   try {
     setenv("SCOUT_REPLAY_PEER", std::to_string(po.peer).c_str(), 1);
-    transport::StoreUri uri{transport::StoreUri::Kind::file, dir + "/store", "", 0, "file://" + dir + "/store"};
-    auto store = transport::open_store(uri, false, po.timeout);
+    auto store = transport::open_store(ps.uri, ps.host, po.timeout);
     nlohmann::json out;
     if (!store) {
       out = {{"error", store.error().message()}};
@@ -106,9 +132,10 @@ std::string make_store_dir() {
         for (const auto& e : r->all) all.push_back(e ? replay::to_json(*e) : nlohmann::json());
         out = {{"all", all}, {"notes", r->notes}};
       }
+      if (ps.uri.kind == transport::StoreUri::Kind::tcp) wait_all_done(**store, po, ps.host);
     }
     const std::string text = out.dump();
-    if (auto w = atomic_write_file(fmt::format("{}/out-{}.json", dir, po.peer), text); !w) code = 5;
+    if (auto w = atomic_write_file(fmt::format("{}/out-{}.json", dir, local), text); !w) code = 5;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "scout replay: peer %lld: %s\n", static_cast<long long>(po.peer), e.what());
     code = 70;
@@ -117,9 +144,136 @@ std::string make_store_dir() {
   _exit(code);
 }
 
+// What the local peers gathered (every peer holds every peer's evidence).
+struct PeersOutcome {
+  std::vector<std::optional<replay::PeerEvidence>> evidence;
+  std::vector<int> codes;
+  std::vector<std::string> errors;
+  nlohmann::json notes = nlohmann::json::array();
+};
+
+// Forks this node's --peers peer processes (global peer ids node_index *
+// peers + i of nodes * peers), each bounded, and reads what they gathered.
+// `shared`: the store every node meets at (nullopt: a private file store).
+PeersOutcome run_local_peers(const ReplayOptions& o, const std::vector<replay::RecipeInstance>& recipes,
+                             const std::vector<replay::Injection>& injections, const std::optional<transport::StoreUri>& shared,
+                             std::int64_t node_index, std::int64_t nodes, const std::string& ns) {
+  const std::string dir = make_store_dir();
+  const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.timeout_s * 1000));
+  std::vector<pid_t> pids;
+  std::fflush(nullptr);
+  for (std::int64_t i = 0; i < o.peers; ++i) {
+    replay::PeerRunOptions po;
+    po.recipes = recipes;
+    po.peer = node_index * o.peers + i;
+    po.peers = nodes * o.peers;
+    po.seed = o.seed;
+    po.threads = o.threads;
+    po.repeat = o.repeat;
+    po.device = o.device;
+    po.key_namespace = ns;
+    po.timeout = timeout;
+    po.injections = injections;
+    po.rank = po.peer;
+    po.compute_lock = o.device == "cpu" ? dir + "/compute.lock" : std::string();
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    po.node = host;
+    PeerStore ps;
+    if (shared) {
+      ps.uri = *shared;
+      ps.host = shared->kind == transport::StoreUri::Kind::tcp && node_index == 0 && i == 0;
+    } else {
+      ps.uri = transport::StoreUri{transport::StoreUri::Kind::file, dir + "/store", "", 0, "file://" + dir + "/store"};
+    }
+    const pid_t pid = fork();
+    if (pid < 0) {
+      for (auto p : pids) kill(p, SIGKILL);
+      for (auto p : pids) waitpid(p, nullptr, 0);
+      throw FatalError(unavailable_error("cannot start peer processes", std::strerror(errno), "free resources and retry"));
+    }
+    if (pid == 0) peer_main(dir, i, ps, po);
+    pids.push_back(pid);
+  }
+  // Every transport step is bounded; the whole run is too.
+  const auto deadline = Clock::now() + timeout * static_cast<std::int64_t>(2 * recipes.size() + 4) + std::chrono::seconds(30);
+  PeersOutcome res;
+  auto& codes = res.codes;
+  codes.assign(pids.size(), -1);
+  std::size_t left = pids.size();
+  while (left > 0) {
+    for (std::size_t i = 0; i < pids.size(); ++i) {
+      if (codes[i] != -1) continue;
+      int st = 0;
+      if (waitpid(pids[i], &st, WNOHANG) == pids[i]) {
+        codes[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        --left;
+      }
+    }
+    if (left == 0) break;
+    if (Clock::now() > deadline) {
+      for (std::size_t i = 0; i < pids.size(); ++i)
+        if (codes[i] == -1) kill(pids[i], SIGKILL);
+      for (std::size_t i = 0; i < pids.size(); ++i)
+        if (codes[i] == -1) {
+          waitpid(pids[i], nullptr, 0);
+          codes[i] = 137;
+        }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+
+  // The first peer that gathered decides (every peer holds the same evidence).
+  std::optional<nlohmann::json> gathered;
+  for (std::int64_t i = 0; i < o.peers; ++i) {
+    const std::int64_t g = node_index * o.peers + i;
+    auto text = read_small_file(fmt::format("{}/out-{}.json", dir, i));
+    if (!text) {
+      res.errors.push_back(fmt::format("peer {} wrote nothing (exit {})", g, codes[static_cast<std::size_t>(i)]));
+      continue;
+    }
+    auto j = nlohmann::json::parse(*text, nullptr, false);
+    if (j.is_object() && j.contains("all") && j["all"].is_array() && !gathered) {
+      gathered = j["all"];
+      for (const auto& n : j.value("notes", nlohmann::json::array())) res.notes.push_back(fmt::format("peer {}: {}", g, n.get<std::string>()));
+    } else if (j.is_object() && j.contains("error") && j["error"].is_string()) {
+      res.errors.push_back(fmt::format("peer {}: {}", g, j["error"].get<std::string>()));
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (!gathered) {
+    const bool module_missing = !res.errors.empty() && res.errors[0].find("module") != std::string::npos;
+    throw FatalError(unavailable_error("replay: no peer gathered the evidence", res.errors.empty() ? "every peer failed" : res.errors[0],
+                                       module_missing ? "build scout with LibTorch (-DSCOUT_WITH_TORCH=ON) or set SCOUT_TORCH_MODULE"
+                                                      : "rerun with --log-level info; raise --timeout on a loaded machine"));
+  }
+  for (const auto& e : *gathered) {
+    if (e.is_null()) {
+      res.evidence.emplace_back(std::nullopt);
+      continue;
+    }
+    auto pe = replay::peer_evidence_from_json(e);
+    res.evidence.emplace_back(pe ? std::optional(std::move(*pe)) : std::nullopt);
+  }
+  return res;
+}
+
 }  // namespace
 
 namespace {
+
+replay::DecideOptions decide_options(const ReplayOptions& o, const char* mode) {
+  replay::DecideOptions d;
+  d.job = o.job;
+  d.straggler_min_rel = o.straggler_factor - 1;
+  d.cycle = o.cycle;
+  d.checkpoint = o.checkpoint;
+  d.sweep = o.sweep;
+  d.mode = mode;
+  return d;
+}
 
 // `--evidence DIR`: the in-job replay's published evidence, decided here.
 int run_evidence(const ReplayOptions& o) {
@@ -147,27 +301,19 @@ int run_evidence(const ReplayOptions& o) {
   std::vector<std::optional<replay::PeerEvidence>> evidence(static_cast<std::size_t>(n));
   for (auto& [p, e] : found)
     if (p < n) evidence[static_cast<std::size_t>(p)] = std::move(e);
-  replay::DecideOptions d;
-  d.job = o.job;
-  d.straggler_min_rel = o.straggler_factor - 1;
-  d.cycle = o.cycle;
-  d.checkpoint = o.checkpoint;
-  d.sweep = o.sweep;
-  d.mode = "job";
-  Verdict v = replay::decide_replay(evidence, d);
+  Verdict v = replay::decide_replay(evidence, decide_options(o, "job"));
   v.details["evidence"] = dir.string();
   return emit_verdict(v, o.format);
 }
 
 }  // namespace
 
-int run_replay(const ReplayOptions& o) {
-  if (o.evidence_dir) return run_evidence(o);
-  if (o.recipe_dir)
-    throw FatalError(unavailable_error("--recipe is not available in this build", "replay of exported recipes across a job's nodes is not built yet",
-                                       "run the battery (--battery standard), or the in-job replay of the Python package"));
-  if (o.battery.empty()) throw FatalError(usage_error("nothing to replay", "--battery is missing", "pass --battery standard"));
-  if (o.peers < 2 || o.peers > 64) throw FatalError(usage_error(fmt::format("--peers {} is out of range", o.peers), "replay compares 2..64 peers", "use --peers 4"));
+namespace {
+
+// `min_peers`: 2 on one machine; 1 with --nodes > 1 (one peer per node).
+void check_common(const ReplayOptions& o, std::int64_t min_peers = 2) {
+  if (o.peers < min_peers || o.peers > 64)
+    throw FatalError(usage_error(fmt::format("--peers {} is out of range", o.peers), fmt::format("replay runs {}..64 peers on a machine", min_peers), "use --peers 4"));
   if (o.threads < 1 || o.threads > 256) throw FatalError(usage_error(fmt::format("--threads {} is out of range", o.threads), {}, "use 1..256"));
   if (o.repeat < 1 || o.repeat > 20) throw FatalError(usage_error(fmt::format("--repeat {} is out of range", o.repeat), {}, "use 1..20"));
   if (!(o.timeout_s > 0 && o.timeout_s <= 3600)) throw FatalError(usage_error("--timeout must be in (0, 3600] seconds"));
@@ -177,18 +323,22 @@ int run_replay(const ReplayOptions& o) {
   if (o.device == "cuda")
     throw FatalError(unavailable_error("--device cuda: this scout was built without CUDA replay", "the CUDA battery compiles only with -DSCOUT_WITH_CUDA=ON and a CUDA LibTorch",
                                        "use --device cpu, or a CUDA build of scout"));
+}
 
-  const auto recipes = make_recipes(o);
+// The --inject list, resolved against the run's recipes and `peers` (all nodes' peers).
+std::vector<replay::Injection> parse_injections(const ReplayOptions& o, const std::vector<replay::RecipeInstance>& recipes, std::int64_t peers,
+                                                nlohmann::json& inj_json) {
   std::vector<replay::RecipeQuantities> rq;
   for (const auto& r : recipes) rq.push_back({r.name, r.spec.quantities});
   std::vector<replay::Injection> injections;
-  nlohmann::json inj_json = nlohmann::json::array();
   for (const auto& text : o.inject) {
     auto in = value_or_throw(replay::parse_injection(text));
     if (in.kind == replay::Injection::Kind::sdc_random) {
+      if (in.seed == 0 && o.nodes > 1)
+        throw FatalError(usage_error(fmt::format("--inject '{}': with --nodes > 1 give seed=S", text), "every node must resolve it alike", "use sdc:random,seed=S"));
       if (in.seed == 0) in.seed = static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) | 1;
       std::fprintf(stderr, "scout replay: %s resolved with seed %llu\n", text.c_str(), static_cast<unsigned long long>(in.seed));
-      in = replay::resolve_random(in, o.peers, rq);
+      in = replay::resolve_random(in, peers, rq);
     }
     if (in.kind == replay::Injection::Kind::sdc || in.kind == replay::Injection::Kind::slow) {
       bool known = in.recipe.empty();
@@ -207,7 +357,65 @@ int run_replay(const ReplayOptions& o) {
     inj_json.push_back(j);
     injections.push_back(in);
   }
-  if (auto v = replay::validate_injections(injections, o.peers); !v) throw FatalError(v.error());
+  if (auto v = replay::validate_injections(injections, peers); !v) throw FatalError(v.error());
+  return injections;
+}
+
+
+// `--recipe DIR`: a trainer's exported recipes replayed across the job's
+// peers, this node's --peers processes and, with --store/--nodes, every
+// node's: the battery's decision order over the recipes' own data.
+int run_recipes(const ReplayOptions& o) {
+  if (o.job.empty()) throw FatalError(usage_error("--recipe needs --job", {}, "pass the job id the recipes were exported from"));
+  if (!o.battery.empty()) throw FatalError(usage_error("--recipe and --battery exclude each other", {}, "run one of them"));
+  if (!o.recipes.empty() || o.catalog || o.golden)
+    throw FatalError(usage_error("--recipes, --catalog and --golden belong to --battery", {}, "drop them with --recipe"));
+  check_common(o, o.nodes > 1 ? 1 : 2);
+  if (o.nodes < 1 || o.nodes > 4096) throw FatalError(usage_error(fmt::format("--nodes {} is out of range", o.nodes), {}, "use 1..4096"));
+  if (o.nodes > 1 && (!o.store || !o.node_index))
+    throw FatalError(usage_error("--nodes > 1 needs --store and --node-index", "every node's scout meets at one store", "e.g. --store file:///shared/scout-store --node-index 0"));
+  if (o.node_index && (*o.node_index < 0 || *o.node_index >= o.nodes))
+    throw FatalError(usage_error(fmt::format("--node-index {} is out of range for --nodes {}", *o.node_index, o.nodes)));
+  std::optional<transport::StoreUri> shared;
+  if (o.store) shared = value_or_throw(transport::parse_store_uri(*o.store));
+  const std::int64_t total = o.nodes * o.peers;
+  if (total > 100000) throw FatalError(usage_error("--nodes x --peers is above 100000"));
+  const auto recipes = value_or_throw(replay::load_exported_recipes(*o.recipe_dir));
+  nlohmann::json inj_json = nlohmann::json::array();
+  const auto injections = parse_injections(o, recipes, total, inj_json);
+  // Keys of one run: every node derives the same namespace (a reused store
+  // needs a new --cycle or a fresh directory; file stores never delete keys).
+  std::vector<std::string> parts{o.job, o.cycle ? std::to_string(*o.cycle) : "adhoc"};
+  for (const auto& r : recipes) parts.push_back(r.name + "=" + r.spec.config.value("module_hash", ""));
+  const std::string joined = fmt::format("{}", fmt::join(parts, "|"));
+  const std::string ns = shared ? fmt::format("replay-recipe/{}/{:016x}", o.job, std::hash<std::string>{}(joined)) : fmt::format("replay-{}", getpid());
+  const std::int64_t node = o.node_index.value_or(0);
+  auto ran = run_local_peers(o, recipes, injections, shared, node, o.nodes, ns);
+  Verdict v = replay::decide_replay(ran.evidence, decide_options(o, "recipe"));
+  nlohmann::json rs = nlohmann::json::array();
+  for (const auto& r : recipes)
+    rs.push_back({{"recipe", r.name}, {"module", r.module_path}, {"layer", r.spec.config["layer"]}, {"step", r.spec.config["step"]}});
+  v.details["recipe_dir"] = *o.recipe_dir;
+  v.details["exported"] = rs;
+  v.details["injections"] = inj_json;
+  v.details["transport"] = {{"kind", shared ? "gloo+" + shared->text : std::string("gloo+file_store")}, {"nodes", o.nodes}, {"node_index", node},
+                            {"local_peers", o.peers}, {"notes", ran.notes}, {"peer_errors", ran.errors}, {"peer_exit_codes", ran.codes}};
+  return emit_verdict(v, o.format);
+}
+
+}  // namespace
+
+int run_replay(const ReplayOptions& o) {
+  if (o.evidence_dir) return run_evidence(o);
+  if (o.recipe_dir) return run_recipes(o);
+  if (o.battery.empty()) throw FatalError(usage_error("nothing to replay", "--battery is missing", "pass --battery standard"));
+  if (o.store || o.nodes != 1 || o.node_index)
+    throw FatalError(usage_error("--store, --nodes and --node-index belong to --recipe", "the battery runs its peers on this machine", "drop them, or use --recipe DIR"));
+  check_common(o);
+
+  const auto recipes = make_recipes(o);
+  nlohmann::json inj_json = nlohmann::json::array();
+  const auto injections = parse_injections(o, recipes, o.peers, inj_json);
 
   // Golden file: read before running so bad input fails fast.
   std::optional<nlohmann::json> golden;
@@ -222,107 +430,12 @@ int run_replay(const ReplayOptions& o) {
     golden = std::move(j);
   }
 
-  const std::string dir = make_store_dir();
-  const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.timeout_s * 1000));
-  const std::string ns = fmt::format("replay-{}", getpid());
-  std::vector<pid_t> pids;
-  std::fflush(nullptr);
-  for (std::int64_t i = 0; i < o.peers; ++i) {
-    replay::PeerRunOptions po;
-    po.recipes = recipes;
-    po.peer = i;
-    po.peers = o.peers;
-    po.seed = o.seed;
-    po.threads = o.threads;
-    po.repeat = o.repeat;
-    po.device = o.device;
-    po.key_namespace = ns;
-    po.timeout = timeout;
-    po.injections = injections;
-    po.rank = i;
-    po.compute_lock = o.device == "cpu" ? dir + "/compute.lock" : std::string();
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    po.node = host;
-    const pid_t pid = fork();
-    if (pid < 0) {
-      for (auto p : pids) kill(p, SIGKILL);
-      for (auto p : pids) waitpid(p, nullptr, 0);
-      throw FatalError(unavailable_error("cannot start peer processes", std::strerror(errno), "free resources and retry"));
-    }
-    if (pid == 0) peer_main(dir, po);
-    pids.push_back(pid);
-  }
-  // Every transport step is bounded; the whole run is too.
-  const auto deadline = Clock::now() + timeout * static_cast<std::int64_t>(2 * recipes.size() + 3) + std::chrono::seconds(30);
-  std::vector<int> codes(pids.size(), -1);
-  std::size_t left = pids.size();
-  while (left > 0) {
-    for (std::size_t i = 0; i < pids.size(); ++i) {
-      if (codes[i] != -1) continue;
-      int st = 0;
-      if (waitpid(pids[i], &st, WNOHANG) == pids[i]) {
-        codes[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        --left;
-      }
-    }
-    if (left == 0) break;
-    if (Clock::now() > deadline) {
-      for (std::size_t i = 0; i < pids.size(); ++i)
-        if (codes[i] == -1) kill(pids[i], SIGKILL);
-      for (std::size_t i = 0; i < pids.size(); ++i)
-        if (codes[i] == -1) {
-          waitpid(pids[i], nullptr, 0);
-          codes[i] = 137;
-        }
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-
-  // The first peer that gathered decides (every peer holds the same evidence).
-  std::optional<nlohmann::json> gathered;
-  std::vector<std::string> errors;
-  nlohmann::json notes = nlohmann::json::array();
-  for (std::int64_t i = 0; i < o.peers; ++i) {
-    auto text = read_small_file(fmt::format("{}/out-{}.json", dir, i));
-    if (!text) {
-      errors.push_back(fmt::format("peer {} wrote nothing (exit {})", i, codes[static_cast<std::size_t>(i)]));
-      continue;
-    }
-    auto j = nlohmann::json::parse(*text, nullptr, false);
-    if (j.is_object() && j.contains("all") && !gathered) {
-      gathered = j["all"];
-      for (const auto& n : j.value("notes", nlohmann::json::array())) notes.push_back(fmt::format("peer {}: {}", i, n.get<std::string>()));
-    } else if (j.is_object() && j.contains("error")) {
-      errors.push_back(fmt::format("peer {}: {}", i, j["error"].get<std::string>()));
-    }
-  }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  if (!gathered) {
-    const bool module_missing = !errors.empty() && errors[0].find("module") != std::string::npos;
-    throw FatalError(unavailable_error("replay: no peer gathered the evidence", errors.empty() ? "every peer failed" : errors[0],
-                                       module_missing ? "build scout with LibTorch (-DSCOUT_WITH_TORCH=ON) or set SCOUT_TORCH_MODULE"
-                                                      : "rerun with --log-level info; raise --timeout on a loaded machine"));
-  }
-  std::vector<std::optional<replay::PeerEvidence>> evidence;
-  for (const auto& e : *gathered) {
-    if (e.is_null()) {
-      evidence.emplace_back(std::nullopt);
-      continue;
-    }
-    auto pe = replay::peer_evidence_from_json(e);
-    evidence.emplace_back(pe ? std::optional(std::move(*pe)) : std::nullopt);
-  }
-  replay::DecideOptions d;
-  d.job = o.job;
-  d.straggler_min_rel = o.straggler_factor - 1;
-  d.cycle = o.cycle;
-  d.checkpoint = o.checkpoint;
-  d.sweep = o.sweep;
-  d.mode = "battery";
-  Verdict v = replay::decide_replay(evidence, d);
+  auto ran = run_local_peers(o, recipes, injections, std::nullopt, 0, 1, fmt::format("replay-{}", getpid()));
+  std::vector<std::optional<replay::PeerEvidence>>& evidence = ran.evidence;
+  std::vector<int>& codes = ran.codes;
+  std::vector<std::string>& errors = ran.errors;
+  nlohmann::json& notes = ran.notes;
+  Verdict v = replay::decide_replay(evidence, decide_options(o, "battery"));
   v.details["battery"] = {{"name", o.battery}, {"size", o.size}, {"seed", std::to_string(o.seed)}, {"threads", o.threads}, {"repeat", o.repeat}, {"device", o.device},
                           {"catalog", o.catalog ? nlohmann::json(*o.catalog) : nlohmann::json()}};
   v.details["injections"] = inj_json;

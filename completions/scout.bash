@@ -48,7 +48,7 @@ declare -gA _scout_opts=(
   ["scout catalog build"]="--help -h --rows --rows-file --experts --hidden --output-dim --tile --sms --observations --output -o --gpu-model --sm-count --compute-capability --driver --cuda --nccl --torch --help -h --version --format --log-level"
   ["scout catalog check"]="--help -h --gpu-model --sm-count --compute-capability --driver --cuda --nccl --torch --help -h --version --format --log-level"
   ["scout groups"]="--help -h --mesh --order --ranks-per-node --hosts --world-size --rank --help -h --version --format --log-level"
-  ["scout replay"]="--help -h --battery --recipe --evidence --recipes --size --peers --seed --threads --repeat --device --catalog --golden --inject --timeout --cycle --checkpoint --sweep --job --straggler-factor --help -h --version --format --log-level"
+  ["scout replay"]="--help -h --battery --recipe --evidence --recipes --size --peers --seed --threads --repeat --device --catalog --golden --inject --timeout --cycle --checkpoint --sweep --job --store --nodes --node-index --straggler-factor --help -h --version --format --log-level"
   ["scout consensus"]="--help -h --mode --values --ranks --kappa --min-rel --min-abs --direction --kind --job --help -h --version --format --log-level"
   ["scout completion"]="--help -h --help -h --version --format --log-level"
 )
@@ -74,7 +74,7 @@ declare -gA _scout_valued=(
   ["scout catalog build"]="--rows --rows-file --experts --hidden --output-dim --tile --sms --observations --output -o --gpu-model --sm-count --compute-capability --driver --cuda --nccl --torch --format --log-level"
   ["scout catalog check"]="--gpu-model --sm-count --compute-capability --driver --cuda --nccl --torch --format --log-level"
   ["scout groups"]="--mesh --order --ranks-per-node --hosts --world-size --rank --format --log-level"
-  ["scout replay"]="--battery --recipe --evidence --recipes --size --peers --seed --threads --repeat --device --catalog --golden --inject --timeout --cycle --checkpoint --sweep --job --straggler-factor --format --log-level"
+  ["scout replay"]="--battery --recipe --evidence --recipes --size --peers --seed --threads --repeat --device --catalog --golden --inject --timeout --cycle --checkpoint --sweep --job --store --nodes --node-index --straggler-factor --format --log-level"
   ["scout consensus"]="--mode --values --ranks --kappa --min-rel --min-abs --direction --kind --job --format --log-level"
   ["scout completion"]="--format --log-level"
 )
@@ -125,6 +125,7 @@ declare -gA _scout_files=(
   ["scout catalog build|-o"]=1
   ["scout catalog check|"]=1
   ["scout replay|--catalog"]=1
+  ["scout replay|--store"]=1
 )
 declare -gA _scout_posvals=(
   ["scout completion"]="bash zsh fish"

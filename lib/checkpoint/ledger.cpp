@@ -360,6 +360,25 @@ Result<ReplayCycle> parse_replay_verdict(const nlohmann::json& v, const std::str
   else return bad(fmt::format("status \"{}\" is unknown", status));
   if (!v.contains("details") || !v["details"].is_object()) return bad("details missing");
   const auto& d = v["details"];
+  // Algorithm 3 withholds promotion only for SDC and hang outcomes: a cycle
+  // whose numbers all agreed counts as clean even when it also named a slow
+  // peer (compute_straggler, gather_straggler: status attributed), since
+  // slowness carries no evidence of corruption. details.numerics says which;
+  // verdicts without it are read by their status alone.
+  if (d.contains("numerics")) {
+    if (!d["numerics"].is_string()) return bad("details.numerics must be \"clean\", \"sdc\" or \"unclear\"");
+    const std::string n = d["numerics"].get<std::string>();
+    ReplayOutcome by_numbers = ReplayOutcome::unclear;
+    if (n == "clean") by_numbers = ReplayOutcome::clean;
+    else if (n == "sdc") by_numbers = ReplayOutcome::sdc;
+    else if (n != "unclear") return bad(fmt::format("details.numerics \"{}\" is unknown (clean, sdc or unclear)", n));
+    if (status == "healthy" && by_numbers != ReplayOutcome::clean)
+      return bad(fmt::format("status healthy contradicts details.numerics \"{}\"", n));
+    if (status == "attributed" && by_numbers == ReplayOutcome::unclear)
+      return bad("status attributed contradicts details.numerics \"unclear\"");
+    // A stalled group is a hang (never clean); otherwise the numbers decide.
+    r.outcome = status == "group_stall" ? ReplayOutcome::unclear : by_numbers;
+  }
   if (!d.contains("cycle") || !d["cycle"].is_number_integer() || d["cycle"].get<std::int64_t>() < 0)
     return bad("details.cycle must be a non-negative integer");
   r.cycle = d["cycle"].get<std::int64_t>();

@@ -3,13 +3,15 @@
 //
 // Every checkpoint verify-ckpt checks is appended with its integrity result.
 // Intact ones start `pending`. Replay verdicts (command "replay") arrive in
-// cycle order: a clean cycle (status healthy) that follows a pending
-// checkpoint extends that checkpoint's run of consecutive clean cycles; a
-// pending checkpoint with two consecutive clean cycles after it becomes
-// `verified` (older verified/pending ones become `superseded`); a cycle with
-// SDC evidence (status attributed) rejects every pending checkpoint; any other
-// outcome (inconclusive, group_stall) or a gap in cycle numbers restarts the
-// runs. Derived pointers: verified = the verified checkpoint, latest = the
+// cycle order: a clean cycle (details.numerics "clean": every compared
+// number agreed, even when a slow peer was named; without details.numerics,
+// status healthy) that follows a pending checkpoint extends that checkpoint's
+// run of consecutive clean cycles; a pending checkpoint with two consecutive
+// clean cycles after it becomes `verified` (older verified/pending ones become
+// `superseded`); a cycle with SDC evidence (numerics "sdc", or status
+// attributed without numerics) rejects every pending checkpoint; any other
+// outcome (unclear numerics, inconclusive, group_stall) or a gap in cycle
+// numbers restarts the runs. Derived pointers: verified = the verified checkpoint, latest = the
 // newest pending or verified one, candidate = the oldest pending one newer
 // than verified (the next to be promoted).
 //

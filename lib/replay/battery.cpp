@@ -148,6 +148,13 @@ std::vector<std::uint8_t> param_shard(const RecipeSpec& recipe, std::uint64_t se
   return out;
 }
 
+std::vector<std::uint8_t> tensors_shard(const std::vector<PackedTensor>& tensors, std::int64_t peer, std::int64_t peers) {
+  std::vector<std::uint8_t> flat;
+  for (const auto& t : tensors) flat.insert(flat.end(), t.data.begin(), t.data.end());
+  const auto [a, b] = shard_range(flat.size(), peer, peers);
+  return std::vector<std::uint8_t>(flat.begin() + static_cast<std::ptrdiff_t>(a), flat.begin() + static_cast<std::ptrdiff_t>(b));
+}
+
 Result<std::vector<PackedTensor>> assemble_params(const RecipeSpec& recipe, const std::vector<std::vector<std::uint8_t>>& shards) {
   std::vector<std::uint8_t> flat;
   for (const auto& s : shards) flat.insert(flat.end(), s.begin(), s.end());

@@ -50,6 +50,8 @@ std::vector<PackedTensor> generate_inputs(const RecipeSpec& recipe, std::uint64_
 // Parameters as one flat byte string (each param's bytes in order) split into
 // `peers` shards at 8-byte boundaries; shard `peer` of it, generated from `seed`.
 std::vector<std::uint8_t> param_shard(const RecipeSpec& recipe, std::uint64_t seed, std::int64_t peer, std::int64_t peers);
+// Shard `peer` of `tensors`' bytes taken as one flat string (the same split as param_shard).
+std::vector<std::uint8_t> tensors_shard(const std::vector<PackedTensor>& tensors, std::int64_t peer, std::int64_t peers);
 // Reassembles the gathered shards (in peer order) into the recipe's params;
 // bad input when the total does not match the specs.
 Result<std::vector<PackedTensor>> assemble_params(const RecipeSpec& recipe, const std::vector<std::vector<std::uint8_t>>& shards);

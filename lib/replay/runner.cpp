@@ -179,7 +179,8 @@ Result<PeerRunResult> run_peer(transport::KeyValueStore& store, const PeerRunOpt
   std::vector<std::uint8_t> mine;
   if (o.peer == o.source) {
     std::vector<std::vector<std::uint8_t>> parts;
-    for (const auto& r : o.recipes) parts.push_back(encode_pack(generate_inputs(r.spec, o.seed)));
+    for (const auto& r : o.recipes)
+      parts.push_back(encode_pack(r.module_path.empty() ? generate_inputs(r.spec, o.seed) : r.exported_inputs));
     mine = join(parts);
   }
   auto b = gather(mine);
@@ -221,7 +222,7 @@ Result<PeerRunResult> run_peer(transport::KeyValueStore& store, const PeerRunOpt
     auto bar = gather({});
     if (!bar) return bar.error();
     const auto t0 = Clock::now();
-    auto pg = gather(param_shard(r.spec, o.seed, o.peer, o.peers));
+    auto pg = gather(r.module_path.empty() ? param_shard(r.spec, o.seed, o.peer, o.peers) : tensors_shard(r.exported_params, o.peer, o.peers));
     if (!pg) return pg.error();
     ev.gather_s = std::chrono::duration<double>(Clock::now() - t0).count();
     std::vector<std::vector<std::uint8_t>> shards;
@@ -242,7 +243,8 @@ Result<PeerRunResult> run_peer(transport::KeyValueStore& store, const PeerRunOpt
       const auto in_bytes = encode_pack(in_tensors), par_bytes = encode_pack(params);
       const double slow = slow_factor(o.injections, o.peer, r.name);
       if (slow > 1) ev.injected.push_back({{"kind", "slow"}, {"factor", slow}});
-      const nlohmann::json req = {{"recipe", r.spec.id}, {"config", r.spec.config}, {"repeat", o.repeat}, {"slow_factor", slow}, {"device", o.device}};
+      nlohmann::json req = {{"recipe", r.spec.id}, {"config", r.spec.config}, {"repeat", o.repeat}, {"slow_factor", slow}, {"device", o.device}};
+      if (!r.module_path.empty()) req["module"] = r.module_path;
       const std::string reqs = req.dump();
       ScoutReplayBuffer rb{nullptr, 0}, ib{nullptr, 0};
       ComputeLock lock(o.compute_lock);

@@ -25,8 +25,14 @@
 namespace scout::replay {
 
 struct RecipeInstance {
-  std::string name;  // unique in the run: "expert_gemm", "expert_gemm#1", ...
+  std::string name;  // unique in the run: "expert_gemm", "expert_gemm#1", "blocks.2@40" (exported)
   RecipeSpec spec;
+  // An exported recipe (spec.id "exported", lib/replay/exported.hpp): the
+  // captured input and RNG state the source broadcasts, the parameters every
+  // peer holds (each contributes its shard to the timed gather), the module file.
+  std::vector<PackedTensor> exported_inputs;
+  std::vector<PackedTensor> exported_params;
+  std::string module_path;
 };
 
 struct PeerRunOptions {

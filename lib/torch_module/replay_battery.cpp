@@ -2,8 +2,11 @@
 // a transformer block forward and backward (attention with dropout from the
 // broadcast RNG state, MLP, layer norm), an AdamW step on a parameter slice,
 // grouped expert GEMMs, and the parameter all-gather (whose computation is the
-// gather itself). Deterministic algorithms forced on, a fixed thread count.
+// gather itself); and a trainer's exported recipe (a TorchScript layer with its
+// captured input, RNG state and parameters, lib/replay/exported.hpp).
+// Deterministic algorithms forced on, a fixed thread count.
 #include <torch/torch.h>
+#include <torch/script.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/version.h>
 
@@ -13,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -208,6 +212,59 @@ Results param_allgather(const Ctx& c) {
   return r;
 }
 
+// An exported layer: the TorchScript module with the gathered parameters put
+// in, the forward on the captured input under the broadcast RNG seed (its
+// dropout draws from it), and the backward of <output, g> with g uniform in
+// [-1, 1) drawn next from the same generator (as the in-job replay does).
+// Compared: output, input gradient, parameter gradients, parameters as held.
+struct Exported {
+  torch::jit::Module module;
+  std::vector<at::Tensor> params;  // the module's own parameter tensors, in named_parameters order
+};
+
+Exported load_exported(const Ctx& c, const std::string& path) {
+  Exported e{torch::jit::load(path, c.dev), {}};
+  std::size_t i = 0;
+  torch::NoGradGuard ng;
+  for (const auto& np : e.module.named_parameters(true)) {
+    if (i >= c.par_p.size()) throw std::invalid_argument("module.pt has more parameters than params.pack (" + np.name + ")");
+    if (np.name != c.par_p[i].name) throw std::invalid_argument("module.pt parameter " + np.name + " is not params.pack's " + c.par_p[i].name);
+    if (np.value.sizes() != c.par_t[i].sizes() || np.value.scalar_type() != c.par_t[i].scalar_type())
+      throw std::invalid_argument("module.pt parameter " + np.name + " has another shape or dtype than params.pack's");
+    np.value.copy_(c.par_t[i]);
+    e.params.push_back(np.value);
+    ++i;
+  }
+  if (i != c.par_p.size()) throw std::invalid_argument("params.pack has more tensors than module.pt has parameters");
+  return e;
+}
+
+Results exported(const Ctx& c, Exported& e) {
+  Results r;
+  for (auto& p : e.params) p.requires_grad_(true);
+  at::Tensor x = find(c.in_p, c.in_t, "x").clone().requires_grad_(true);
+  torch::manual_seed(rng_seed(c));
+  auto t0 = Clock::now();
+  auto ov = e.module.forward({x});
+  at::Tensor out = ov.isTuple() ? ov.toTuple()->elements().at(0).toTensor() : ov.toTensor();
+  stretch(t0, c.slow);
+  r.forward_s = since(t0);
+  at::Tensor g = torch::empty_like(out).uniform_(-1, 1);
+  auto t1 = Clock::now();
+  std::vector<at::Tensor> wrt{x};
+  wrt.insert(wrt.end(), e.params.begin(), e.params.end());
+  auto grads = torch::autograd::grad({(out * g).sum()}, wrt, {}, false, false, true);
+  stretch(t1, c.slow);
+  r.backward_s = since(t1);
+  auto or_empty = [&](const at::Tensor& t, const at::Tensor& like) { return t.defined() ? t : torch::zeros({0}, like.options()); };
+  r.tensors.emplace_back("output/0", out);
+  r.tensors.emplace_back("input_grad/0", or_empty(grads[0], x));
+  for (std::size_t i = 0; i < e.params.size(); ++i) r.tensors.emplace_back("param_grad/" + std::to_string(i), or_empty(grads[i + 1], e.params[i]));
+  for (std::size_t i = 0; i < e.params.size(); ++i) r.tensors.emplace_back("param/" + std::to_string(i), e.params[i].detach());
+  for (auto& p : e.params) p.requires_grad_(false);
+  return r;
+}
+
 std::vector<PackedTensor> decode(const std::uint8_t* data, std::size_t size) {
   auto r = scout::replay::decode_pack(std::span(data, size));
   if (!r) throw std::invalid_argument(r.error().message());
@@ -277,8 +334,11 @@ extern "C" int scout_replay_run(const char* request_json, const std::uint8_t* in
     Results best;
     std::vector<PackedTensor> first;
     bool agree = true;
+    std::optional<Exported> ex;
+    if (recipe == "exported") ex = load_exported(c, req.at("module").get<std::string>());
     for (int i = 0; i < repeat; ++i) {
-      Results r = recipe == "transformer_block" ? transformer_block(c)
+      Results r = ex                                ? exported(c, *ex)
+                  : recipe == "transformer_block" ? transformer_block(c)
                   : recipe == "adamw_step"      ? adamw_step(c)
                   : recipe == "expert_gemm"     ? expert_gemm(c)
                   : recipe == "param_allgather" ? param_allgather(c)

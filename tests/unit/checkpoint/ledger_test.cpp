@@ -171,6 +171,47 @@ TEST(Ledger, ReplayVerdictFieldsAreValidated) {
   EXPECT_FALSE(parse_replay_verdict(v, "f", "j").ok());
 }
 
+// Algorithm 3 withholds promotion for SDC and hangs only: a cycle that named
+// a slow peer (status attributed) but whose numbers all agreed is clean.
+TEST(Ledger, ReplayNumericsDecideTheOutcome) {
+  auto verdict = [](const char* status, const char* numerics) {
+    nlohmann::json v = {{"schema", "scout.verdict"}, {"schema_version", "1.0"}, {"command", "replay"}, {"job", "j"},
+                        {"status", status}, {"details", {{"cycle", 1}}}};
+    if (numerics) v["details"]["numerics"] = numerics;
+    return parse_replay_verdict(v, "f", "j");
+  };
+  struct Case {
+    const char* status;
+    const char* numerics;
+    ReplayOutcome want;
+  };
+  for (const Case& c : {Case{"attributed", "clean", ReplayOutcome::clean}, Case{"attributed", "sdc", ReplayOutcome::sdc},
+                        Case{"healthy", "clean", ReplayOutcome::clean}, Case{"inconclusive", "unclear", ReplayOutcome::unclear},
+                        Case{"inconclusive", "sdc", ReplayOutcome::sdc}, Case{"group_stall", "clean", ReplayOutcome::unclear},
+                        Case{"attributed", nullptr, ReplayOutcome::sdc}, Case{"healthy", nullptr, ReplayOutcome::clean}}) {
+    auto r = verdict(c.status, c.numerics);
+    ASSERT_TRUE(r.ok()) << c.status << " " << (c.numerics ? c.numerics : "-") << ": " << r.error().message();
+    EXPECT_EQ(r->outcome, c.want) << c.status << " " << (c.numerics ? c.numerics : "-");
+  }
+  for (auto [status, numerics] : {std::pair{"healthy", "sdc"}, {"healthy", "unclear"}, {"attributed", "unclear"}, {"healthy", "fine"}}) {
+    auto r = verdict(status, numerics);
+    ASSERT_FALSE(r.ok()) << status << " " << numerics;
+    EXPECT_EQ(r.error().code, ExitCode::bad_input);
+  }
+  // Two straggler-only cycles after a pending checkpoint verify it.
+  Ledger l;
+  l.job = "j";
+  ledger_add_checkpoint(l, "/c/1", CheckpointState::pending, "ok", "t");
+  for (std::int64_t n : {1, 2}) {
+    auto c = verdict("attributed", "clean");
+    ASSERT_TRUE(c.ok());
+    c->cycle = n;
+    ASSERT_TRUE(ledger_apply_replay(l, *c, "t").ok());
+  }
+  ASSERT_NE(l.verified(), nullptr);
+  EXPECT_EQ(l.verified()->id, "/c/1");
+}
+
 // Found by fuzzing (fuzz/corpus/{ledger,replay_verdict}/regress-*): a field of
 // another type made json::value() throw out of the reader (exit 70, not 4).
 TEST(Ledger, FieldsOfAnotherTypeAreBadInputNotAThrow) {

@@ -1,0 +1,146 @@
+"""scout replay --recipe: recipes a real torch trainer exported
+(scout_publisher.replay.RecipeExporter in a gloo DDP job) replayed across
+peer processes on this machine, and across two "nodes" (two scout processes)
+meeting at one store. Injections choose the peer, recipe, quantity, word and
+bit at random and print their seed (SCOUT_TEST_SEED=<seed> reproduces a run)."""
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from scoutlib import EXIT, SOURCE_DIR, BUILD_DIR, SCOUT_BIN, ScoutTestCase, run, validate
+
+MODULE = os.path.join(BUILD_DIR, "bin", "libscout_torch.so")
+HASH_LIB = os.path.join(BUILD_DIR, "lib", "libscout_hash.so")
+TRAINER = os.path.join(SOURCE_DIR, "bench", "replay_trainer.py")
+QUANTITIES = ["output", "input_grad", "param_grad", "param"]
+
+
+def seed_for(name):
+    s = int(os.environ.get("SCOUT_TEST_SEED", random.randrange(1 << 30)))
+    print(f"{name}: seed {s} (SCOUT_TEST_SEED={s} reproduces it)", flush=True)
+    return s
+
+
+def have_torch():
+    try:
+        import torch  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+@unittest.skipUnless(os.path.exists(MODULE) and os.path.exists(HASH_LIB), "scout was built without the LibTorch module")
+@unittest.skipUnless(have_torch(), "torch is not importable by this Python")
+class RecipeReplay(ScoutTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="scout-recipe-")
+        cls.recipes = os.path.join(cls.tmp, "recipes")
+        # A real 2-rank gloo DDP job (residual MLP blocks with dropout, AdamW) exporting a
+        # sampled layer every 4 steps: steps 0, 4, 8 -> three recipes over three layers.
+        p = subprocess.run([sys.executable, TRAINER, "--world", "2", "--steps", "9", "--every", "4", "--layers", "3", "--dim", "16",
+                            "--batch", "4", "--job", "jr", "--export-dir", cls.recipes, "--init-file", os.path.join(cls.tmp, "init")],
+                           capture_output=True, text=True, timeout=600, env=dict(os.environ, SCOUT_HASH_LIB=HASH_LIB))
+        if p.returncode != 0:
+            raise RuntimeError("the trainer failed: " + p.stderr[-3000:])
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, True)
+
+    def replay(self, args, timeout=600):
+        return run(["replay", "--recipe", self.recipes, "--job", "jr"] + args, timeout=timeout)
+
+    def test_exported_recipes_replay_healthy_across_peers(self):
+        self.assertEqual(len(os.listdir(self.recipes)), 3, os.listdir(self.recipes))
+        peers = random.Random(seed_for("recipe clean")).choice([3, 4])
+        r = self.replay(["--peers", str(peers)])
+        self.assertExit(r, "healthy")
+        doc = r.json()
+        validate(doc, "verdict.schema.json")
+        d = doc["details"]
+        self.assertEqual((d["mode"], d["numerics"], d["peers"]), ("recipe", "clean", peers))
+        self.assertEqual(len(d["recipes"]), 3)
+        for rec in d["recipes"]:
+            self.assertEqual(rec["status"], "agree", rec)
+            self.assertEqual(sorted(q["quantity"] for q in rec["quantities"]), sorted(QUANTITIES))
+            self.assertEqual(rec["contract"]["recipe"], "exported")
+            self.assertTrue(rec["contract"]["deterministic_algorithms"])
+        self.assertEqual(sorted(x["layer"] for x in d["exported"]), ["blocks.0", "blocks.1", "blocks.2"])
+
+    def test_injected_flip_names_the_peer(self):
+        rng = random.Random(seed_for("recipe sdc"))
+        peers = rng.choice([3, 4])
+        names = []
+        for d in sorted(os.listdir(self.recipes)):
+            with open(os.path.join(self.recipes, d, "manifest.json")) as f:
+                m = json.load(f)
+            names.append(f"{m['layer']}@{m['step']}")
+        peer, recipe, q = rng.randrange(peers), rng.choice(names), rng.choice(QUANTITIES)
+        word, bit = rng.randrange(1 << 16), rng.choice([63, 62, 31, 30, rng.randrange(64)])
+        spec = f"sdc:peer={peer},tensor={q},word={word},bit={bit},recipe={recipe}"
+        print(f"recipe sdc: {peers} peers, {spec}", flush=True)
+        r = self.replay(["--peers", str(peers), "--inject", spec])
+        self.assertExit(r, "attributed")
+        doc = r.json()
+        self.assertEqual(sorted((s["rank"], s["reason"]) for s in doc["suspects"] if s["reason"] == "sdc"), [(peer, "sdc")])
+        cells = {(x["recipe"], y["quantity"]): y["outliers"] for x in doc["details"]["recipes"] for y in x["quantities"] if y["outliers"]}
+        self.assertEqual(cells, {(recipe, q): [peer]})
+        self.assertEqual(doc["details"]["numerics"], "sdc")
+
+    def test_two_nodes_meet_at_one_store_and_name_the_peer(self):
+        rng = random.Random(seed_for("recipe nodes"))
+        local = 2
+        peer = rng.randrange(2 * local)
+        q = rng.choice(QUANTITIES)
+        spec = f"sdc:peer={peer},tensor={q},word={rng.randrange(1 << 16)},bit={rng.randrange(64)}"
+        print(f"recipe nodes: 2 nodes x {local} peers, {spec}", flush=True)
+        store = os.path.join(self.tmp, f"store-{rng.randrange(1 << 30)}")
+        procs = []
+        for node in range(2):
+            cmd = [SCOUT_BIN, "replay", "--recipe", self.recipes, "--job", "jr", "--peers", str(local), "--store", "file://" + store,
+                   "--nodes", "2", "--node-index", str(node), "--inject", spec, "--format", "json"]
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL))
+        outs = []
+        try:
+            for p in procs:
+                out, err = p.communicate(timeout=600)
+                outs.append((p.returncode, out, err))
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        for node, (rc, out, err) in enumerate(outs):
+            self.assertEqual(rc, EXIT["attributed"], f"node {node}: {err[-2000:]}")
+            doc = json.loads(out)
+            self.assertEqual(doc["details"]["peers"], 2 * local)
+            self.assertEqual(doc["details"]["transport"]["node_index"], node)
+            self.assertEqual(sorted({(s["rank"], s["reason"]) for s in doc["suspects"] if s["reason"] == "sdc"}), [(peer, "sdc")])
+
+    def test_bad_recipe_directories_are_clean_errors(self):
+        empty = tempfile.mkdtemp(prefix="scout-norecipe-", dir=self.tmp)
+        self.assertCleanError(run(["replay", "--recipe", empty, "--job", "jr"]), "bad_input", "replay")
+        self.assertCleanError(run(["replay", "--recipe", os.path.join(self.tmp, "absent"), "--job", "jr"]), "bad_input", "replay")
+        self.assertCleanError(run(["replay", "--recipe", self.recipes]), "usage", "replay")
+        self.assertCleanError(self.replay(["--nodes", "2"]), "usage", "replay")
+        # A recipe damaged after export is bad input, never an SDC.
+        damaged = os.path.join(self.tmp, "damaged")
+        if not os.path.exists(damaged):
+            src = os.path.join(self.recipes, sorted(os.listdir(self.recipes))[0])
+            shutil.copytree(src, os.path.join(damaged, "r"))
+            with open(os.path.join(damaged, "r", "params.pack"), "r+b") as f:
+                f.seek(-3, 2)
+                b = f.read(1)
+                f.seek(-3, 2)
+                f.write(bytes([b[0] ^ 0x10]))
+        self.assertCleanError(run(["replay", "--recipe", damaged, "--job", "jr"]), "bad_input", "replay")
+
+
+if __name__ == "__main__":
+    unittest.main()
