@@ -13,7 +13,7 @@ namespace scout {
 void add_straggler_decision_flags(CLI::App& cmd, StragglerFlags& f, const std::string& prefix) {
   cmd.add_option("--" + prefix + "rounds", f.rounds, "Rounds of ring samples; a rank or group is named only when flagged in a strict majority")->default_str("3");
   cmd.add_option("--" + prefix + "interval", f.interval_s, "Seconds between rounds (each round compares calls no earlier round used)")->default_str("1");
-  cmd.add_option("--" + prefix + "min-ratio", f.min_ratio, "A compute straggler's compute, summed over a round's calls, exceeds its peers' by at least this factor")->default_str("1.12");
+  cmd.add_option("--" + prefix + "min-ratio", f.min_ratio, "A compute straggler computes at least this times its peers' median, call by call")->default_str("1.12");
   cmd.add_option("--" + prefix + "link-ratio", f.link_ratio, "A slow process group's collectives take at least this times the other groups' median")->default_str("1.5");
   cmd.add_option("--" + prefix + "drift", f.drift, "Fleet slowdown: a group at least this fraction above its own history's median")->default_str("0.3");
   cmd.add_option("--" + prefix + "history", f.history, "Per-job history file of each group's median times (created when absent; locked, replaced atomically)");

@@ -65,36 +65,35 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
     PeerRound p;
     p.members = present;
     p.calls = static_cast<std::int64_t>(keys.size());
-    // Per call, each rank's excess over its peers' median compute for that call: what the whole machine does
-    // at that moment cancels out (every rank slowed alike is no straggler). A rank's effect is its summed
-    // excess over the round, without its single largest (one descheduling spike of a loaded host is not a
-    // straggler), relative to the peers' typical compute summed over the same calls. Summing, not taking a
-    // median per call, keeps a rank whose CPU is taken from outside in bursts (SIGSTOP duty cycle, a cgroup
-    // quota's throttled periods): its excess sits in a few calls of every round, not in most of them.
+    // Per call, each rank's compute relative to its peers' median for that call: what the whole machine does
+    // at that moment cancels out (every rank slowed alike is no straggler). The calls where the step's
+    // computation happens (median compute at least a quarter of the largest) carry the signal; the median
+    // over them drops a loaded host's descheduling spikes. (A summed excess, tried to catch CPU taken from
+    // outside in bursts, was as large on clean runs at load 8-17 on 2 CPUs as on 1.6x stragglers.)
     std::vector<double> call_median(keys.size());
-    double typical = 0;
+    double largest = 0;
     for (std::size_t k = 0; k < keys.size(); ++k) {
       std::vector<double> g;
       for (auto r : present) g.push_back(static_cast<double>(t.ranks.at(r).at(keys[k]).compute_ns));
       call_median[k] = median(g);
-      typical += call_median[k];
+      largest = std::max(largest, call_median[k]);
     }
     std::vector<double> compute, wait, relative;
     for (auto r : present) {
-      double c = 0, w = 0, excess = 0, largest = 0;
+      double c = 0, w = 0;
+      std::vector<double> rel;
       const auto& calls = t.ranks.at(r);
       for (std::size_t k = 0; k < keys.size(); ++k) {
         const auto& call = calls.at(keys[k]);
         c += static_cast<double>(call.compute_ns);
         w += static_cast<double>(call.wait_ns);
-        const double e = static_cast<double>(call.compute_ns) - call_median[k];
-        excess += e;
-        largest = std::max(largest, e);
+        if (largest > 0 && call_median[k] >= 0.25 * largest) rel.push_back(static_cast<double>(call.compute_ns) / call_median[k]);
       }
       compute.push_back(c / static_cast<double>(keys.size()));
       wait.push_back(w / static_cast<double>(keys.size()));
-      relative.push_back(typical > 0 ? 1.0 + (excess - largest) / typical : 1.0);
+      relative.push_back(rel.empty() ? 1.0 : median(rel));
     }
+    const double med_c = median(compute);
     StatisticalOptions so;
     so.kappa = o.kappa;
     so.min_relative = o.min_relative;
@@ -123,7 +122,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       const double effect = relative[i] - 1.0;
       // (C3's MAD over a handful of peers is itself noisy on a loaded host; the spread rule is what decides.)
       rr.flagged = wait[i] < median(other_wait) && effect >= o.min_relative && effect >= o.spread_factor * noise &&
-                   effect * typical / static_cast<double>(keys.size()) >= o.min_absolute_ns;
+                   compute[i] - med_c >= o.min_absolute_ns;
       p.ranks.push_back(rr);
     }
     out.has_data = true;

@@ -2,8 +2,8 @@
 // timing tables (timing.hpp), one per round, giving
 //  - compute stragglers: per peer group (replicas, or state shards), C3 in
 //    statistical mode (reported) on each rank's compute over the calls every peer
-//    completed: its summed excess over the per-call peer median (its single
-//    largest excess left out), relative to the peers' typical compute; a rank
+//    completed: the median over the busy calls of its compute / the peers'
+//    median compute for that call; a rank
 //    is flagged in a round when it waits less than its
 //    peers' median wait, and its excess is at least min_relative and
 //    spread_factor times the other peers' spread; it is named only when
@@ -41,7 +41,7 @@ struct DecideOptions {
   double kappa = 3.5;
   double min_relative = 0.12;       // a straggler computes at least this much longer than its peers' median
   double min_absolute_ns = 100'000; // ... and at least this many ns longer per call (mean)
-  double spread_factor = 2.0;       // ... and its effect at least this times the other peers' spread (max - min) that round
+  double spread_factor = 1.0;       // ... and its effect at least this times the other peers' spread (max - min) that round
   // Communication: a group's link time against the median of the other groups of its kind.
   double link_min_ratio = 1.5;
   double link_min_absolute_ns = 1'000'000;  // per call
@@ -56,7 +56,7 @@ struct RankRound {
   std::int64_t rank = -1;
   double compute_ns = 0;  // mean compute per common call
   double wait_ns = 0;     // mean wait per common call
-  double ratio = 1;       // 1 + summed compute excess over the peers' per-call median (largest left out) / their typical sum
+  double ratio = 1;       // median over busy calls of compute / the peers' median for that call
   double score = 0;       // robust z-score of compute
   bool flagged = false;
 };

@@ -188,31 +188,6 @@ TEST(StragglerDecide, OrdinaryJitterAndTheStoreHostsExtraWorkNameNoOne) {
   }
 }
 
-// CPU taken from outside in bursts (a SIGSTOP duty cycle, a cgroup quota's throttled periods): the rank loses a
-// whole period's share at once, in one call of every few, so most of its calls look normal. It is named.
-TEST(StragglerDecide, ACpuTakenFromOutsideInBurstsIsNamed) {
-  for (int i = 0; i < 12; ++i) {
-    const auto seed = fresh_seed();
-    std::mt19937_64 rng(seed);
-    const char* meshes[] = {"dp=4", "dp=8", "dp=4,tp=2"};
-    sim::Spec s;
-    s.mesh = *Mesh::parse(meshes[rng() % 3]);
-    s.ranks_per_node = s.mesh.size(Dim::tp);
-    s.seed = seed;
-    const std::int64_t victim = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(s.mesh.world_size()));
-    const double factor = std::uniform_real_distribution<double>(1.3, 3.0)(rng);
-    const std::uint64_t period = 3 + rng() % 4;  // steps per stop/continue period
-    const double lost = (factor - 1) * s.compute_ns * static_cast<double>(period);
-    s.extra_ns = [victim, period, lost](std::int64_t rank, std::uint64_t step, std::mt19937_64&) {
-      return rank == victim && step % period == 0 ? lost : 0.0;
-    };
-    auto a = simulate(s);
-    EXPECT_EQ(compute_suspects(a.decision), std::vector<std::int64_t>{victim})
-        << "seed " << seed << " mesh " << s.mesh.spec() << " factor " << factor << " period " << period;
-    EXPECT_TRUE(a.decision.slow_groups.empty()) << "seed " << seed;
-  }
-}
-
 // Machine-wide load: every rank slowed alike, with descheduling bursts that hit all ranks at the same call.
 TEST(StragglerDecide, EveryRankSlowedAlikeIsNoStraggler) {
   const auto seed = fresh_seed();
