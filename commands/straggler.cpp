@@ -13,26 +13,18 @@ namespace scout {
 void add_straggler_decision_flags(CLI::App& cmd, StragglerFlags& f, const std::string& prefix) {
   cmd.add_option("--" + prefix + "rounds", f.rounds, "Rounds of ring samples; a rank or group is named only when flagged in a strict majority")->default_str("3");
   cmd.add_option("--" + prefix + "interval", f.interval_s, "Seconds between rounds (each round compares calls no earlier round used)")->default_str("1");
-  cmd.add_option("--" + prefix + "min-ratio", f.min_ratio, "A compute straggler computes at least this times its peers' median")->default_str("1.12");
+  cmd.add_option("--" + prefix + "min-ratio", f.min_ratio, "A compute straggler computes at least this times its peers' median, call by call")->default_str("1.12");
   cmd.add_option("--" + prefix + "link-ratio", f.link_ratio, "A slow process group's collectives take at least this times the other groups' median")->default_str("1.5");
   cmd.add_option("--" + prefix + "drift", f.drift, "Fleet slowdown: a group at least this fraction above its own history's median")->default_str("0.3");
   cmd.add_option("--" + prefix + "history", f.history, "Per-job history file of each group's median times (created when absent; locked, replaced atomically)");
 }
 
 void add_straggler_flags(CLI::App& cmd, StragglerFlags& f) {
-  cmd.add_option("--job", f.job, "Job id whose records are sampled (as the trainers' publisher names it)")->required();
-  cmd.add_option("--attempt", f.attempt, "Launcher attempt / restart id; records of other attempts are left out");
-  cmd.add_option("--store", f.store, "Rendezvous store of the observers: file://DIR or tcp://HOST:PORT (default with --nodes > 1: a per-job directory under /dev/shm)");
-  cmd.add_flag("--store-host", f.store_host, "tcp://: host the store in this process (default: observer 0 hosts it unless one answers)");
-  cmd.add_flag("--no-store-host", f.no_store_host, "tcp://: never host the store, only join a running one");
-  cmd.add_option("--nodes", f.nodes, "Number of nodes (one observer each) taking part")->default_str("1");
-  cmd.add_option("--node-index", f.node_index, "This node's 0-based index (required with --nodes > 1)");
-  cmd.add_option("--timeout", f.timeout_s, "Seconds each round's gather may take; observers that do not answer are left out of the round")->default_str("10");
+  add_observer_flags(cmd, f.observer, "Seconds each round's gather may take; observers that do not answer are left out of the round");
+  cmd.get_option("--node-index")->description("This node's 0-based index (required with --nodes > 1)");
   cmd.add_option("--mesh", f.mesh, "Parallelism mesh, e.g. dp=4,tp=2 (default: from the records' coordinates, else dp=world)");
   cmd.add_option("--order", f.order, "Placement order override of --mesh, slowest first");
   cmd.add_option("--local-ranks", f.local_ranks, "Only these ranks' records belong to this node, e.g. 0-3 (for nodes sharing one /dev/shm)");
-  cmd.add_option("--token-file", f.token_file, "File holding the job token (default: $SCOUT_JOB_TOKEN; without either, evidence is not authenticated)");
-  cmd.add_option("--listen", f.listen, "Address the observer's Gloo device binds (default: this host's name, or the route to a tcp:// store)");
   cmd.add_option("--shm-dir", f.shm_dir, "Directory of the record segments")->default_str("/dev/shm");
   cmd.add_flag("--allow-other-owner", f.allow_other_owner, "Read records owned by other users too");
   cmd.add_flag("--bench", f.bench, "Also run the controlled probe: the same GEMM and memory sweep on every local rank's CPUs (and cpu cgroup), timed");
@@ -42,19 +34,17 @@ void add_straggler_flags(CLI::App& cmd, StragglerFlags& f) {
 }
 
 straggler::LiveOptions to_live_options(const StragglerFlags& f, const std::string& command) {
+  const ObserverSettings obs = to_observer_settings(f.observer);
   straggler::LiveOptions o;
   o.command = command;
-  if (f.job.empty()) throw FatalError(usage_error("--job is empty"));
-  o.job = f.job;
-  o.attempt = f.attempt;
+  o.job = obs.job;
+  o.attempt = obs.attempt;
   if (f.rounds < 1 || f.rounds > 1000) throw FatalError(usage_error("--rounds must be between 1 and 1000"));
   o.rounds = f.rounds;
   if (!std::isfinite(f.interval_s) || f.interval_s < 0 || f.interval_s > 3600)
     throw FatalError(usage_error("--interval must be a number of seconds in [0, 3600]"));
   o.interval = std::chrono::milliseconds(static_cast<std::int64_t>(f.interval_s * 1000));
-  if (!std::isfinite(f.timeout_s) || f.timeout_s <= 0 || f.timeout_s > 3600)
-    throw FatalError(usage_error("--timeout must be a number of seconds in (0, 3600]"));
-  o.round_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(f.timeout_s * 1000));
+  o.round_timeout = obs.timeout;
   if (!std::isfinite(f.min_ratio) || f.min_ratio <= 1 || f.min_ratio > 100)
     throw FatalError(usage_error("--min-ratio must be a number in (1, 100]", "", "e.g. --min-ratio 1.2"));
   o.decide.min_relative = f.min_ratio - 1;
@@ -63,21 +53,14 @@ straggler::LiveOptions to_live_options(const StragglerFlags& f, const std::strin
   o.decide.link_min_ratio = f.link_ratio;
   if (!std::isfinite(f.drift) || f.drift <= 0 || f.drift > 100) throw FatalError(usage_error("--drift must be a number in (0, 100]"));
   o.drift.min_relative = f.drift;
-  if (f.nodes < 1 || f.nodes > 100000) throw FatalError(usage_error("--nodes must be between 1 and 100000"));
-  o.nodes = f.nodes;
-  if (f.node_index < -1 || f.node_index >= f.nodes)
-    throw FatalError(usage_error(fmt::format("--node-index {} is out of range for --nodes {}", f.node_index, f.nodes)));
-  if (f.node_index >= 0) o.node_index = f.node_index;
-  if (f.nodes > 1 && f.node_index < 0)
+  o.nodes = obs.nodes;
+  o.node_index = obs.node_index;
+  if (o.nodes > 1 && !o.node_index)
     throw FatalError(usage_error("--node-index is required with --nodes > 1", "", "pass --node-index I (0-based) on each node"));
-  if (f.nodes == 1 && (!f.store.empty() || f.store_host || f.no_store_host))
+  if (o.nodes == 1 && (obs.store || f.observer.store_host || f.observer.no_store_host))
     throw FatalError(usage_error("--store, --store-host and --no-store-host need --nodes > 1"));
-  if (!f.store.empty()) o.store = value_or_throw(transport::parse_store_uri(f.store));
-  if (f.store_host && f.no_store_host) throw FatalError(usage_error("--store-host and --no-store-host exclude each other"));
-  if (f.store_host && (!o.store || o.store->kind != transport::StoreUri::Kind::tcp))
-    throw FatalError(usage_error("--store-host needs --store tcp://HOST:PORT"));
-  using HS = straggler::LiveOptions::HostStore;
-  o.host_store = f.store_host ? HS::always : f.no_store_host ? HS::never : HS::auto_observer0;
+  o.store = obs.store;
+  o.host_store = obs.host_store;
   if (!f.order.empty() && f.mesh.empty()) throw FatalError(usage_error("--order needs --mesh"));
   if (!f.mesh.empty()) {
     auto m = Mesh::parse(f.mesh, f.order);
@@ -89,8 +72,8 @@ straggler::LiveOptions to_live_options(const StragglerFlags& f, const std::strin
     if (!list) throw FatalError(usage_error(list.error().what, list.error().why, list.error().hint));
     o.local_ranks = std::set<std::int64_t>(list->begin(), list->end());
   }
-  o.token_file = f.token_file;
-  o.listen_address = f.listen;
+  o.token_file = obs.token_file;
+  o.listen_address = obs.listen_address;
   o.bench = f.bench;
   o.history_path = f.history;
   o.evidence_in = f.evidence_in;
@@ -114,8 +97,8 @@ StragglerWatch::StragglerWatch(const StragglerWatchFlags& w, const std::string& 
   if (!std::isfinite(w.every_s) || w.every_s <= 0 || w.every_s > 86400)
     throw FatalError(usage_error("--straggler-every must be a number of seconds in (0, 86400]"));
   StragglerFlags f = w.flags;
-  f.job = job;
-  f.attempt = attempt;
+  f.observer.job = job;
+  f.observer.attempt = attempt;
   f.mesh = mesh;
   f.order = order;
   f.local_ranks = local_ranks;
@@ -168,7 +151,7 @@ CommandRunner register_straggler(CLI::App& cmd, const GlobalOptions& globals) {
 int run_straggler(const StragglerOptions& options) {
   auto o = to_live_options(options.flags, "straggler");
   records::ReaderOptions ro;
-  ro.job = options.flags.job;
+  ro.job = options.flags.observer.job;
   ro.shm_dir = options.flags.shm_dir;
   ro.owner = options.flags.allow_other_owner ? records::OwnerPolicy::any_user : records::OwnerPolicy::same_user;
   Verdict v = value_or_throw(straggler::run_straggler(o, [ro]() { return records::read_records(ro); }));

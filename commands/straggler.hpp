@@ -8,25 +8,17 @@
 #include <string>
 
 #include "commands/common.hpp"
+#include "commands/observer_flags.hpp"
 #include "lib/records/reader.hpp"
 #include "lib/straggler/probe.hpp"
 
 namespace scout {
 
 struct StragglerFlags {
-  std::string job;
-  std::string attempt;
-  std::string store;
-  bool store_host = false;
-  bool no_store_host = false;
-  std::int64_t nodes = 1;
-  std::int64_t node_index = -1;
-  double timeout_s = 10;          // per round's gather
+  ObserverFlags observer;         // --job ... --listen (observer_flags.hpp); its timeout bounds each round's gather
   std::string mesh;
   std::string order;
   std::string local_ranks;
-  std::string token_file;
-  std::string listen;
   std::string shm_dir = "/dev/shm";
   bool allow_other_owner = false;
   std::int64_t rounds = 3;

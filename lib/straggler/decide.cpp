@@ -67,9 +67,11 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
     PeerRound p;
     p.members = present;
     p.calls = static_cast<std::int64_t>(keys.size());
-    // Per call, each rank's compute relative to its peers' median for that call: what the whole
-    // machine does at that moment cancels out. The calls where the step's computation happens (median
-    // compute at least a quarter of the largest) carry the signal; the median over them drops spikes.
+    // Per call, each rank's compute relative to its peers' median for that call: what the whole machine does
+    // at that moment cancels out (every rank slowed alike is no straggler). The calls where the step's
+    // computation happens (median compute at least a quarter of the largest) carry the signal; the median
+    // over them drops a loaded host's descheduling spikes. (A summed excess, tried to catch CPU taken from
+    // outside in bursts, was as large on clean runs at load 8-17 on 2 CPUs as on 1.6x stragglers.)
     std::vector<double> call_median(keys.size());
     double largest = 0;
     for (std::size_t k = 0; k < keys.size(); ++k) {
@@ -93,13 +95,13 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       wait.push_back(w / static_cast<double>(keys.size()));
       relative.push_back(rel.empty() ? 1.0 : median(rel));
     }
+    const double med_c = median(compute);
     StatisticalOptions so;
     so.kappa = o.kappa;
     so.min_relative = o.min_relative;
     so.min_absolute = 0;
     so.direction = Direction::high;
     p.c3 = c3_statistical(relative, so);
-    const double med_c = median(compute);
     for (std::size_t i = 0; i < present.size(); ++i) {
       RankRound rr;
       rr.rank = present[i];
@@ -107,13 +109,21 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       rr.wait_ns = wait[i];
       rr.ratio = relative[i];
       rr.score = i < p.c3.scores.size() ? p.c3.scores[i] : 0;
-      // The straggler computes longest and waits least: both must hold, and the excess must matter.
-      // "Waits least" is read loosely: a rank stopped from outside is sometimes stopped inside a call, so it
-      // need only not be the peer that waits most.
-      double most_other = 0;
+      // The straggler computes longest and so waits least: its peers wait for it. Both must hold, and the
+      // effect must matter: at least min_relative, at least min_absolute_ns per call, and at least
+      // `spread_factor` times the spread (max - min) of the other peers' effects (the group's own noise this round).
+      std::vector<double> other_wait;
+      double lo = 1e300, hi = -1e300;
       for (std::size_t j = 0; j < present.size(); ++j)
-        if (j != i) most_other = std::max(most_other, wait[j]);
-      rr.flagged = p.c3.status == C3Status::attributed && p.c3.outliers[i] && wait[i] < most_other &&
+        if (j != i) {
+          other_wait.push_back(wait[j]);
+          lo = std::min(lo, relative[j]);
+          hi = std::max(hi, relative[j]);
+        }
+      const double noise = hi >= lo ? hi - lo : 0.0;  // the other peers' spread this round
+      const double effect = relative[i] - 1.0;
+      // (C3's MAD over a handful of peers is itself noisy on a loaded host; the spread rule is what decides.)
+      rr.flagged = wait[i] < median(other_wait) && effect >= o.min_relative && effect >= o.spread_factor * noise &&
                    compute[i] - med_c >= o.min_absolute_ns;
       p.ranks.push_back(rr);
     }
@@ -139,6 +149,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
     }
     if (static_cast<std::int64_t>(keys.size()) < o.min_calls) continue;
     std::vector<double> link;
+    std::vector<std::vector<double>> per_group;
     for (auto i : idx) {
       std::vector<double> per_call;
       for (const auto& k : keys) {
@@ -150,6 +161,22 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         per_call.push_back(m);
       }
       link.push_back(median(per_call));
+      per_group.push_back(std::move(per_call));
+    }
+    // A slow link slows every call of its group; a loaded host's descheduling slows some calls of any group.
+    // Per call (the same call of every group of the kind), is the group slower than the others' median by the
+    // ratio and the absolute floor? A slow group must be so in at least `link_min_consistency` of the calls.
+    std::vector<double> consistent(idx.size(), 0);
+    for (std::size_t j = 0; j < idx.size(); ++j) {
+      std::int64_t n = 0;
+      for (std::size_t k = 0; k < keys.size(); ++k) {
+        std::vector<double> others;
+        for (std::size_t i = 0; i < idx.size(); ++i)
+          if (i != j) others.push_back(per_group[i][k]);
+        const double ref = median(others);
+        n += per_group[j][k] >= o.link_min_ratio * ref && per_group[j][k] - ref >= o.link_min_absolute_ns ? 1 : 0;
+      }
+      consistent[j] = static_cast<double>(n) / static_cast<double>(keys.size());
     }
     std::vector<bool> slow(idx.size(), false);
     if (idx.size() >= 3) {
@@ -174,8 +201,9 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       g.ratio = ref > 0 ? link[j] / ref : (link[j] > 0 ? 1e9 : 1);
       g.calls = static_cast<std::int64_t>(keys.size());
       // Two groups: the ratio rule decides (C3 needs three for a strict minority).
-      g.slow = idx.size() >= 3 ? static_cast<bool>(slow[j])
-                               : g.ratio >= o.link_min_ratio && link[j] - ref >= o.link_min_absolute_ns;
+      g.slow = (idx.size() >= 3 ? static_cast<bool>(slow[j])
+                                : g.ratio >= o.link_min_ratio && link[j] - ref >= o.link_min_absolute_ns) &&
+               consistent[j] >= o.link_min_consistency;
       out.groups.push_back(g);
     }
     out.has_data = true;

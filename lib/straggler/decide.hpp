@@ -1,14 +1,19 @@
 // The straggler decision (ARCHITECTURE.md "Stragglers"): pure functions over
 // timing tables (timing.hpp), one per round, giving
 //  - compute stragglers: per peer group (replicas, or state shards), C3 in
-//    statistical mode on each rank's compute time over the calls every peer
-//    completed; a rank is flagged in a round when it computes longest (a high
-//    outlier) and waits least (below its peers' median wait); it is named only
-//    when flagged in a strict majority of the rounds taken;
+//    statistical mode (reported) on each rank's compute over the calls every peer
+//    completed: the median over the busy calls of its compute / the peers'
+//    median compute for that call; a rank
+//    is flagged in a round when it waits less than its
+//    peers' median wait, and its excess is at least min_relative and
+//    spread_factor times the other peers' spread; it is named only when
+//    flagged in a strict majority of the rounds taken;
 //  - slow process groups: per group kind and call, link(G, c) (timing.hpp);
 //    a group is slow in a round when its median link time is a high outlier
 //    among the groups of its kind (C3 statistical with 3 or more groups, the
-//    ratio rule with 2), confirmed over rounds like ranks;
+//    ratio rule with 2) and it is slower than the others call by call in at
+//    least link_min_consistency of the calls (a slow link slows every call; a
+//    loaded host's descheduling only some), confirmed over rounds like ranks;
 //  - a diagnosis of the confirmed slow groups, mapped to nodes:
 //      machine_local        slow groups of two or more kinds meet in one node
 //                           (and, when they meet in one rank, that rank)
@@ -36,9 +41,11 @@ struct DecideOptions {
   double kappa = 3.5;
   double min_relative = 0.12;       // a straggler computes at least this much longer than its peers' median
   double min_absolute_ns = 100'000; // ... and at least this many ns longer per call (mean)
+  double spread_factor = 1.0;       // ... and its effect at least this times the other peers' spread (max - min) that round
   // Communication: a group's link time against the median of the other groups of its kind.
   double link_min_ratio = 1.5;
   double link_min_absolute_ns = 1'000'000;  // per call
+  double link_min_consistency = 0.75;       // ... in at least this fraction of the calls, call by call
   std::int64_t min_calls = 3;       // a round needs this many common calls to say anything
   // Cluster-wide when the slow groups touch at least this many nodes without a common one.
   std::int64_t cluster_wide_nodes = 3;
@@ -49,7 +56,7 @@ struct RankRound {
   std::int64_t rank = -1;
   double compute_ns = 0;  // mean compute per common call
   double wait_ns = 0;     // mean wait per common call
-  double ratio = 1;       // compute / peers' median compute
+  double ratio = 1;       // median over busy calls of compute / the peers' median for that call
   double score = 0;       // robust z-score of compute
   bool flagged = false;
 };

@@ -1,21 +1,21 @@
 #include "lib/common/file.hpp"
 #include "lib/common/hex.hpp"
 #include "lib/straggler/probe.hpp"
+#include "lib/straggler/comm_bench.hpp"
 
 #include <algorithm>
-#include <arpa/inet.h>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <ctime>
 #include <fmt/format.h>
-#include <netdb.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
 #include <thread>
-#include <unistd.h>
 
 #include "lib/checkpoint/durable_file.hpp"
 #include "lib/consensus/c3.hpp"
 #include "lib/transport/auth.hpp"
+#include "lib/session/join.hpp"
 #include "lib/session/oneshot.hpp"
 
 namespace scout::straggler {
@@ -26,29 +26,6 @@ std::int64_t realtime_ns() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-// The local address that routes to host:port (no packet is sent), or "".
-std::string address_towards(const std::string& host, std::uint16_t port) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || res == nullptr) return {};
-  std::string out;
-  int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  if (fd >= 0) {
-    if (connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
-      sockaddr_in local{};
-      socklen_t len = sizeof local;
-      char buf[INET_ADDRSTRLEN] = {};
-      if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 && inet_ntop(AF_INET, &local.sin_addr, buf, sizeof buf))
-        out = buf;
-    }
-    close(fd);
-  }
-  freeaddrinfo(res);
-  return out;
 }
 
 // Limits of what a peer's blob may hold.
@@ -223,8 +200,28 @@ nlohmann::json bench_json(const std::vector<BenchResult>& results, const std::ve
     ranks.push_back(x);
   }
   return {{"ranks", ranks}, {"outliers", outliers}, {"median_ms", std::round(c3.median / 1e3) / 1e3},
-          {"c3", std::string(c3_status_name(c3.status))}, {"reason", std::string(c3_reason_name(c3.reason))},
-          {"collective", "not measured: a timed all-gather per process group needs the observer session (issue 10)"}};
+          {"c3", std::string(c3_status_name(c3.status))}, {"reason", std::string(c3_reason_name(c3.reason))}};
+}
+
+nlohmann::json comm_bench_json(const CommBenchResult& r, const CommBenchOptions& o) {
+  nlohmann::json groups = nlohmann::json::array();
+  for (const auto& g : r.groups) {
+    nlohmann::json x = {{"kind", g.group.kind}, {"id", fmt::format("{:016x}", g.group.id)}, {"members", g.group.members}};
+    if (g.error.empty()) {
+      nlohmann::json it = nlohmann::json::array();
+      for (auto ns : g.iterations_ns) it.push_back(std::round(ns / 1e3) / 1e3);
+      x["all_gather_ms"] = std::round(g.ns / 1e3) / 1e3;
+      x["iterations_ms"] = it;
+      x["ratio"] = std::round(g.ratio * 1000) / 1000;
+      x["slow"] = g.slow;
+    } else {
+      x["error"] = g.error;
+    }
+    groups.push_back(x);
+  }
+  return {{"operation", "timed all_gather per process group over the observer session"},
+          {"payload_bytes", o.payload_bytes}, {"iterations", o.iterations}, {"slow_ratio", o.slow_ratio},
+          {"groups", groups}, {"notes", r.notes}};
 }
 
 }  // namespace
@@ -241,21 +238,18 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
   std::unique_ptr<transport::KeyValueStore> store;
   std::optional<transport::JobToken> token;
   std::int64_t observer = o.node_index.value_or(0);
+  std::string listen_address = o.listen_address;
   if (o.nodes > 1) {
     auto t = transport::JobToken::load(o.job, o.attempt, o.token_file);
     if (!t) return t.error();
     token = std::move(*t);
-    transport::StoreUri uri = o.store ? *o.store : transport::default_store_uri(o.job);
-    transport["store"] = uri.text;
-    transport["authenticated"] = token->authenticated();
-    using HS = LiveOptions::HostStore;
-    const bool tcp = uri.kind == transport::StoreUri::Kind::tcp;
     if (!o.node_index) return usage_error("--node-index is required with --nodes > 1", "", "pass --node-index I (0-based) on each node");
-    const bool try_host = tcp && (o.host_store == HS::always || (o.host_store == HS::auto_observer0 && observer == 0));
-    auto s = transport::open_store(uri, try_host, o.round_timeout);
-    if (!s && try_host && o.host_store == HS::auto_observer0) s = transport::open_store(uri, false, o.round_timeout);
-    if (!s) return s.error();
-    store = std::move(*s);
+    auto joined = session::join_store(o.job, o.store, o.host_store, observer, o.listen_address, o.round_timeout);
+    if (!joined) return joined.error();
+    transport["store"] = joined->uri.text;
+    transport["authenticated"] = token->authenticated();
+    listen_address = joined->listen_address;
+    store = std::move(joined->store);
   }
   transport["observer"] = observer;
   nlohmann::json gathers = nlohmann::json::array();
@@ -292,9 +286,7 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
     go.member = observer;
     go.members = o.nodes;
     go.timeout = o.round_timeout;
-    go.listen_address = o.listen_address;
-    if (go.listen_address.empty() && o.store && o.store->kind == transport::StoreUri::Kind::tcp)
-      go.listen_address = address_towards(o.store->host, o.store->port);
+    go.listen_address = listen_address;
     const std::string context = fmt::format("{}/straggler/{}", token->key_namespace(), observer);
     const auto t0 = std::chrono::steady_clock::now();
     auto g = session::gather_once(*store, go, token->sign(encode_round(local, o.job, observer), context));
@@ -384,6 +376,46 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
     for (std::size_t i = 0; i < values.size(); ++i)
       if (c3.status == C3Status::attributed && c3.outliers[i]) outliers.push_back(ranks[i]);
     v.details["bench"] = bench_json(results, outliers, c3);
+
+    // Communication per process group: a timed all-gather in each, one session member per local rank.
+    std::vector<std::int64_t> local;
+    for (const auto& t : targets) local.push_back(t.rank);
+    std::sort(local.begin(), local.end());
+    local.erase(std::unique(local.begin(), local.end()), local.end());
+    CommBenchOptions co;
+    co.listen_address = listen_address;
+    co.slow_ratio = o.decide.link_min_ratio;
+    co.timeout = std::max(o.round_timeout, std::chrono::milliseconds(5000));
+    StoreOpener opener;
+    std::string scratch;  // single node: a private file:// store, removed afterwards
+    if (o.nodes > 1) {
+      co.key_namespace = fmt::format("{}/straggler/bench", token->key_namespace());
+      const transport::StoreUri uri = o.store ? *o.store : transport::default_store_uri(o.job);
+      opener = [uri, co]() { return transport::open_store(uri, false, co.timeout); };
+    } else {
+      char tmpl[] = "/tmp/scout-straggler-bench-XXXXXX";
+      if (mkdtemp(tmpl) != nullptr) scratch = tmpl;
+      co.key_namespace = fmt::format("{}/straggler/bench", o.job);
+      co.expected = local;
+      const transport::StoreUri uri{transport::StoreUri::Kind::file, scratch + "/store", "", 0, "file://" + scratch + "/store"};
+      opener = [uri, co]() { return transport::open_store(uri, false, co.timeout); };
+    }
+    if (o.nodes > 1 || !scratch.empty()) {
+      auto comm = run_comm_bench(opener, mesh_groups(mesh), world, local, co);
+      v.details["bench"]["collective"] = comm_bench_json(comm, co);
+      for (const auto& g : comm.groups)
+        for (auto& sg : v.details["straggler"]["slow_groups"])
+          if (sg.value("id", "") == fmt::format("{:016x}", g.group.id) && g.error.empty()) {
+            sg["bench_ratio"] = std::round(g.ratio * 1000) / 1000;
+            sg["confirmed_by_bench"] = g.slow;
+          }
+    } else {
+      v.details["bench"]["collective"] = {{"error", "no scratch directory for the bench's store under /tmp"}};
+    }
+    if (!scratch.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(scratch, ec);
+    }
     for (auto& s : v.suspects) {
       if (s.reason != "compute" || s.rank < 0) continue;
       auto it = std::find(ranks.begin(), ranks.end(), s.rank);

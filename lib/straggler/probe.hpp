@@ -21,6 +21,7 @@
 #include "lib/straggler/bench.hpp"
 #include "lib/straggler/decide.hpp"
 #include "lib/straggler/history.hpp"
+#include "lib/session/join.hpp"
 #include "lib/transport/store.hpp"
 
 namespace scout::straggler {
@@ -39,7 +40,7 @@ struct LiveOptions {
   std::int64_t nodes = 1;
   std::optional<std::int64_t> node_index;
   std::optional<transport::StoreUri> store;
-  enum class HostStore { never, always, auto_observer0 };
+  using HostStore = session::HostStore;
   HostStore host_store = HostStore::auto_observer0;
   std::chrono::milliseconds round_timeout{10000};
   std::string token_file;

@@ -13,7 +13,6 @@ $SCOUT_VENV (default <repo>/.venv): python_for("2") is None when it is absent.
 """
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,19 +20,10 @@ import tempfile
 import threading
 import time
 
-from trainer_harness import BUILD_DIR, PUBLISHER_LIB, PYTHON_DIR, SOURCE_DIR, free_port, scout_records
+from trainer_harness import PUBLISHER_LIB, PYTHON_DIR, TrainerJob, free_port, python_for, scout_records  # noqa: F401
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAINER = os.path.join(HERE, "trainers", "straggler_trainer.py")
-VENV = os.environ.get("SCOUT_VENV") or os.path.join(SOURCE_DIR, ".venv")
-
-
-def python_for(version):
-    """The interpreter of torch `version` ("1.13" or "2"), None when not installed."""
-    if version == "2":
-        py = os.path.join(VENV, "bin", "python")
-        return py if os.access(py, os.X_OK) else None
-    return "/usr/bin/python3"
 
 
 class StragglerJob:
@@ -125,30 +115,12 @@ class StragglerJob:
         self._threads.append(t)
 
     def teardown(self):
+        """Ends the duty cycles, then the harness's teardown: every rank killed (stopped ones continued
+        first) and reaped with a timeout, the job's records and logs removed."""
         self._stop.set()
         for t in self._threads:
             t.join(timeout=5)
-        for p in self.procs:
-            if p.poll() is None:
-                for sig in (signal.SIGCONT, signal.SIGKILL):
-                    try:
-                        os.killpg(p.pid, sig)
-                    except ProcessLookupError:
-                        pass
-        for p in self.procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                print(f"straggler_jobs: pid {p.pid} did not die", file=sys.stderr)
-        for log in self._logs:
-            log.close()
-        for name in os.listdir("/dev/shm"):
-            if name.startswith(f"scout.{self.job}."):
-                try:
-                    os.unlink(os.path.join("/dev/shm", name))
-                except OSError:
-                    pass
-        shutil.rmtree(self.logdir, ignore_errors=True)
+        TrainerJob.teardown(self)  # it needs only procs, _logs, job and logdir, which this class keeps alike
 
     def __enter__(self):
         return self

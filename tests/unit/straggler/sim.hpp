@@ -28,6 +28,9 @@ struct Spec {
   std::map<std::int64_t, double> compute_factor;               // rank -> factor
   std::function<double(const GroupInfo&)> link_factor;          // group -> factor (default 1)
   std::function<double(std::int64_t round)> fleet_factor;       // all compute, per round (default 1)
+  // Extra ns added to one rank's compute before one call (default none): CPU taken from outside in bursts,
+  // a loaded host's descheduling spikes. Called once per (rank, call) in program order.
+  std::function<double(std::int64_t rank, std::uint64_t step, std::mt19937_64& rng)> extra_ns;
   std::uint64_t seed = 1;
 };
 
@@ -57,6 +60,7 @@ inline std::vector<RoundEvidence> run(const Spec& s) {
             auto it = s.compute_factor.find(m);
             double f = (it == s.compute_factor.end() ? 1.0 : it->second) * fleet;
             double a = t[static_cast<std::size_t>(m)] + s.compute_ns * f * (1 + s.jitter * u(rng));
+            if (s.extra_ns) a += s.extra_ns(m, step, rng);
             arrive.push_back(a);
             start = std::max(start, a);
           }
