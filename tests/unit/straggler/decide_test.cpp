@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <random>
 
 #include "tests/unit/straggler/sim.hpp"
@@ -204,8 +206,13 @@ TEST(StragglerDecide, EveryRankSlowedAlikeIsNoStraggler) {
 // A 1.3x straggler on a noisy host (6% jitter and descheduling spikes on every rank) is found in 3 rounds.
 // (At 10% uniform jitter per call it was missed about once in 180 draws: the rule needs the effect above
 // the other peers' spread, and 3 rounds of 20 steps leave that spread wide.)
+// A miss is a statistical property of the rule (about 1 draw in 600, e.g. seed 3588154841), so the test
+// asserts what must always hold (never an innocent rank) on every draw, and a detection rate over 40 draws
+// (at most 2 misses: with a miss rate of 1/600 more than 2 happen once in ~10^5 runs), printing missed seeds.
 TEST(StragglerDecide, A13xStragglerIsFoundWithinThreeRoundsOnANoisyHost) {
-  for (int i = 0; i < 6; ++i) {
+  int found = 0;
+  const int draws = 40;
+  for (int i = 0; i < draws; ++i) {
     const auto seed = fresh_seed();
     std::mt19937_64 rng(seed);
     sim::Spec s;
@@ -220,8 +227,14 @@ TEST(StragglerDecide, A13xStragglerIsFoundWithinThreeRoundsOnANoisyHost) {
       return std::uniform_real_distribution<double>(0, 1)(g) < 0.02 ? 4 * c : 0.0;
     };
     auto a = simulate(s);
-    EXPECT_EQ(compute_suspects(a.decision), std::vector<std::int64_t>{victim}) << "seed " << seed;
+    const auto named = compute_suspects(a.decision);
+    EXPECT_TRUE(named.empty() || named == std::vector<std::int64_t>{victim}) << "innocent rank named, seed " << seed;
+    if (named == std::vector<std::int64_t>{victim})
+      ++found;
+    else
+      std::printf("A13xStraggler: missed at seed %llu\n", static_cast<unsigned long long>(seed));
   }
+  EXPECT_GE(found, draws - 2);
 }
 
 TEST(StragglerDecide, OneSlowRankLinkIsMachineLocal) {
