@@ -73,9 +73,9 @@ struct ByteRange {
 
 // Hashes parts of one open file on a process-wide pool of hashing threads
 // (one per core, shared by every file in flight, so no core idles while any
-// file has work). Each segment is read once, in pieces of up to 8 MiB, from
-// a read-only mapping or with pread (SCOUT_CKPT_READ=mmap|pread; mmap by
-// default), each piece announced to the kernel ahead of use
+// file has work). Each segment is read once, in pieces of up to 8 MiB, with
+// pread in 256 KiB blocks into a buffer that stays in cache (or from a
+// read-only mapping: SCOUT_CKPT_READ=mmap), each piece announced to the kernel ahead of use
 // (POSIX_FADV_WILLNEED) so cold files stream; the word sums of the ranges
 // inside it are XORed into their targets (any order: the sum is associative)
 // and, for zip entries, its CRC-32 is computed on the way (lib/hash/crc32.hpp)

@@ -79,6 +79,16 @@ SCOUT_TARGET_CRC inline __m128i fold(__m128i x, __m128i k, __m128i next) {
 
 SCOUT_TARGET_CRC inline __m128i load(const unsigned char* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 
+// The CRC from the folded register `x` (congruent to the message so far) and
+// the `n` bytes left at `p`: folds whole 16-byte blocks in, then the table.
+SCOUT_TARGET_CRC std::uint32_t finish(__m128i x, const unsigned char* p, std::size_t n) {
+  const __m128i k128 = _mm_set_epi64x(fold_constant(128 - 32), fold_constant(128 + 32));
+  for (; n >= 16; p += 16, n -= 16) x = fold(x, k128, load(p));
+  alignas(16) unsigned char rest[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(rest), x);
+  return ~table_run(table_run(0, rest, sizeof rest), p, n);
+}
+
 // n >= 64.
 SCOUT_TARGET_CRC std::uint32_t crc32_fold(std::uint32_t crc, const unsigned char* p, std::size_t n) {
   // _mm_set_epi64x(high qword, low qword): the low qword (H) takes x^(D+32).
@@ -96,11 +106,7 @@ SCOUT_TARGET_CRC std::uint32_t crc32_fold(std::uint32_t crc, const unsigned char
   }
   x1 = fold(x0, k128, x1);
   x2 = fold(x1, k128, x2);
-  x3 = fold(x2, k128, x3);
-  for (; n >= 16; p += 16, n -= 16) x3 = fold(x3, k128, load(p));
-  alignas(16) unsigned char rest[16];
-  _mm_store_si128(reinterpret_cast<__m128i*>(rest), x3);
-  return ~table_run(table_run(0, rest, sizeof rest), p, n);
+  return finish(fold(x2, k128, x3), p, n);
 }
 
 #define SCOUT_TARGET_CRC_AVX2 __attribute__((target("avx2,vpclmulqdq,pclmul,sse4.1")))
@@ -132,10 +138,7 @@ SCOUT_TARGET_CRC_AVX2 std::uint32_t crc32_fold_avx2(std::uint32_t crc, const uns
                             _mm256_castsi256_si128(y2), _mm256_extracti128_si256(y2, 1), _mm256_castsi256_si128(y3), _mm256_extracti128_si256(y3, 1)};
   __m128i x = lanes[0];
   for (int i = 1; i < 8; ++i) x = fold(x, k128, lanes[i]);
-  for (; n >= 16; p += 16, n -= 16) x = fold(x, k128, load(p));
-  alignas(16) unsigned char rest[16];
-  _mm_store_si128(reinterpret_cast<__m128i*>(rest), x);
-  return ~table_run(table_run(0, rest, sizeof rest), p, n);
+  return finish(x, p, n);
 }
 
 bool has_clmul() {
