@@ -10,9 +10,17 @@ nested training checkpoint) and torch.distributed.checkpoint directories
 (torch 2.x from SCOUT_VENV, skipped with a reason when absent). Each format
 is 3 replicas of SCOUT_BENCH_MB MiB each (default 256). Prints MiB/s and the
 ratio reference_time / scout_time (target >= 0.90), median of
-SCOUT_BENCH_REPEAT runs (default 3).
+SCOUT_BENCH_REPEAT runs (default 3), each run's ratio in brackets, and
+"cpu": reference CPU seconds / scout CPU seconds (user + system), which a
+loaded machine distorts less than wall time (scout hashes on every core,
+xxhsum and cat on one, so under load the scheduler gives scout more CPU).
 
-Usage: bench/verify_ckpt_bench.py [--mb N] [--repeat N] [--formats safetensors,pt,dcp] [--dir DIR] [--drop-caches]
+With --dir DIR the files are kept there and reused by later runs with the
+same --mb (a stamp file records it), so repeated measurements skip writing.
+Every repetition runs the reference and scout back to back; the line gives
+the median ratio and the load average before and after.
+
+Usage: bench/verify_ckpt_bench.py [--mb N] [--repeat N] [--formats safetensors,pt,dcp] [--dir DIR [--prepare-only]] [--drop-caches]
 """
 import argparse
 import json
@@ -104,12 +112,21 @@ def drop_cache(files, system_wide):
     return "fadvise"
 
 
+CPU = {}  # command name -> CPU seconds (user + system) of its last run
+
+
 def timed(cmd):
+    """Wall seconds of one run of cmd; its CPU seconds go to CPU[cmd[0]]."""
     t = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=3600)
-    elapsed = time.perf_counter() - t
-    if proc.returncode != 0:
-        sys.exit(f"{cmd[0]} failed rc={proc.returncode}: {proc.stderr[-2000:]}")
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - t
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            sys.exit(f"{cmd[0]} failed rc={proc.returncode}: {err.read()[-2000:].decode(errors='replace')}")
+    CPU[cmd[0]] = usage.ru_utime + usage.ru_stime
     return elapsed
 
 
@@ -128,29 +145,43 @@ def main():
     ap.add_argument("--formats", default="safetensors,pt,dcp")
     ap.add_argument("--dir", default=None)
     ap.add_argument("--drop-caches", action="store_true")
+    ap.add_argument("--prepare-only", action="store_true", help="write the files into --dir and stop")
     args = ap.parse_args()
     root = args.dir or tempfile.mkdtemp(prefix="scout_ckpt_bench_", dir="/var/tmp")
     print(f"scout {SCOUT}; {os.cpu_count()} cpus; load {os.getloadavg()[0]:.1f}; 3 replicas of ~{args.mb} MiB per format")
     try:
         for fmt in args.formats.split(","):
             d = os.path.join(root, fmt)
-            os.makedirs(d, exist_ok=True)
-            if fmt == "safetensors":
-                paths = write_safetensors(d, args.mb)
-            elif fmt == "pt":
-                paths = write_torch(d, args.mb, "pt", "/usr/bin/python3")
+            stamp = os.path.join(root, f".{fmt}.complete")
+            if os.path.exists(stamp) and open(stamp).read() == str(args.mb):
+                paths = json.load(open(stamp + ".paths"))
             else:
+                shutil.rmtree(d, ignore_errors=True)
+                paths = None
+            os.makedirs(d, exist_ok=True)
+            if paths is None and fmt == "safetensors":
+                paths = write_safetensors(d, args.mb)
+            elif paths is None and fmt == "pt":
+                paths = write_torch(d, args.mb, "pt", "/usr/bin/python3")
+            elif paths is None:
                 py = torch2_python()
                 if not py:
                     print(f"dcp: skipped: no torch 2.x at {VENV} (set SCOUT_VENV)")
                     continue
                 paths = write_torch(d, args.mb, "dcp", py)
+            with open(stamp + ".paths", "w") as f:
+                json.dump(paths, f)
+            with open(stamp, "w") as f:
+                f.write(str(args.mb))
             files = files_of(paths)
+            if args.prepare_only:
+                continue
             mib = sum(os.path.getsize(f) for f in files) / (1 << 20)
             scout_cmd = [SCOUT, "verify-ckpt", "--replicas"] + paths + ["--quiet", "--format", "json"]
             line = [f"{fmt:11s} {mib:6.0f} MiB:"]
+            load_before = os.getloadavg()[0]
             for mode, ref_cmd in (("warm", ["xxhsum", "-H3"] + files), ("cold", ["cat"] + files)):
-                ref_s, scout_s = [], []
+                ref_s, scout_s, ratios, cpu_ratios = [], [], [], []
                 for _ in range(args.repeat):
                     if mode == "cold":
                         drop_cache(files, args.drop_caches)
@@ -159,10 +190,14 @@ def main():
                     ref_s.append(timed(ref_cmd))
                     if mode == "cold":
                         drop_cache(files, args.drop_caches)
+                    ref_cpu = CPU[ref_cmd[0]]
                     scout_s.append(timed(scout_cmd))
+                    ratios.append(ref_s[-1] / scout_s[-1])
+                    cpu_ratios.append(ref_cpu / max(CPU[SCOUT], 1e-6))
                 r, s = statistics.median(ref_s), statistics.median(scout_s)
-                line.append(f"{mode} {ref_cmd[0]} {mib / r:6.0f} MiB/s scout {mib / s:6.0f} MiB/s ratio {r / s:4.2f}")
-            print("  ".join(line) + f"   (target >= 0.90; median of {args.repeat})", flush=True)
+                line.append(f"{mode} {ref_cmd[0]} {mib / r:6.0f} MiB/s scout {mib / s:6.0f} MiB/s ratio {statistics.median(ratios):4.2f}"
+                            f" [{' '.join(f'{x:.2f}' for x in ratios)}] cpu {statistics.median(cpu_ratios):4.2f}")
+            print("  ".join(line) + f"   (target >= 0.90; median of {args.repeat}; load {load_before:.1f}->{os.getloadavg()[0]:.1f})", flush=True)
     finally:
         if not args.dir:
             shutil.rmtree(root, ignore_errors=True)

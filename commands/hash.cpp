@@ -31,14 +31,14 @@ struct HashedFile {
 
 HashedFile hash_raw(const std::string& path, unsigned threads) {
   auto h = value_or_throw(hash::hash_raw_file(path, threads));
-  checkpoint::FileDigest d{path, checkpoint::FileFormat::unknown, h.size, {}};
+  checkpoint::FileDigest d{path, checkpoint::FileFormat::unknown, h.size, {}, {}};
   d.tensors.push_back({path, DType::u8, {static_cast<std::int64_t>(h.size)}, h.size, h.hash});
   return {"raw", std::move(d)};
 }
 
 HashedFile hash_safetensors_file(const std::string& path) {
   auto header = value_or_throw(checkpoint::read_safetensors_header(path));
-  checkpoint::FileDigest d{path, checkpoint::FileFormat::safetensors, header.file_size, {}};
+  checkpoint::FileDigest d{path, checkpoint::FileFormat::safetensors, header.file_size, {}, {}};
   d.tensors = value_or_throw(checkpoint::hash_safetensors_pipelined(header));  // reads ahead while it hashes
   return {"safetensors", std::move(d)};
 }

@@ -162,9 +162,18 @@ Result<std::vector<DcpItem>> parse_dcp_metadata(std::span<const std::byte> bytes
       return bad(fmt::format("storage entry of '{}' is malformed", fqn->text));
     if (!safe_relative(path->text)) return bad(fmt::format("storage file '{}' leaves the checkpoint directory", path->text));
     const pickle::Value* tf = field(v, "transform_descriptors");
-    if (tf && tf->kind == pickle::Kind::list && !tf->items.empty())
-      return input_error(fmt::format("{}: '{}' is stored with transforms ({})", label, fqn->text, pickle::render(*tf, 80)),
-                         "compressed or transformed DCP chunks are not supported", "save without storage transforms");
+    if (tf && tf->kind == pickle::Kind::list && !tf->items.empty()) {
+      // Descriptors are "name[@domain]/version" strings, e.g. "stream.zstd/1" for torch's ZStandard extension.
+      std::vector<std::string> names;
+      for (const auto* d : tf->items) names.push_back(d->kind == pickle::Kind::string ? d->text : pickle::render(*d, 40));
+      const bool zstd = std::any_of(names.begin(), names.end(), [](const std::string& n) { return n.rfind("stream.zstd", 0) == 0; });
+      return input_error(fmt::format("{}: '{}' is stored through the DCP stream transform{} {}{}", label, fqn->text, names.size() == 1 ? "" : "s",
+                                     fmt::join(names, ", "), zstd ? " (ZStandard compression, FileSystemWriter(_extensions=[ZStandard()]))" : ""),
+                         "scout hashes each chunk's stored bytes as torch.save wrote them and does not undo stream transforms; "
+                         "torch.distributed.checkpoint.save applies none by default",
+                         "re-save without _extensions (dcp.load the checkpoint and dcp.save it with the default FileSystemWriter), "
+                         "or compare the replicas' files byte for byte with 'scout hash --raw'");
+    }
     DcpItem item;
     item.fqn = fqn->text;
     item.file = path->text;
@@ -240,65 +249,84 @@ Result<FileDigest> digest_dcp(const std::string& dir, const ProgressFn& progress
   out.format = FileFormat::dcp;
   out.size = bytes.size();
   std::uint64_t done = 0;
-  std::string open_file;
-  int data_fd = -1;
-  std::uint64_t data_size = 0;
-  auto close_data = [&] {
-    if (data_fd >= 0) ::close(data_fd);
-    data_fd = -1;
-  };
-  for (const auto& item : *items) {
-    if (item.file != open_file) {
-      close_data();
-      const std::string p = (fs::path(dir) / item.file).string();
-      data_fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-      if (data_fd < 0)
-        return input_error(fmt::format("{}: {} is missing", dir, item.file), std::strerror(errno),
-                           "a DCP checkpoint needs every .distcp file its .metadata lists; re-copy it");
-      struct stat ds{};
-      ::fstat(data_fd, &ds);
-      data_size = static_cast<std::uint64_t>(ds.st_size);
-      out.size += data_size;
-      ::posix_fadvise(data_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-      open_file = item.file;
-    }
-    const std::string label = fmt::format("{}/{} ('{}' at {})", dir, item.file, item.fqn, item.offset);
-    if (item.offset > data_size || item.length > data_size - item.offset) {
-      close_data();
-      return input_error(fmt::format("{}: {} bytes run past the end of the file ({} bytes)", label, item.length, data_size), {},
-                         "the file is truncated; re-copy it or use another replica");
-    }
-    auto digests = digest_torch_archive(data_fd, item.offset, item.length, label,
-                                        progress ? ProgressFn([&](std::uint64_t d) { progress(done + d); }) : ProgressFn{}, threads);
-    if (!digests) {
-      close_data();
-      return digests.error();
-    }
-    done += item.length;
-    if (item.tensor) {
-      auto tensor = std::find_if(digests->begin(), digests->end(), [](const TensorDigest& d) { return !d.value; });
-      if (digests->size() != 1 || tensor == digests->end()) {
-        close_data();
-        return input_error(fmt::format("{}: a tensor chunk holds {} values", label, digests->size()), {}, "the checkpoint is damaged");
+  // One hashing job per .distcp file (its items sorted by offset), so reading never waits between items.
+  for (std::size_t first = 0; first < items->size();) {
+    std::size_t last = first;
+    while (last < items->size() && (*items)[last].file == (*items)[first].file) ++last;
+    const std::string file = (*items)[first].file;
+    const std::string p = (fs::path(dir) / file).string();
+    const int data_fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (data_fd < 0)
+      return input_error(fmt::format("{}: {} is missing", dir, file), std::strerror(errno),
+                         "a DCP checkpoint needs every .distcp file its .metadata lists; re-copy it");
+    struct stat ds{};
+    ::fstat(data_fd, &ds);
+    const auto data_size = static_cast<std::uint64_t>(ds.st_size);
+    out.size += data_size;
+    ::posix_fadvise(data_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    std::vector<std::pair<const DcpItem*, PendingArchive>> pending;
+    Status status = Ok{};
+    {
+      const std::uint64_t before = done;
+      RangeHashJob job(data_fd, fmt::format("{}/{}", dir, file), progress ? ProgressFn([&](std::uint64_t d) { progress(before + d); }) : ProgressFn{},
+                       threads == 0 ? 0 : threads + 2);
+      for (std::size_t i = first; i < last && status; ++i) {
+        const DcpItem& item = (*items)[i];
+        const std::string label = fmt::format("{}/{} ('{}' at {})", dir, item.file, item.fqn, item.offset);
+        if (item.offset > data_size || item.length > data_size - item.offset) {
+          status = input_error(fmt::format("{}: {} bytes run past the end of the file ({} bytes)", label, item.length, data_size), {},
+                               "the file is truncated; re-copy it or use another replica");
+          break;
+        }
+        auto queued = queue_torch_archive(data_fd, item.offset, item.length, label, job, threads);
+        if (!queued) {
+          status = queued.error();
+          break;
+        }
+        if (item.tensor) {
+          const auto& ds = queued->digests;
+          auto tensor = std::find_if(ds.begin(), ds.end(), [](const TensorDigest& d) { return !d.value; });
+          if (ds.size() != 1 || tensor == ds.end()) {
+            status = input_error(fmt::format("{}: a tensor chunk holds {} values", label, ds.size()), {}, "the checkpoint is damaged");
+            break;
+          }
+          if (tensor->dtype != item.dtype || tensor->shape != item.sizes) {
+            status = input_error(fmt::format("{}: chunk is {}[{}] but the metadata says {}[{}]", label, dtype_name(tensor->dtype),
+                                             fmt::join(tensor->shape, ","), dtype_name(item.dtype), fmt::join(item.sizes, ",")),
+                                 {}, "the checkpoint is damaged or mixed from two saves");
+            break;
+          }
+        }
+        done += item.length;
+        pending.emplace_back(&item, std::move(*queued));
       }
-      if (tensor->dtype != item.dtype || tensor->shape != item.sizes) {
-        close_data();
-        return input_error(fmt::format("{}: chunk is {}[{}] but the metadata says {}[{}]", label, dtype_name(tensor->dtype),
-                                       fmt::join(tensor->shape, ","), dtype_name(item.dtype), fmt::join(item.sizes, ",")),
-                           {}, "the checkpoint is damaged or mixed from two saves");
-      }
-      tensor->name = item.name;
-      tensor->source = item.file;
-      out.tensors.push_back(std::move(*tensor));
-    } else {
-      for (auto& d : *digests) {
-        d.name = d.name == "value" ? item.name : item.name + "." + d.name;
-        d.source = item.file;
-        out.tensors.push_back(std::move(d));
+      Status hashed = job.wait();
+      if (status && !hashed) status = hashed;
+      if (status) {
+        for (auto& entry : pending) {
+          const DcpItem* item = entry.first;
+          PendingArchive& archive = entry.second;
+          // Values inside an item are named after it: a tensor chunk by the item, other values by item.name.
+          auto rename = [item](const std::string& n) { return item->tensor || n == "value" ? item->name : item->name + "." + n; };
+          std::vector<CrcFailure> failures;
+          auto digests = complete_torch_archive(std::move(archive), job, &failures);
+          for (auto& f : failures) {
+            f.source = file;
+            for (auto& n : f.tensors) n = rename(n);
+            out.crc_failures.push_back(std::move(f));
+          }
+          for (auto& d : digests) {
+            d.name = rename(d.name);
+            d.source = file;
+            out.tensors.push_back(std::move(d));
+          }
+        }
       }
     }
+    ::close(data_fd);
+    if (!status) return status.error();
+    first = last;
   }
-  close_data();
   std::sort(out.tensors.begin(), out.tensors.end(), [](const TensorDigest& a, const TensorDigest& b) { return a.name < b.name; });
   for (std::size_t i = 1; i < out.tensors.size(); ++i)
     if (out.tensors[i].name == out.tensors[i - 1].name)
@@ -334,6 +362,10 @@ Result<FileDigest> digest_hf(const std::string& dir, const ProgressFn& progress,
     if (!d) return d.error();
     done += d->size;
     out.size += d->size;
+    for (auto& f : d->crc_failures) {
+      f.source = file;
+      out.crc_failures.push_back(std::move(f));
+    }
     std::set<std::string> seen;
     for (auto& t : d->tensors) {
       if (t.value) continue;

@@ -12,11 +12,14 @@
 #include <mutex>
 #include <sys/stat.h>
 #include <thread>
+#include <cstdlib>
+#include <map>
 #include <unistd.h>
 
 #include "lib/checkpoint/checkpoint_dir.hpp"
 #include "lib/checkpoint/torch_file.hpp"
 #include <sys/mman.h>
+#include "lib/hash/crc32.hpp"
 #include "lib/hash/tensor_hash.hpp"
 
 namespace scout::checkpoint {
@@ -46,124 +49,266 @@ Result<FileFormat> detect_format(const std::string& path) {
   return FileFormat::unknown;
 }
 
-namespace {
-
-struct Chunk {
-  std::size_t tensor = 0;
-  std::size_t buffer = 0;
-  std::size_t size = 0;
-  std::uint64_t word = 0;  // word index of the chunk's first byte within its tensor
-};
-
-// Blocking single-producer single-consumer hand-off of buffer indices.
-class Pipe {
- public:
-  void push(Chunk c) {
-    std::lock_guard lock(m_mutex);
-    m_items.push_back(c);
-    m_cv.notify_all();
-  }
-  // False when closed and drained.
-  bool pop(Chunk& out) {
-    std::unique_lock lock(m_mutex);
-    m_cv.wait(lock, [&] { return !m_items.empty() || m_closed; });
-    if (m_items.empty()) return false;
-    out = m_items.front();
-    m_items.pop_front();
-    return true;
-  }
-  void close() {
-    std::lock_guard lock(m_mutex);
-    m_closed = true;
-    m_cv.notify_all();
-  }
-
- private:
-  std::mutex m_mutex;
-  std::condition_variable m_cv;
-  std::deque<Chunk> m_items;
-  bool m_closed = false;
-};
-
-}  // namespace
-
 unsigned default_hash_threads() {
   static const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   return cores;
 }
 
-Status hash_ranges_pipelined(int fd, const std::string& label, const std::vector<ByteRange>& ranges, std::vector<std::uint64_t>& sums,
-                             const ProgressFn& progress, unsigned threads, std::size_t chunk_bytes) {
-  // The word sum is an XOR of per-word terms (lib/hash/tensor_hash.hpp, proof 4), so chunks may be hashed by
-  // several threads in any order: a reader thread fills buffers, `threads` hashers drain them.
-  if (threads == 0) threads = default_hash_threads();
-  chunk_bytes = std::max<std::size_t>(chunk_bytes & ~std::size_t{7}, 4096);  // whole words per chunk, so chunks never split a word
-  std::uint64_t largest = 0, total = 0;
-  for (const auto& r : ranges) largest = std::max(largest, r.size), total += r.size;
-  if (largest == 0) return Ok{};
-  // Buffers no larger than the data, left uninitialized: small files must start fast.
-  chunk_bytes = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, (largest + 7) & ~std::uint64_t{7}));
-  chunk_bytes = std::max<std::size_t>(chunk_bytes, 8);
-  threads = static_cast<unsigned>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(threads, total / chunk_bytes + 1)));
-  const std::size_t buffers = threads + 2;
-  std::vector<std::unique_ptr<std::byte[]>> pool;
-  for (std::size_t i = 0; i < buffers; ++i) pool.emplace_back(new std::byte[chunk_bytes]);
-  Pipe full;   // reader -> hashers
-  Pipe empty;  // hashers -> reader
-  for (std::size_t i = 0; i < buffers; ++i) empty.push({0, i, 0, 0});
-  std::string read_error;
+namespace {
 
-  std::thread reader([&] {
-    for (const auto& r : ranges) {
-      std::uint64_t pos = 0;
-      while (pos < r.size) {
-        Chunk c;
-        if (!empty.pop(c)) return;
-        c.tensor = r.target;
-        c.word = r.first_word + pos / 8;
-        c.size = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, r.size - pos));
-        if (!read_exact(fd, pool[c.buffer].get(), c.size, r.offset + pos)) {
-          read_error = fmt::format("read failed at byte {}: file truncated", r.offset + pos);
-          full.close();
-          return;
-        }
-        pos += c.size;
-        full.push(c);
-      }
+// Pieces of a segment are read and hashed as one unit each.
+constexpr std::uint64_t k_piece_bytes = std::uint64_t{8} << 20;
+// With a CRC to compute, a piece is walked in blocks small enough to stay in
+// the core's cache between the hash and the CRC.
+constexpr std::uint64_t k_block_bytes = std::uint64_t{256} << 10;
+
+// The process-wide hashing threads, one per core. Leaked on purpose: its
+// threads wait for work until the process exits.
+class HashPool {
+ public:
+  static HashPool& instance() {
+    static HashPool* pool = new HashPool(default_hash_threads());
+    return *pool;
+  }
+  void submit(std::function<void()> work) {
+    {
+      std::lock_guard lock(m_mutex);
+      m_queue.push_back(std::move(work));
     }
-    full.close();
-  });
+    m_cv.notify_one();
+  }
 
-  std::mutex sums_mutex;
-  std::atomic<std::uint64_t> done{0};
-  auto hasher = [&] {
-    Chunk c;
-    while (full.pop(c)) {
-      const std::uint64_t part = hash::partial_sum(std::span<const std::byte>(pool[c.buffer].get(), c.size), c.word);
+ private:
+  explicit HashPool(unsigned threads) {
+    for (unsigned t = 0; t < threads; ++t) std::thread([this] { run(); }).detach();
+  }
+  [[noreturn]] void run() {
+    for (;;) {
+      std::function<void()> work;
       {
-        std::lock_guard lock(sums_mutex);
-        sums[c.tensor] = hash::combine(sums[c.tensor], part);
+        std::unique_lock lock(m_mutex);
+        m_cv.wait(lock, [&] { return !m_queue.empty(); });
+        work = std::move(m_queue.front());
+        m_queue.pop_front();
       }
-      const std::uint64_t d = done.fetch_add(c.size) + c.size;
-      empty.push(c);
-      if (progress) {
-        std::lock_guard lock(sums_mutex);
-        progress(d);
+      work();
+    }
+  }
+  std::mutex m_mutex;
+  std::condition_variable m_cv;
+  std::deque<std::function<void()>> m_queue;
+};
+
+// pread into a cache-sized buffer by default: measured cheaper than mapping
+// (page-table set-up and teardown per page) warm and cold, with or without a
+// CRC (bench/verify_ckpt_bench.py). SCOUT_CKPT_READ=mmap maps instead.
+bool read_by_mmap() {
+  static const bool mmap_mode = [] {
+    const char* mode = std::getenv("SCOUT_CKPT_READ");
+    return mode && std::string_view(mode) == "mmap";
+  }();
+  return mmap_mode;
+}
+
+struct Piece {
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+  std::size_t segment = 0;  // index into State::segments
+  std::size_t part = 0;     // index of the piece within its segment
+  bool crc = false;         // its segment's CRC-32 is checked
+  std::vector<ByteRange> slices;  // parts of ranges inside the piece
+};
+
+}  // namespace
+
+struct RangeHashJob::State {
+  int fd = -1;
+  std::string label;
+  ProgressFn progress;
+  unsigned in_flight = 0;
+  std::uint64_t file_size = 0;
+  std::mutex mutex;
+  std::condition_variable cv;
+  unsigned queued = 0;  // pieces submitted and not finished
+  std::uint64_t done = 0;
+  std::string error;
+  std::vector<std::uint64_t> sums;
+  struct Segment {
+    bool crc = false;
+    std::uint32_t expected = 0;
+    std::string entry;
+    std::vector<std::pair<std::uint32_t, std::uint64_t>> parts;  // CRC and length of each piece
+  };
+  std::vector<Segment> segments;
+
+  void fail(std::string why) {
+    std::lock_guard lock(mutex);
+    if (error.empty()) error = std::move(why);
+  }
+
+  // Runs on a pool thread.
+  void run(Piece& p) {
+    std::uint32_t c = 0;
+    std::vector<std::uint64_t> local(p.slices.size(), 0);
+    // The `n` bytes at `data` are those at file offset `at`: CRC them (in order) and hash the slices they hold.
+    auto consume = [&](const std::byte* data, std::uint64_t at, std::uint64_t n) {
+      if (p.crc) c = hash::crc32(std::span(data, static_cast<std::size_t>(n)), c);
+      for (std::size_t i = 0; i < p.slices.size(); ++i) {
+        const ByteRange& s = p.slices[i];
+        const std::uint64_t a = std::max(at, s.offset), b = std::min(at + n, s.offset + s.size);
+        if (a >= b) continue;
+        local[i] ^= hash::partial_sum(std::span(data + (a - at), static_cast<std::size_t>(b - a)), s.first_word + (a - s.offset) / 8);
+      }
+    };
+    if (read_by_mmap()) {
+      static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+      const std::uint64_t start = p.offset & ~(page - 1);
+      const auto map_len = static_cast<std::size_t>(p.offset + p.size - start);
+      void* map = ::mmap(nullptr, map_len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, static_cast<off_t>(start));
+      if (map == MAP_FAILED) return fail(fmt::format("cannot map bytes {}..{}: {}", p.offset, p.offset + p.size, std::strerror(errno)));
+      const std::byte* data = static_cast<const std::byte*>(map) + (p.offset - start);
+      // With a CRC, blocks small enough to stay in the core's cache between the CRC and the hash.
+      const std::uint64_t step = p.crc ? k_block_bytes : p.size;
+      for (std::uint64_t at = 0; at < p.size; at += step) consume(data + at, p.offset + at, std::min(step, p.size - at));
+      ::munmap(map, map_len);
+    } else {
+      // Blocks read into a buffer that stays in the core's cache for the CRC and the hash.
+      static thread_local std::unique_ptr<std::byte[]> buffer(new std::byte[k_block_bytes]);
+      for (std::uint64_t at = 0; at < p.size; at += k_block_bytes) {
+        const std::uint64_t n = std::min(k_block_bytes, p.size - at);
+        if (!read_exact(fd, buffer.get(), static_cast<std::size_t>(n), p.offset + at))
+          return fail(fmt::format("read failed at byte {}: file truncated", p.offset + at));
+        consume(buffer.get(), p.offset + at, n);
       }
     }
+    std::lock_guard lock(mutex);
+    for (std::size_t i = 0; i < p.slices.size(); ++i) sums[p.slices[i].target] ^= local[i];
+    if (p.crc) segments[p.segment].parts[p.part] = {c, p.size};
+    done += p.size;
+    if (progress) progress(done);
+  }
+};
+
+RangeHashJob::RangeHashJob(int fd, std::string label, ProgressFn progress, unsigned in_flight) : m_state(std::make_shared<State>()) {
+  m_state->fd = fd;
+  m_state->label = std::move(label);
+  m_state->progress = std::move(progress);
+  m_state->in_flight = in_flight == 0 ? default_hash_threads() + 2 : in_flight;
+  struct stat st{};
+  if (::fstat(fd, &st) == 0) m_state->file_size = static_cast<std::uint64_t>(st.st_size);
+}
+
+RangeHashJob::~RangeHashJob() { (void)wait(); }
+
+std::size_t RangeHashJob::new_target() {
+  std::lock_guard lock(m_state->mutex);
+  m_state->sums.push_back(0);
+  return m_state->sums.size() - 1;
+}
+
+std::size_t RangeHashJob::add(std::uint64_t offset, std::uint64_t size, std::span<const ByteRange> ranges, std::optional<std::uint32_t> crc,
+                              std::string entry) {
+  State& st = *m_state;
+  if (offset > st.file_size || size > st.file_size - offset) {
+    // A mapping past the end would fault: refuse, as a short read.
+    st.fail(fmt::format("read failed at byte {}: file truncated ({} bytes)", std::min(offset + size, st.file_size), st.file_size));
+    return k_no_segment;
+  }
+  // Ranges that start a whole number of words into the segment share its
+  // pieces (piece boundaries then fall on word boundaries of the range too);
+  // the others get pieces of their own.
+  std::vector<ByteRange> inside;
+  std::vector<ByteRange> apart;
+  for (const auto& r : ranges) ((r.offset - offset) % 8 == 0 ? inside : apart).push_back(r);
+  auto queue = [&](std::uint64_t seg_offset, std::uint64_t seg_size, const std::vector<ByteRange>& rs, bool with_crc) {
+    std::size_t segment = 0;
+    const std::uint64_t pieces = (seg_size + k_piece_bytes - 1) / k_piece_bytes;
+    {
+      std::lock_guard lock(st.mutex);
+      segment = st.segments.size();
+      State::Segment s;
+      s.crc = with_crc;
+      s.expected = crc.value_or(0);
+      s.entry = entry;
+      if (with_crc) s.parts.assign(static_cast<std::size_t>(pieces), {0, 0});
+      st.segments.push_back(std::move(s));
+    }
+    for (std::uint64_t k = 0; k < pieces; ++k) {
+      auto piece = std::make_shared<Piece>();
+      piece->offset = seg_offset + k * k_piece_bytes;
+      piece->size = std::min(k_piece_bytes, seg_offset + seg_size - piece->offset);
+      piece->segment = segment;
+      piece->part = static_cast<std::size_t>(k);
+      piece->crc = with_crc;
+      for (const auto& r : rs)
+        if (r.offset < piece->offset + piece->size && piece->offset < r.offset + r.size) piece->slices.push_back(r);
+      if (piece->slices.empty() && !with_crc) continue;
+      {
+        std::unique_lock lock(st.mutex);
+        st.cv.wait(lock, [&] { return st.queued < st.in_flight; });
+        if (!st.error.empty()) return segment;
+        ++st.queued;
+      }
+      // Start the disk on it now; the hasher finds it in the page cache.
+      ::posix_fadvise(st.fd, static_cast<off_t>(piece->offset), static_cast<off_t>(piece->size), POSIX_FADV_WILLNEED);
+      HashPool::instance().submit([state = m_state, piece] {
+        state->run(*piece);
+        {
+          std::lock_guard lock(state->mutex);
+          --state->queued;
+        }
+        state->cv.notify_all();
+      });
+    }
+    return segment;
   };
-  std::vector<std::thread> workers;
-  for (unsigned t = 1; t < threads; ++t) workers.emplace_back(hasher);
-  hasher();
-  for (auto& w : workers) w.join();
-  empty.close();
-  reader.join();
-  if (!read_error.empty()) return input_error(fmt::format("{}: {}", label, read_error), {}, "the file is incomplete; re-copy it or use another replica");
+  const std::size_t main = queue(offset, size, inside, crc.has_value());
+  for (const auto& r : apart) queue(r.offset, r.size, {r}, false);
+  return main;
+}
+
+Status RangeHashJob::wait() {
+  State& st = *m_state;
+  std::unique_lock lock(st.mutex);
+  st.cv.wait(lock, [&] { return st.queued == 0; });
+  if (!st.error.empty())
+    return input_error(fmt::format("{}: {}", st.label, st.error), {}, "the file is incomplete; re-copy it or use another replica");
+  return Ok{};
+}
+
+std::uint64_t RangeHashJob::sum(std::size_t target) const {
+  std::lock_guard lock(m_state->mutex);
+  return m_state->sums.at(target);
+}
+
+std::optional<CrcFailure> RangeHashJob::crc_failure(std::size_t segment) const {
+  std::lock_guard lock(m_state->mutex);
+  if (segment >= m_state->segments.size() || !m_state->segments[segment].crc) return std::nullopt;
+  const auto& s = m_state->segments[segment];
+  std::uint32_t c = 0;
+  for (const auto& [part, len] : s.parts) c = hash::crc32_combine(c, part, len);
+  if (c == s.expected) return std::nullopt;
+  return CrcFailure{s.entry, {}, {}, s.expected, c};
+}
+
+Status hash_ranges_pipelined(int fd, const std::string& label, const std::vector<ByteRange>& ranges, std::vector<std::uint64_t>& sums,
+                             const ProgressFn& progress, unsigned threads, std::size_t /*chunk_bytes*/) {
+  RangeHashJob job(fd, label, progress, threads == 0 ? 0 : threads + 2);
+  std::vector<std::size_t> target_of(sums.size());
+  for (auto& t : target_of) t = job.new_target();
+  for (const auto& r : ranges) {
+    ByteRange mine = r;
+    mine.target = target_of.at(r.target);
+    job.add(r.offset, r.size, std::span(&mine, 1));
+  }
+  auto ok = job.wait();
+  if (!ok) return ok;
+  for (std::size_t i = 0; i < sums.size(); ++i) sums[i] = hash::combine(sums[i], job.sum(target_of[i]));
   return Ok{};
 }
 
 Result<std::vector<TensorDigest>> hash_safetensors_pipelined(const SafetensorsHeader& h, const ProgressFn& progress,
-                                                             std::size_t chunk_bytes, std::size_t buffers) {
+                                                             std::size_t /*chunk_bytes*/, std::size_t buffers) {
   int fd = ::open(h.path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return input_error(fmt::format("cannot open {}", h.path), std::strerror(errno), "check the path and permissions");
   struct stat st{};
@@ -172,10 +317,18 @@ Result<std::vector<TensorDigest>> hash_safetensors_pipelined(const SafetensorsHe
     return input_error(fmt::format("{}: file changed size while reading", h.path), {}, "retry when no writer is active");
   }
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  std::vector<ByteRange> ranges;
-  for (std::size_t t = 0; t < h.tensors.size(); ++t) ranges.push_back({h.data_offset + h.tensors[t].begin, h.tensors[t].byte_size(), t, 0});
   std::vector<std::uint64_t> sums(h.tensors.size(), 0);
-  auto ok = hash_ranges_pipelined(fd, h.path, ranges, sums, progress, static_cast<unsigned>(std::max<std::size_t>(buffers, 3) - 2), chunk_bytes);
+  Status ok = Ok{};
+  {
+    RangeHashJob job(fd, h.path, progress, static_cast<unsigned>(std::max<std::size_t>(buffers, 3)));
+    for (std::size_t t = 0; t < h.tensors.size(); ++t) {
+      const ByteRange r{h.data_offset + h.tensors[t].begin, h.tensors[t].byte_size(), job.new_target(), 0};
+      job.add(r.offset, r.size, std::span(&r, 1));
+    }
+    ok = job.wait();
+    if (ok)
+      for (std::size_t t = 0; t < h.tensors.size(); ++t) sums[t] = job.sum(t);
+  }
   ::close(fd);
   if (!ok) return ok.error();
   std::vector<TensorDigest> out;
@@ -188,48 +341,79 @@ Result<std::vector<TensorDigest>> hash_safetensors_pipelined(const SafetensorsHe
   return out;
 }
 
-Result<std::vector<TensorDigest>> digest_torch_archive(int fd, std::uint64_t base, std::uint64_t length, const std::string& label,
-                                                        const ProgressFn& progress, unsigned threads) {
+Result<PendingArchive> queue_torch_archive(int fd, std::uint64_t base, std::uint64_t length, const std::string& label, RangeHashJob& job,
+                                           unsigned threads) {
   auto archive = read_torch_archive(fd, base, length, label);
   if (!archive) return archive.error();
-  std::vector<TensorDigest> out;
-  std::vector<ByteRange> ranges;
-  std::vector<std::size_t> streamed;  // digest index of each streamed range
+  PendingArchive out;
+  std::map<std::uint64_t, std::vector<ByteRange>> ranges_of;  // storage data offset -> contiguous views in it
+  std::map<std::uint64_t, std::vector<std::string>> names_of;
   for (std::size_t i = 0; i < archive->tensors.size(); ++i) {
     const auto& t = archive->tensors[i];
     const std::uint64_t es = dtype_size(t.dtype), bytes = t.numel() * es;
     TensorDigest d{t.name, t.dtype, t.shape, bytes, 0, {}, false};
+    names_of[t.storage_data].push_back(t.name);
     if (t.contiguous()) {
-      ranges.push_back({t.storage_data + t.storage_offset * es, bytes, streamed.size(), 0});
-      streamed.push_back(out.size());
+      const std::size_t target = job.new_target();
+      ranges_of[t.storage_data].push_back({t.storage_data + t.storage_offset * es, bytes, target, 0});
+      out.sums.emplace_back(out.digests.size(), target);
     } else {
       // A strided view: map its storage (the page cache backs it; nothing is copied whole) and hash the logical order.
       const long page = ::sysconf(_SC_PAGESIZE);
       const std::uint64_t start = t.storage_data & ~static_cast<std::uint64_t>(page - 1);
       const std::uint64_t span = t.storage_data + t.storage_bytes - start;
-      void* map = ::mmap(nullptr, static_cast<std::size_t>(span), PROT_READ, MAP_PRIVATE, fd, static_cast<off_t>(start));
+      void* map = span == 0 ? nullptr : ::mmap(nullptr, static_cast<std::size_t>(span), PROT_READ, MAP_PRIVATE, fd, static_cast<off_t>(start));
       if (map == MAP_FAILED) return input_error(fmt::format("{}: cannot map storage of '{}'", label, t.name), std::strerror(errno));
       const auto* base_ptr = static_cast<const std::byte*>(map) + (t.storage_data - start) + t.storage_offset * es;
-      d.hash = hash::hash_strided(t.dtype, t.shape, t.strides, base_ptr, threads == 0 ? 0 : threads);
-      ::munmap(map, static_cast<std::size_t>(span));
+      d.hash = hash::hash_strided(t.dtype, t.shape, t.strides, base_ptr, threads);
+      if (map) ::munmap(map, static_cast<std::size_t>(span));
     }
-    out.push_back(std::move(d));
+    out.digests.push_back(std::move(d));
   }
-  std::vector<std::uint64_t> sums(streamed.size(), 0);
-  auto ok = hash_ranges_pipelined(fd, label, ranges, sums, progress, threads);
-  if (!ok) return ok.error();
-  for (std::size_t h = 0; h < streamed.size(); ++h) {
-    auto& d = out[streamed[h]];
-    d.hash = hash::finalize(sums[h], d.dtype, d.shape, d.bytes);
+  // Every storage is read once, whole, and checked against its CRC-32; the contiguous views in it are hashed on the way.
+  for (const auto& s : archive->storages) out.checks.emplace_back(job.add(s.data, s.bytes, ranges_of[s.data], s.crc32, s.entry), names_of[s.data]);
+  if (archive->pickle_crc_actual != archive->pickle_crc_expected) {
+    CrcFailure f{archive->pickle_entry, {}, {}, archive->pickle_crc_expected, archive->pickle_crc_actual};
+    for (const auto& t : archive->tensors) f.tensors.push_back(t.name);
+    for (const auto& l : archive->leaves) f.tensors.push_back(l.name);
+    std::sort(f.tensors.begin(), f.tensors.end());
+    out.pickle_failure = std::move(f);
   }
   for (const auto& l : archive->leaves) {
     TensorDigest d{l.name, DType::u8, {}, l.text.size(), 0, {}, false};
     d.hash = hash::hash_tensor(DType::u8, {}, std::span(reinterpret_cast<const std::byte*>(l.text.data()), l.text.size()));
     d.value = true;
-    out.push_back(std::move(d));
+    out.digests.push_back(std::move(d));
   }
-  std::sort(out.begin(), out.end(), [](const TensorDigest& a, const TensorDigest& b) { return a.name < b.name; });
   return out;
+}
+
+std::vector<TensorDigest> complete_torch_archive(PendingArchive&& pending, const RangeHashJob& job, std::vector<CrcFailure>* crc_failures) {
+  for (const auto& [digest, target] : pending.sums) {
+    auto& d = pending.digests[digest];
+    d.hash = hash::finalize(job.sum(target), d.dtype, d.shape, d.bytes);
+  }
+  if (crc_failures) {
+    if (pending.pickle_failure) crc_failures->push_back(*pending.pickle_failure);
+    for (const auto& [segment, names] : pending.checks)
+      if (auto f = job.crc_failure(segment)) {
+        f->tensors = names;
+        std::sort(f->tensors.begin(), f->tensors.end());
+        crc_failures->push_back(std::move(*f));
+      }
+  }
+  std::sort(pending.digests.begin(), pending.digests.end(), [](const TensorDigest& a, const TensorDigest& b) { return a.name < b.name; });
+  return std::move(pending.digests);
+}
+
+Result<std::vector<TensorDigest>> digest_torch_archive(int fd, std::uint64_t base, std::uint64_t length, const std::string& label,
+                                                        const ProgressFn& progress, unsigned threads) {
+  RangeHashJob job(fd, label, progress, threads == 0 ? 0 : threads + 2);
+  auto pending = queue_torch_archive(fd, base, length, label, job, threads);
+  auto ok = job.wait();
+  if (!pending) return pending.error();
+  if (!ok) return ok.error();
+  return complete_torch_archive(std::move(*pending), job, nullptr);
 }
 
 Result<FileDigest> digest_file(const std::string& path, const ProgressFn& progress, unsigned threads) {
@@ -247,10 +431,17 @@ Result<FileDigest> digest_file(const std::string& path, const ProgressFn& progre
       int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
       if (fd < 0) return input_error(fmt::format("cannot open {}", path), std::strerror(errno), "check the path and permissions");
       ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-      auto t = digest_torch_archive(fd, 0, d.size, path, progress, threads);
+      Result<PendingArchive> pending = PendingArchive{};
+      Status ok = Ok{};
+      {
+        RangeHashJob job(fd, path, progress, threads == 0 ? 0 : threads + 2);
+        pending = queue_torch_archive(fd, 0, d.size, path, job, threads);
+        ok = job.wait();
+        if (pending && ok) d.tensors = complete_torch_archive(std::move(*pending), job, &d.crc_failures);
+      }
       ::close(fd);
-      if (!t) return t.error();
-      d.tensors = std::move(*t);
+      if (!pending) return pending.error();
+      if (!ok) return ok.error();
       return d;
     }
     case FileFormat::torch_legacy:

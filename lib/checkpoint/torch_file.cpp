@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <map>
+#include <set>
 
 #include "lib/checkpoint/safetensors.hpp"
 #include "lib/checkpoint/zip_archive.hpp"
+#include "lib/hash/crc32.hpp"
 
 namespace scout::checkpoint {
 
@@ -271,6 +273,9 @@ Result<TorchArchive> read_torch_archive(int fd, std::uint64_t base, std::uint64_
   if (pkl->size > torch_pickle_policy().max_bytes) return input_error(fmt::format("{}: data.pkl of {} bytes is too large", label, pkl->size));
   std::vector<std::byte> bytes(static_cast<std::size_t>(pkl->size));
   if (!read_exact(fd, bytes.data(), bytes.size(), pkl->data_offset)) return input_error(fmt::format("{}: cannot read data.pkl", label));
+  out.pickle_entry = pkl->name;
+  out.pickle_crc_expected = pkl->crc32;
+  out.pickle_crc_actual = hash::crc32(bytes);
   auto doc = pickle::parse(bytes, torch_pickle_policy());
   if (!doc) {
     const Error& e = doc.error();
@@ -281,14 +286,18 @@ Result<TorchArchive> read_torch_archive(int fd, std::uint64_t base, std::uint64_
   const std::string data_prefix = out.prefix + "/data/";
   for (const auto& e : zip->entries)
     if (e.name.rfind(data_prefix, 0) == 0) storages[e.name.substr(data_prefix.size())] = &e;
+  std::set<const ZipEntry*> used;
   auto resolve = [&](const std::string& key) -> Result<std::pair<std::uint64_t, std::uint64_t>> {
     auto it = storages.find(key);
     if (it == storages.end()) return input_error(fmt::format("storage entry data/{} is missing", key));
     if (it->second->method != 0) return input_error(fmt::format("storage entry data/{} is compressed", key));
+    used.insert(it->second);
     return std::make_pair(it->second->data_offset, it->second->size);
   };
   auto st = flatten_torch_value(*doc->root, label, out, resolve);
   if (!st) return st.error();
+  for (const ZipEntry* e : used) out.storages.push_back({e->name, e->data_offset, e->size, e->crc32});
+  std::sort(out.storages.begin(), out.storages.end(), [](const TorchStorage& a, const TorchStorage& b) { return a.data < b.data; });
   return out;
 }
 

@@ -47,10 +47,23 @@ struct TorchLeaf {
   std::string text;
 };
 
+// A storage entry that tensors of the archive use.
+struct TorchStorage {
+  std::string entry;         // e.g. "archive/data/0"
+  std::uint64_t data = 0;    // absolute file offset of its bytes
+  std::uint64_t bytes = 0;
+  std::uint32_t crc32 = 0;   // from the central directory
+};
+
 struct TorchArchive {
   std::string prefix;  // the archive's top folder, e.g. "archive"
   std::vector<TorchTensor> tensors;  // in pickle order
   std::vector<TorchLeaf> leaves;
+  std::vector<TorchStorage> storages;  // those the tensors use, in file order
+  // data.pkl's entry name, its CRC-32 in the directory and of the bytes read.
+  std::string pickle_entry;
+  std::uint32_t pickle_crc_expected = 0;
+  std::uint32_t pickle_crc_actual = 0;
 };
 
 // The allow-list of globals a torch.save file may name (tensor rebuilds,

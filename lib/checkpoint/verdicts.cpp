@@ -30,18 +30,49 @@ Verdict check_verdict(const VerifyReport& r, const std::string& checkpoint) {
   v.command = "verify-ckpt";
   nlohmann::json files = nlohmann::json::array();
   nlohmann::json disagreements = nlohmann::json::array();
+  nlohmann::json crc_json = nlohmann::json::array();
   std::size_t k = 0, compared = 0, single = 0, inconclusive = 0;
   for (std::size_t s = 0; s < r.layout.sets.size(); ++s) {
     const auto& set = r.layout.sets[s];
     const auto& shard = r.shards[s];
     bool ranks_known = std::all_of(set.files.begin(), set.files.end(), [](const ReplicaFile& f) { return f.rank >= 0; });
+    const std::size_t first_suspect = v.suspects.size();
+    std::vector<std::pair<std::size_t, const CrcFailure*>> crc_failed;  // (replica, failure)
     for (std::size_t i = 0; i < set.files.size(); ++i, ++k) {
       const auto& d = r.digests[k];
       files.push_back({{"path", set.files[i].path}, {"rank", rank_json(set.files[i].rank)}, {"shard", set.shard}, {"replica", i},
                        {"format", file_format_name(d.format)}, {"bytes", d.size}, {"tensors", d.tensors.size()}});
+      for (const auto& f : d.crc_failures) {
+        crc_failed.emplace_back(i, &f);
+        crc_json.push_back({{"file", set.files[i].path}, {"shard", set.shard}, {"replica", i}, {"source", null_or(f.source)}, {"entry", f.entry},
+                            {"tensors", f.tensors}, {"expected_crc32", fmt::format("0x{:08x}", f.expected)}, {"actual_crc32", fmt::format("0x{:08x}", f.actual)}});
+      }
     }
+    // A zip entry that fails its CRC-32 is corruption in that file, with or without replicas: it marks the
+    // suspect that consensus names for the same tensor, or is a suspect of its own.
+    auto add_crc_suspects = [&] {
+      for (const auto& [i, f] : crc_failed) {
+        nlohmann::json crc = {{"entry", f->entry}, {"expected_crc32", fmt::format("0x{:08x}", f->expected)}, {"actual_crc32", fmt::format("0x{:08x}", f->actual)}};
+        bool marked = false;
+        for (std::size_t s2 = first_suspect; s2 < v.suspects.size(); ++s2) {
+          auto& ev = v.suspects[s2].evidence;
+          if (ev.value("file", "") == set.files[i].path && std::find(f->tensors.begin(), f->tensors.end(), ev.value("tensor", "")) != f->tensors.end()) {
+            ev["zip_crc"] = crc;
+            marked = true;
+          }
+        }
+        if (marked) continue;
+        Suspect sp;
+        sp.rank = set.files[i].rank;
+        sp.reason = "zip_entry_fails_crc";
+        sp.evidence = {{"file", set.files[i].path}, {"tensor", f->tensors.empty() ? f->entry : f->tensors.front()}, {"tensors", f->tensors},
+                       {"shard", set.shard}, {"replica", i}, {"source", null_or(f->source)}, {"replicas", set.files.size()}, {"zip_crc", crc}};
+        v.suspects.push_back(std::move(sp));
+      }
+    };
     if (set.files.size() < 2) {
       ++single;
+      add_crc_suspects();
       continue;
     }
     compared += shard.tensors;
@@ -75,6 +106,7 @@ Verdict check_verdict(const VerifyReport& r, const std::string& checkpoint) {
            }))
         v.suspects.push_back(std::move(sp));
     }
+    add_crc_suspects();
   }
   nlohmann::json manifest = nullptr;
   if (r.manifest_checked) {
@@ -97,6 +129,7 @@ Verdict check_verdict(const VerifyReport& r, const std::string& checkpoint) {
                {"tensors_compared", compared},
                {"single_copy_shards", single},
                {"disagreements", disagreements},
+               {"crc_failures", crc_json},
                {"manifest", manifest},
                {"bytes_read", r.bytes_read},
                {"seconds", std::round(r.seconds * 1000.0) / 1000.0},
@@ -107,9 +140,10 @@ Verdict check_verdict(const VerifyReport& r, const std::string& checkpoint) {
     v.scope = Scope::rank;
     v.action = "repair_replica";
     const auto& ev = v.suspects.front().evidence;
-    v.summary = fmt::format("{} corrupted tensor cop{} in {}; first: tensor '{}' of {}{}", v.suspects.size(), v.suspects.size() == 1 ? "y" : "ies",
+    v.summary = fmt::format("{} corrupted tensor cop{} in {}; first: tensor '{}' of {}{}{}", v.suspects.size(), v.suspects.size() == 1 ? "y" : "ies",
                             what, ev.value("tensor", ""), ev.value("file", ""),
-                            ev.contains("replica") ? fmt::format(" (replica {})", ev["replica"].get<std::size_t>()) : std::string(" (differs from its manifest)"));
+                            ev.contains("replica") ? fmt::format(" (replica {})", ev["replica"].get<std::size_t>()) : std::string(" (differs from its manifest)"),
+                            ev.contains("zip_crc") ? fmt::format(", whose zip entry {} fails its CRC-32", ev["zip_crc"].value("entry", "")) : std::string());
   } else if (inconclusive > 0) {
     v.status = VerdictStatus::inconclusive;
     v.scope = Scope::group;

@@ -187,6 +187,155 @@ open("{self.dir}/z.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + dat
         self.assertIn(b, doc["summary"])
         self.assertIn(name, doc["summary"])
 
+    # --- zip CRC-32: corruption inside one file, with or without replicas ---
+    def flip_in_storage(self, path, rng):
+        """Flips one random bit of one random storage entry of the zip file at path (bytes on disk, CRC left
+        as torch wrote it); returns (entry name, offset in the entry, bit)."""
+        import zipfile
+        with zipfile.ZipFile(path) as z:
+            entries = [i for i in z.infolist() if "/data/" in i.filename and i.file_size > 0]
+        info = rng.choice(entries)
+        with open(path, "r+b") as f:
+            f.seek(info.header_offset)
+            local = f.read(30)
+            name_len, extra_len = struct.unpack("<HH", local[26:30])
+            at = rng.randrange(info.file_size)
+            bit = rng.randrange(8)
+            pos = info.header_offset + 30 + name_len + extra_len + at
+            f.seek(pos)
+            b = f.read(1)[0]
+            f.seek(pos)
+            f.write(bytes([b ^ (1 << bit)]))
+        return info.filename, at, bit
+
+    def test_zip_crc_names_a_flipped_storage_byte_with_and_without_replicas(self):
+        torch_script(f"""
+g = torch.Generator().manual_seed({self.rng.randrange(1 << 30)})
+state = {{"enc.weight": torch.randn(64, 32, generator=g), "enc.bias": torch.randn(64, generator=g),
+         "dec.weight": torch.randn(32, 64, generator=g).to(torch.bfloat16), "steps": torch.arange(7)}}
+for i in range(3):
+    torch.save(state, "{self.dir}/r%d.pt" % i)
+""")
+        files = [self.path(f"r{i}.pt") for i in range(3)]
+        bad = self.rng.randrange(3)
+        entry, at, bit = self.flip_in_storage(files[bad], self.rng)
+        print(f"seed {SEED}: replica {bad}, entry {entry}, byte {at}, bit {bit}", file=sys.stderr)
+
+        def crc_evidence(doc):
+            fails = doc["details"]["crc_failures"]
+            self.assertEqual(len(fails), 1, fails)
+            self.assertEqual((fails[0]["file"], fails[0]["entry"]), (files[bad], entry))
+            self.assertNotEqual(fails[0]["expected_crc32"], fails[0]["actual_crc32"])
+            return fails[0]
+
+        # Three replicas: consensus names the tensor; the CRC marks the same suspect.
+        r = run(["verify-ckpt", "--replicas"] + files)
+        self.assertExit(r, "attributed")
+        doc = r.json()
+        fail = crc_evidence(doc)
+        self.assertEqual(len(doc["suspects"]), 1, doc["suspects"])
+        ev = doc["suspects"][0]["evidence"]
+        self.assertEqual((ev["file"], ev["replica"]), (files[bad], bad))
+        self.assertEqual([ev["tensor"]], fail["tensors"])
+        self.assertEqual(ev["zip_crc"]["entry"], entry)
+        self.assertIn("CRC", doc["summary"])
+        # Two replicas: no majority, but the CRC says which copy is corrupt.
+        other = (bad + 1) % 3
+        r = run(["verify-ckpt", "--replicas", files[other], files[bad]])
+        self.assertExit(r, "attributed")
+        doc = r.json()
+        crc_evidence(doc)
+        self.assertEqual({s["evidence"]["file"] for s in doc["suspects"]}, {files[bad]})
+        self.assertEqual(doc["suspects"][0]["reason"], "zip_entry_fails_crc")
+        # One copy alone (a tensor-parallel pair, each shard single-copy): nothing to compare, yet it is reported corrupt.
+        ckpt = self.path("tp")
+        os.makedirs(ckpt)
+        shutil.copy(files[bad], os.path.join(ckpt, "model_rank0.pt"))
+        shutil.copy(files[other], os.path.join(ckpt, "model_rank1.pt"))
+        files[bad] = os.path.join(ckpt, "model_rank0.pt")
+        r = run(["verify-ckpt", "check", ckpt, "--mesh", "dp=1,tp=2"])
+        self.assertExit(r, "attributed")
+        doc = r.json()
+        crc_evidence(doc)
+        self.assertEqual(doc["details"]["single_copy_shards"], 2)
+        self.assertEqual(doc["suspects"][0]["evidence"]["tensor"], fail["tensors"][0])
+        self.assertEqual(doc["suspects"][0]["rank"], 0)
+        files[bad] = self.path(f"r{bad}.pt")
+        # The clean copies alone are healthy.
+        r = run(["verify-ckpt", "--replicas"] + [p for i, p in enumerate(files) if i != bad])
+        self.assertExit(r, "healthy")
+        self.assertEqual(r.json()["details"]["crc_failures"], [])
+
+    def test_zip_crc_in_a_dcp_chunk_names_the_distcp_file(self):
+        if not TORCH2:
+            self.skipTest(f"no torch 2.x at {VENV} (set SCOUT_VENV)")
+        out = self.path("dcp")
+        proc = subprocess.run([TORCH2, "-c", f"""
+import json, torch, torch.distributed.checkpoint as dcp
+g = torch.Generator().manual_seed({self.rng.randrange(1 << 30)})
+state = {{"w": torch.randn(32, 16, generator=g), "b": torch.randn(16, generator=g)}}
+dcp.save(state, checkpoint_id="{out}")
+print(json.dumps({{k: v.numpy().tobytes().hex() for k, v in state.items()}}))
+"""], capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        values = {k: bytes.fromhex(v) for k, v in json.loads(proc.stdout).items()}
+        clean = self.path("dcp_clean")
+        shutil.copytree(out, clean)
+        distcp = sorted(f for f in os.listdir(out) if f.endswith(".distcp"))
+        # Each tensor chunk is a torch.save archive inside the .distcp file: flip a byte of one tensor's storage,
+        # found by its bytes (DCP's archives put sizes in data descriptors, not in the local headers).
+        with open(os.path.join(out, distcp[0]), "rb") as f:
+            raw = f.read()
+        name = self.rng.choice(["w", "b"])
+        data = raw.find(values[name])
+        self.assertGreater(data, 0)
+        pos = data + self.rng.randrange(len(values[name]))
+        with open(os.path.join(out, distcp[0]), "r+b") as f:
+            f.seek(pos)
+            f.write(bytes([raw[pos] ^ 0x10]))
+        print(f"seed {SEED}: {distcp[0]} tensor {name} byte {pos}", file=sys.stderr)
+        r = run(["verify-ckpt", "--replicas", out, clean])
+        self.assertExit(r, "attributed")
+        doc = r.json()
+        fails = doc["details"]["crc_failures"]
+        self.assertEqual(len(fails), 1, fails)
+        self.assertEqual(fails[0]["source"], distcp[0])
+        self.assertEqual(doc["suspects"][0]["evidence"]["source"], distcp[0])
+        self.assertEqual(doc["suspects"][0]["evidence"]["tensor"], name)
+        self.assertEqual(fails[0]["tensors"], [name])
+
+    def test_dcp_stream_transforms_are_refused_naming_them(self):
+        if not TORCH2:
+            self.skipTest(f"no torch 2.x at {VENV} (set SCOUT_VENV)")
+        out = self.path("dcp_ext")
+        # A real save through DCP's experimental stream-transform hook (torch's own ZStandard extension needs
+        # the zstandard module): an identity transform writes the same transform_descriptors metadata.
+        proc = subprocess.run([TORCH2, "-c", f"""
+import torch, torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint._extension import StreamTransformExtension
+class Identity(StreamTransformExtension):
+    @staticmethod
+    def registry_name():
+        return "stream.scout-identity"
+    @staticmethod
+    def from_descriptor(version):
+        return Identity()
+    def get_descriptor(self):
+        return "stream.scout-identity/1"
+    def transform_to(self, output):
+        return output
+    def transform_from(self, input):
+        return input
+w = dcp.FileSystemWriter("{out}", _extensions=[Identity()])
+dcp.save({{"w": torch.randn(8, 4)}}, storage_writer=w)
+"""], capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        shutil.copytree(out, out + "_copy")
+        r = run(["verify-ckpt", "--replicas", out, out + "_copy"])
+        self.assertCleanError(r, "bad_input", "verify-ckpt")
+        self.assertIn("stream.scout-identity/1", r.stderr)
+        self.assertIn("_extensions", r.stderr)
+
     # --- bad input ---------------------------------------------------------
     def three(self, tensors_list):
         files = []

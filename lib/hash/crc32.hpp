@@ -1,0 +1,31 @@
+// CRC-32 as zip (and zlib, PNG, Ethernet) define it: the reflected
+// polynomial 0xEDB88320, initial value and final XOR 0xFFFFFFFF. Used to check
+// the entries of torch.save zip archives while they are streamed for hashing.
+//
+// crc32 runs a carry-less-multiply folding kernel (VPCLMULQDQ on 4 x 256 bits,
+// or PCLMULQDQ on 4 x 128 bits, per step) where the CPU has one and a table
+// otherwise; all give the same value
+// (tests compare them and check the standard vector "123456789" ->
+// 0xCBF43926). crc32_combine joins the CRCs of two adjacent pieces, so pieces
+// hashed by different threads give the CRC of the whole.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace scout::hash {
+
+// CRC-32 of `bytes` continuing from `crc` (0 to start), as zlib's crc32().
+std::uint32_t crc32(std::span<const std::byte> bytes, std::uint32_t crc = 0);
+
+// The table-driven reference (one byte per step): the same value as crc32.
+std::uint32_t crc32_reference(std::span<const std::byte> bytes, std::uint32_t crc = 0);
+
+// CRC-32 of A followed by B, from crc32(A), crc32(B) and B's length in bytes.
+std::uint32_t crc32_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t length_b);
+
+// Whether crc32 uses the carry-less-multiply kernel on this CPU.
+bool crc32_accelerated();
+
+}  // namespace scout::hash

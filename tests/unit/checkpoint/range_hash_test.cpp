@@ -1,0 +1,104 @@
+// RangeHashJob (lib/checkpoint/checkpoint_file.hpp): word sums of ranges read
+// in pieces on the shared pool equal partial_sum over the same bytes, for
+// ranges inside a segment at word-aligned and unaligned starts, across piece
+// boundaries, in both read modes' code path (mmap by default); a segment's
+// CRC-32 is checked; a range past the end of the file is an error, not a fault.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fcntl.h>
+#include <filesystem>
+#include <random>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "lib/checkpoint/checkpoint_file.hpp"
+#include "lib/hash/crc32.hpp"
+#include "lib/hash/tensor_hash.hpp"
+
+namespace scout::checkpoint {
+namespace {
+
+class RangeHashTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    seed = std::random_device{}();
+    std::mt19937_64 rng(seed);
+    bytes.resize((std::size_t{19} << 20) + 12345);  // more than two 8 MiB pieces
+    for (auto& b : bytes) b = static_cast<std::byte>(rng());
+    path = (std::filesystem::temp_directory_path() / ("scout_range_hash_" + std::to_string(::getpid()))).string();
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+    std::fclose(f);
+    fd = ::open(path.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+  }
+  void TearDown() override {
+    if (fd >= 0) ::close(fd);
+    std::remove(path.c_str());
+  }
+  std::uint64_t expected(std::uint64_t off, std::uint64_t n) const {
+    return hash::partial_sum(std::span(bytes.data() + off, static_cast<std::size_t>(n)), 0);
+  }
+  unsigned seed = 0;
+  std::vector<std::byte> bytes;
+  std::string path;
+  int fd = -1;
+};
+
+TEST_F(RangeHashTest, RangesInsideASegmentHashLikeTheirBytesAndTheCrcIsChecked) {
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed + 1);
+  const std::uint64_t seg_off = 1 + rng() % 4096, seg_len = bytes.size() - seg_off - rng() % 4096;
+  const std::uint32_t crc = hash::crc32(std::span(bytes.data() + seg_off, static_cast<std::size_t>(seg_len)));
+  RangeHashJob job(fd, "test");
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;
+  std::vector<ByteRange> ranges;
+  // The whole segment, a word-aligned view crossing piece boundaries, an unaligned one, an empty one.
+  spans.emplace_back(seg_off, seg_len);
+  spans.emplace_back(seg_off + 8 * (1 + rng() % 1000), (std::uint64_t{9} << 20) + rng() % 100000);
+  spans.emplace_back(seg_off + 8 * (rng() % 1000) + 1 + rng() % 7, (std::uint64_t{8} << 20) + 3);
+  spans.emplace_back(seg_off + 40, 0);
+  for (const auto& [o, n] : spans) ranges.push_back({o, n, job.new_target(), 0});
+  const std::size_t seg = job.add(seg_off, seg_len, ranges, crc, "entry");
+  // A second segment whose CRC is wrong.
+  const std::size_t bad = job.add(0, 4096, {}, crc ^ 1u, "broken");
+  ASSERT_TRUE(job.wait().ok());
+  for (std::size_t i = 0; i < spans.size(); ++i) EXPECT_EQ(job.sum(ranges[i].target), expected(spans[i].first, spans[i].second)) << i;
+  EXPECT_FALSE(job.crc_failure(seg).has_value());
+  auto f = job.crc_failure(bad);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->entry, "broken");
+  EXPECT_EQ(f->expected, crc ^ 1u);
+  EXPECT_EQ(f->actual, hash::crc32(std::span(bytes.data(), 4096)));
+}
+
+TEST_F(RangeHashTest, RangesPastTheEndAreAnErrorNotAFault) {
+  RangeHashJob job(fd, "short.pt");
+  const ByteRange r{bytes.size() - 100, 200, job.new_target(), 0};
+  EXPECT_EQ(job.add(r.offset, r.size, std::span(&r, 1)), RangeHashJob::k_no_segment);
+  auto st = job.wait();
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code, ExitCode::bad_input);
+  EXPECT_NE(st.error().message().find("short.pt"), std::string::npos);
+}
+
+TEST_F(RangeHashTest, ManyJobsShareThePool) {
+  // Several files in flight at once (as digest_files runs them) all complete with the right sums.
+  std::vector<std::thread> threads;
+  std::vector<std::uint64_t> got(6, 0);
+  for (std::size_t t = 0; t < got.size(); ++t)
+    threads.emplace_back([&, t] {
+      RangeHashJob job(fd, "test", {}, 2);
+      const ByteRange r{8 * t, bytes.size() - 8 * t, job.new_target(), 0};
+      job.add(r.offset, r.size, std::span(&r, 1));
+      if (job.wait().ok()) got[t] = job.sum(r.target);
+    });
+  for (auto& th : threads) th.join();
+  for (std::size_t t = 0; t < got.size(); ++t) EXPECT_EQ(got[t], expected(8 * t, bytes.size() - 8 * t)) << t;
+}
+
+}  // namespace
+}  // namespace scout::checkpoint
