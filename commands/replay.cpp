@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 #include <thread>
 
+#include "lib/common/hex.hpp"
 #include "lib/common/file.hpp"
 #include "lib/catalog/catalog_io.hpp"
 #include "lib/replay/exported.hpp"
@@ -388,7 +389,7 @@ int run_recipes(const ReplayOptions& o) {
   std::vector<std::string> parts{o.job, o.cycle ? std::to_string(*o.cycle) : "adhoc"};
   for (const auto& r : recipes) parts.push_back(r.name + "=" + r.spec.config.value("module_hash", ""));
   const std::string joined = fmt::format("{}", fmt::join(parts, "|"));
-  const std::string ns = shared ? fmt::format("replay-recipe/{}/{:016x}", o.job, std::hash<std::string>{}(joined)) : fmt::format("replay-{}", getpid());
+  const std::string ns = shared ? fmt::format("replay-recipe/{}/{}", o.job, hex64(std::hash<std::string>{}(joined))) : fmt::format("replay-{}", getpid());
   const std::int64_t node = o.node_index.value_or(0);
   auto ran = run_local_peers(o, recipes, injections, shared, node, o.nodes, ns);
   Verdict v = replay::decide_replay(ran.evidence, decide_options(o, "recipe"));

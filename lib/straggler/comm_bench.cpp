@@ -6,6 +6,7 @@
 #include <mutex>
 #include <thread>
 
+#include "lib/common/hex.hpp"
 #include "lib/session/session.hpp"
 
 namespace scout::straggler {
@@ -68,12 +69,12 @@ void run_member(std::int64_t rank, const StoreOpener& open_store, const std::vec
     if (std::find(g.members.begin(), g.members.end(), rank) == g.members.end() || g.members.size() < 2) continue;
     auto sub = (*s)->subgroup(fmt::format("g{}", gi), g.members, o.timeout);
     if (!sub) {
-      note(fmt::format("{} group {:016x}: {}", g.kind, g.id, sub.error().message()));
+      note(fmt::format("{} group {}: {}", g.kind, hex64(g.id), sub.error().message()));
       continue;
     }
     op.name = "warm-up";
     if (auto w = (*sub)->all_gather(payload, op); !w) {
-      note(fmt::format("{} group {:016x}: {}", g.kind, g.id, w.error().message()));
+      note(fmt::format("{} group {}: {}", g.kind, hex64(g.id), w.error().message()));
       continue;
     }
     std::vector<double> iters;
@@ -81,7 +82,7 @@ void run_member(std::int64_t rank, const StoreOpener& open_store, const std::vec
       op.name = fmt::format("timed-{}", it);
       auto t = (*sub)->timed_all_gather(payload, op);
       if (!t) {
-        note(fmt::format("{} group {:016x}: {}", g.kind, g.id, t.error().message()));
+        note(fmt::format("{} group {}: {}", g.kind, hex64(g.id), t.error().message()));
         break;
       }
       // Every member of the group must have answered, else the iteration measured a smaller group.
@@ -94,7 +95,7 @@ void run_member(std::int64_t rank, const StoreOpener& open_store, const std::vec
         if (d >= 0) least = least < 0 ? static_cast<double>(d) : std::min(least, static_cast<double>(d));
       }
       if (!complete || least < 0) {
-        note(fmt::format("{} group {:016x}: iteration {} incomplete", g.kind, g.id, it));
+        note(fmt::format("{} group {}: iteration {} incomplete", g.kind, hex64(g.id), it));
         continue;
       }
       iters.push_back(least);

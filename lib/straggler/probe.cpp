@@ -206,7 +206,7 @@ nlohmann::json bench_json(const std::vector<BenchResult>& results, const std::ve
 nlohmann::json comm_bench_json(const CommBenchResult& r, const CommBenchOptions& o) {
   nlohmann::json groups = nlohmann::json::array();
   for (const auto& g : r.groups) {
-    nlohmann::json x = {{"kind", g.group.kind}, {"id", fmt::format("{:016x}", g.group.id)}, {"members", g.group.members}};
+    nlohmann::json x = {{"kind", g.group.kind}, {"id", hex64(g.group.id)}, {"members", g.group.members}};
     if (g.error.empty()) {
       nlohmann::json it = nlohmann::json::array();
       for (auto ns : g.iterations_ns) it.push_back(std::round(ns / 1e3) / 1e3);
@@ -405,7 +405,7 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
       v.details["bench"]["collective"] = comm_bench_json(comm, co);
       for (const auto& g : comm.groups)
         for (auto& sg : v.details["straggler"]["slow_groups"])
-          if (sg.value("id", "") == fmt::format("{:016x}", g.group.id) && g.error.empty()) {
+          if (sg.value("id", "") == hex64(g.group.id) && g.error.empty()) {
             sg["bench_ratio"] = std::round(g.ratio * 1000) / 1000;
             sg["confirmed_by_bench"] = g.slow;
           }

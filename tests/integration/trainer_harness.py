@@ -275,7 +275,7 @@ class TrainerJob:
     def teardown(self):
         """Kills every rank (continuing stopped ones), reaps them with a timeout,
         and removes the job's records and logs."""
-        if self.launcher == "torchrun":  # its workers, whatever session torchrun gave them
+        if getattr(self, "launcher", None) == "torchrun":  # its workers, whatever session torchrun gave them
             for pid in self.pids():
                 for sig in (signal.SIGCONT, signal.SIGKILL):
                     try:
