@@ -194,6 +194,10 @@ class Tree(ScoutTestCase):
                     if (f, m.group(0)) not in allowed:
                         bad.append(f"{f}:{n}: {m.group(0)} in {line.strip()}")
         self.assertEqual(bad, [], "spell 64-bit ids with hex64 (lib/common/hex.hpp)")
+        # The schemas accept only that spelling: no pattern for a bare 16-digit id.
+        for f in sorted(os.listdir(os.path.join(SOURCE_DIR, "schemas"))):
+            if f.endswith(".json"):
+                self.assertNotIn('"^[0-9a-f]{16}$"', read("schemas", f), f"schemas/{f}: a 64-bit id is ^0x[0-9a-f]{{16}}$")
 
     def test_no_command_is_offered_before_it_exists(self):
         names = set(table_commands()) | {"help"}
