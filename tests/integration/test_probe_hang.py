@@ -76,7 +76,10 @@ class FaultLocalization(ScoutTestCase):
         self.assertEqual(doc["suspects"][0]["evidence"]["process"]["state"], "stopped")
 
     def test_exit(self):
-        doc, _ = self.localize("exit", ["rank_local_divergence"])
+        # dead_rank: on torch 2.x the exiting rank's last call can still read "inside" (its
+        # completion is published from the Work's future, after the loop moved on), so it is
+        # named as a rank that died behind its peers rather than as a local divergence.
+        doc, _ = self.localize("exit", ["rank_local_divergence", "dead_rank"])
         self.assertEqual(doc["action"], "restart_in_place")
 
     def test_crash(self):
