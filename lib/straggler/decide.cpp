@@ -80,7 +80,14 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       call_median[k] = median(g);
       largest = std::max(largest, call_median[k]);
     }
-    std::vector<double> compute, wait, relative;
+    // On a host with more runnable threads than CPUs every rank's compute time includes time its main
+    // thread waited for a CPU, unequally: measured with 4 ranks on 2 CPUs, 0.47-0.62 s of every 2 s, and a
+    // clean rank 1.19x (once 1.71x after taking the wait out) its peers' compute, while a 1.3x straggler's
+    // showed as 1.13x. Where the scheduler counters show such a wait for the group (at least
+    // `contended_share` of compute), time says little, and the CPU each rank used per call decides.
+    bool counted = true;
+    for (auto r : present) counted &= t.cpu.count(r) > 0;
+    std::vector<double> compute, wait, relative, cpu, shares;
     for (auto r : present) {
       double c = 0, w = 0;
       std::vector<double> rel;
@@ -94,6 +101,17 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       compute.push_back(c / static_cast<double>(keys.size()));
       wait.push_back(w / static_cast<double>(keys.size()));
       relative.push_back(rel.empty() ? 1.0 : median(rel));
+      if (counted) {
+        cpu.push_back(t.cpu.at(r).cpu_ns);
+        shares.push_back(compute.back() > 0 ? t.cpu.at(r).runq_ns / compute.back() : 0.0);
+      }
+    }
+    std::vector<double> cpu_ratio(present.size(), 1.0);
+    if (counted) {
+      const double m = median(cpu);
+      for (std::size_t i = 0; i < present.size(); ++i) cpu_ratio[i] = m > 0 ? cpu[i] / m : 1.0;
+      p.cpu_wait_share = median(shares);
+      p.contended = p.cpu_wait_share >= o.contended_share;
     }
     const double med_c = median(compute);
     StatisticalOptions so;
@@ -102,29 +120,43 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
     so.min_absolute = 0;
     so.direction = Direction::high;
     p.c3 = c3_statistical(relative, so);
+    // A measure flags rank i when its effect is at least min_relative and at least `spread_factor` times
+    // the spread (max - min) of the other peers' values that round (the group's own noise).
+    auto stands_out = [&](const std::vector<double>& v, std::size_t i) {
+      double lo = 1e300, hi = -1e300;
+      for (std::size_t j = 0; j < v.size(); ++j)
+        if (j != i) {
+          lo = std::min(lo, v[j]);
+          hi = std::max(hi, v[j]);
+        }
+      const double effect = v[i] - 1.0;
+      return effect >= o.min_relative && effect >= o.spread_factor * (hi >= lo ? hi - lo : 0.0);
+    };
     for (std::size_t i = 0; i < present.size(); ++i) {
       RankRound rr;
       rr.rank = present[i];
       rr.compute_ns = compute[i];
       rr.wait_ns = wait[i];
-      rr.ratio = relative[i];
       rr.score = i < p.c3.scores.size() ? p.c3.scores[i] : 0;
-      // The straggler computes longest and so waits least: its peers wait for it. Both must hold, and the
-      // effect must matter: at least min_relative, at least min_absolute_ns per call, and at least
-      // `spread_factor` times the spread (max - min) of the other peers' effects (the group's own noise this round).
+      rr.compute_ratio = relative[i];
+      if (counted) {
+        rr.cpu_ns = cpu[i];
+        rr.runq_ns = t.cpu.at(present[i]).runq_ns;
+        rr.cpu_ratio = cpu_ratio[i];
+      }
+      // The straggler computes longest and so waits least: its peers wait for it. Both must hold, the
+      // excess must be at least min_absolute_ns per call, and its compute time (on a contended host: the
+      // CPU it used) must stand out. (C3's MAD over a handful of peers is itself noisy on a loaded host.)
       std::vector<double> other_wait;
-      double lo = 1e300, hi = -1e300;
       for (std::size_t j = 0; j < present.size(); ++j)
-        if (j != i) {
-          other_wait.push_back(wait[j]);
-          lo = std::min(lo, relative[j]);
-          hi = std::max(hi, relative[j]);
-        }
-      const double noise = hi >= lo ? hi - lo : 0.0;  // the other peers' spread this round
-      const double effect = relative[i] - 1.0;
-      // (C3's MAD over a handful of peers is itself noisy on a loaded host; the spread rule is what decides.)
-      rr.flagged = wait[i] < median(other_wait) && effect >= o.min_relative && effect >= o.spread_factor * noise &&
-                   compute[i] - med_c >= o.min_absolute_ns;
+        if (j != i) other_wait.push_back(wait[j]);
+      // On a contended host the wait and the time excess are as noisy as the time itself: the CPU used
+      // decides alone (a rank that needs more CPU per call where CPUs are short is the slow one).
+      const bool critical = p.contended ? cpu[i] - median(cpu) >= o.min_absolute_ns
+                                        : wait[i] < median(other_wait) && compute[i] - med_c >= o.min_absolute_ns;
+      rr.measure = p.contended ? "cpu" : "compute";
+      rr.ratio = p.contended ? cpu_ratio[i] : relative[i];
+      rr.flagged = critical && stands_out(p.contended ? cpu_ratio : relative, i);
       p.ranks.push_back(rr);
     }
     out.has_data = true;
@@ -242,18 +274,33 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
     s.node = node_of.count(rank) ? node_of[rank] : "";
     s.reason = "compute";
     s.flagged_rounds = static_cast<std::int64_t>(hits.size());
-    std::vector<double> ratios, scores, c, w;
+    std::vector<double> ratios, scores, c, w, cpu, runq, cpu_ratio, time_ratio;
+    std::int64_t by_cpu = 0;
     for (auto* h : hits) {
       ratios.push_back(h->ratio);
       scores.push_back(h->score);
       c.push_back(h->compute_ns);
       w.push_back(h->wait_ns);
+      by_cpu += h->measure == "cpu" ? 1 : 0;
+      time_ratio.push_back(h->compute_ratio);
+      if (h->cpu_ns >= 0) {
+        cpu.push_back(h->cpu_ns);
+        runq.push_back(h->runq_ns);
+        cpu_ratio.push_back(h->cpu_ratio);
+      }
     }
     s.ratio = median(ratios);
     s.confidence = static_cast<double>(hits.size()) / static_cast<double>(d.rounds);
     s.evidence = {{"compute_ratio", std::round(s.ratio * 1000) / 1000}, {"score", std::round(median(scores) * 100) / 100},
                   {"compute_ms_per_call", ms(median(c))}, {"wait_ms_per_call", ms(median(w))},
-                  {"flagged_rounds", s.flagged_rounds}, {"rounds", d.rounds}};
+                  {"flagged_rounds", s.flagged_rounds}, {"rounds", d.rounds},
+                  {"measure", 2 * by_cpu > static_cast<std::int64_t>(hits.size()) ? "cpu" : "compute"},
+                  {"time_ratio", std::round(median(time_ratio) * 1000) / 1000}};
+    if (!cpu.empty()) {
+      s.evidence["cpu_ms_per_call"] = ms(median(cpu));
+      s.evidence["cpu_ratio"] = std::round(median(cpu_ratio) * 1000) / 1000;
+      s.evidence["runq_ms_per_call"] = ms(median(runq));
+    }
     d.suspects.push_back(std::move(s));
   }
 
@@ -408,10 +455,14 @@ Analysis analyse(const std::vector<RoundEvidence>& evidence, const Mesh& mesh, c
   Analysis a;
   const auto known = mesh_groups(mesh);
   std::map<std::int64_t, std::set<CallKey>> used;
-  for (const auto& round : evidence) {
-    a.tables.push_back(build_table(round, known, &used));
-    for (const auto& [rank, calls] : a.tables.back().ranks)
+  const auto cpus = cpu_per_call(evidence);
+  for (std::size_t i = 0; i < evidence.size(); ++i) {
+    TimingTable table = build_table(evidence[i], known, &used);
+    for (const auto& [rank, calls] : table.ranks)
       for (const auto& [key, c] : calls) used[rank].insert(key);
+    if (evidence[i].baseline) continue;  // it opens the counters' window; its calls were before it
+    table.cpu = cpus[i];
+    a.tables.push_back(std::move(table));
     a.rounds.push_back(analyse_round(a.tables.back(), mesh, o));
   }
   a.decision = decide(a.rounds, a.tables, mesh, o);
@@ -492,11 +543,16 @@ Verdict make_verdict(const std::string& command, const std::string& job, const D
   }
   nlohmann::json per_round = nlohmann::json::array();
   for (const auto& r : rounds) {
-    std::int64_t flagged = 0, slow_n = 0;
-    for (const auto& p : r.peers)
+    std::int64_t flagged = 0, slow_n = 0, contended = 0;
+    std::vector<double> share;
+    for (const auto& p : r.peers) {
       for (const auto& rr : p.ranks) flagged += rr.flagged ? 1 : 0;
+      contended += p.contended ? 1 : 0;
+      share.push_back(p.cpu_wait_share);
+    }
     for (const auto& g : r.groups) slow_n += g.slow ? 1 : 0;
-    per_round.push_back({{"calls", r.calls}, {"has_data", r.has_data}, {"flagged_ranks", flagged}, {"slow_groups", slow_n}});
+    per_round.push_back({{"calls", r.calls}, {"has_data", r.has_data}, {"flagged_ranks", flagged}, {"slow_groups", slow_n},
+                         {"contended_peer_groups", contended}, {"cpu_wait_share", std::round(median(share) * 1000) / 1000}});
   }
   nlohmann::json findings = nlohmann::json::array();
   for (const auto& s : d.suspects)

@@ -42,6 +42,7 @@ struct DecideOptions {
   double min_relative = 0.12;       // a straggler computes at least this much longer than its peers' median
   double min_absolute_ns = 100'000; // ... and at least this many ns longer per call (mean)
   double spread_factor = 1.0;       // ... and its effect at least this times the other peers' spread (max - min) that round
+  double contended_share = 0.1;     // a group whose ranks wait for a CPU this share of their compute time is decided on CPU used
   // Communication: a group's link time against the median of the other groups of its kind.
   double link_min_ratio = 1.5;
   double link_min_absolute_ns = 1'000'000;  // per call
@@ -56,8 +57,14 @@ struct RankRound {
   std::int64_t rank = -1;
   double compute_ns = 0;  // mean compute per common call
   double wait_ns = 0;     // mean wait per common call
-  double ratio = 1;       // median over busy calls of compute / the peers' median for that call
+  double ratio = 1;       // the deciding measure's ratio: median over busy calls of compute / the peers'
+                          // median for that call, or cpu_ratio on a contended host
   double score = 0;       // robust z-score of compute
+  double cpu_ns = -1;     // CPU used per call (-1: no scheduler counters for every peer)
+  double runq_ns = -1;    // its main thread's wait for a CPU per call
+  double cpu_ratio = 1;   // cpu_ns / the peers' median
+  double compute_ratio = 1;  // the time measure's ratio, also where the CPU one decides
+  std::string measure = "compute";  // what decides: "compute" (time) or "cpu" (a contended host)
   bool flagged = false;
 };
 
@@ -65,6 +72,8 @@ struct RankRound {
 struct PeerRound {
   std::vector<std::int64_t> members;
   std::int64_t calls = 0;  // common calls compared
+  bool contended = false;  // its ranks wait for CPUs (scheduler counters): the CPU measure decides
+  double cpu_wait_share = 0;  // median over members of CPU wait / compute time (0 without counters)
   C3Result c3;
   std::vector<RankRound> ranks;  // in member order
 };

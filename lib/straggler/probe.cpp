@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <ctime>
 #include <fmt/format.h>
+#include <fstream>
 #include <spdlog/spdlog.h>
 #include <thread>
 
@@ -32,6 +33,25 @@ std::int64_t realtime_ns() {
 constexpr std::size_t k_max_ranks_per_blob = 1 << 20;
 constexpr std::size_t k_max_events_per_rank = 4096;
 
+// The scheduler counters of process `pid` (RankEvents::cpu_ns, runq_ns) from /proc/PID/task/*/schedstat:
+// false when /proc does not have them (no schedstat in this kernel, the process gone).
+bool read_schedstat(std::int64_t pid, std::int64_t& cpu_ns, std::int64_t& runq_ns) {
+  std::error_code ec;
+  std::int64_t cpu = 0, runq = -1;
+  const std::string main_thread = std::to_string(pid);
+  for (std::filesystem::directory_iterator it(fmt::format("/proc/{}/task", pid), ec), end; !ec && it != end; it.increment(ec)) {
+    std::ifstream f(it->path() / "schedstat");
+    std::int64_t on = -1, waited = -1;
+    if (!(f >> on >> waited) || on < 0 || waited < 0) continue;  // a thread that just ended
+    cpu += on;
+    if (it->path().filename() == main_thread) runq = waited;
+  }
+  if (ec || runq < 0) return false;
+  cpu_ns = cpu;
+  runq_ns = runq;
+  return true;
+}
+
 }  // namespace
 
 RoundEvidence local_evidence(const std::vector<records::RecordRead>& reads, const LiveOptions& o, std::int64_t now_ns,
@@ -54,6 +74,8 @@ RoundEvidence local_evidence(const std::vector<records::RecordRead>& reads, cons
     for (int d = 0; d < k_dim_count; ++d) e.coords[d] = s.coords[d];
     e.step = s.step;
     e.read_ns = now_ns;
+    e.written = s.events;
+    if (read.writer_alive && s.pid > 0 && !read_schedstat(s.pid, e.cpu_ns, e.runq_ns)) e.cpu_ns = e.runq_ns = -1;
     e.events = s.recent;
     r.world = std::max(r.world, s.world_size);
     r.ranks.push_back(std::move(e));
@@ -69,9 +91,14 @@ nlohmann::json round_json(const RoundEvidence& round, const std::string& job, st
     for (const auto& e : r.events)
       ev.push_back({e.op_seq, hex64(e.fingerprint.group), static_cast<int>(e.fingerprint.type), e.fingerprint.count,
                     e.fingerprint.group_seq, e.enter_ns, e.exit_ns});
-    ranks.push_back({{"rank", r.rank}, {"node", r.node}, {"coords", r.coords}, {"step", r.step}, {"read_ns", r.read_ns}, {"events", ev}});
+    nlohmann::json x = {{"rank", r.rank}, {"node", r.node}, {"coords", r.coords}, {"step", r.step}, {"read_ns", r.read_ns},
+                        {"written", r.written}, {"events", ev}};
+    if (r.cpu_ns >= 0 && r.runq_ns >= 0) x["sched"] = {r.cpu_ns, r.runq_ns};
+    ranks.push_back(std::move(x));
   }
-  return {{"kind", "scout.straggler-round"}, {"job", job}, {"observer", observer}, {"world", round.world}, {"ranks", ranks}};
+  nlohmann::json out = {{"kind", "scout.straggler-round"}, {"job", job}, {"observer", observer}, {"world", round.world}, {"ranks", ranks}};
+  if (round.baseline) out["baseline"] = true;
+  return out;
 }
 
 std::vector<std::uint8_t> encode_round(const RoundEvidence& round, const std::string& job, std::int64_t observer) {
@@ -87,6 +114,7 @@ Result<RoundEvidence> round_from_json(const nlohmann::json& j, const std::string
     if (observer >= 0 && j.at("observer").get<std::int64_t>() != observer) return bad("names another observer");
     RoundEvidence r;
     r.world = j.at("world").get<std::int64_t>();
+    r.baseline = j.value("baseline", false);
     if (r.world < 0 || r.world > k_max_world_size) return bad("world size out of range");
     const auto& ranks = j.at("ranks");
     if (!ranks.is_array() || ranks.size() > k_max_ranks_per_blob) return bad("too many ranks");
@@ -103,6 +131,14 @@ Result<RoundEvidence> round_from_json(const nlohmann::json& j, const std::string
       }
       e.step = x.at("step").get<std::uint64_t>();
       e.read_ns = x.at("read_ns").get<std::int64_t>();
+      e.written = x.value("written", std::uint64_t{0});  // absent in evidence of scout 1.0
+      if (x.contains("sched")) {
+        const auto& sc = x.at("sched");
+        if (!sc.is_array() || sc.size() != 2) return bad("malformed scheduler counters");
+        e.cpu_ns = sc[0].get<std::int64_t>();
+        e.runq_ns = sc[1].get<std::int64_t>();
+        if (e.cpu_ns < 0 || e.runq_ns < 0) return bad("negative scheduler counters");
+      }
       const auto& ev = x.at("events");
       if (!ev.is_array() || ev.size() > k_max_events_per_rank) return bad("too many events");
       for (const auto& y : ev) {
@@ -263,7 +299,8 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
     evidence = std::move(*rounds);
     transport["evidence_in"] = o.evidence_in;
   }
-  for (std::int64_t round = 0; o.evidence_in.empty() && round < o.rounds; ++round) {
+  // Read 0 is the baseline that opens the scheduler counters' window; rounds 1..R are decided on.
+  for (std::int64_t round = 0; o.evidence_in.empty() && round <= o.rounds; ++round) {
     if (round > 0) {
       auto due = start + o.interval * round;
       while (std::chrono::steady_clock::now() < due) std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -272,6 +309,7 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
     if (!reads) return reads.error();
     if (round == 0) first_reads = *reads;
     RoundEvidence local = local_evidence(*reads, o, realtime_ns(), round == 0 ? &notes : nullptr);
+    local.baseline = round == 0;
     if (round == 0 && o.nodes == 1 && local.ranks.empty())
       return unavailable_error(fmt::format("no readable progress record of job '{}'", o.job),
                                "the trainers did not publish on this host, or the job id differs",
@@ -298,12 +336,12 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
       if (i == observer || !g->blobs[static_cast<std::size_t>(i)]) continue;
       auto plain = token->verify(*g->blobs[static_cast<std::size_t>(i)], fmt::format("{}/straggler/{}", token->key_namespace(), i));
       if (!plain) {
-        notes.push_back(fmt::format("round {}: observer {}'s evidence failed authentication", round + 1, i));
+        notes.push_back(fmt::format("round {}: observer {}'s evidence failed authentication", round, i));
         continue;
       }
       auto ev = decode_round(*plain, o.job, i);
       if (!ev) {
-        notes.push_back(fmt::format("round {}: {}", round + 1, ev.error().message()));
+        notes.push_back(fmt::format("round {}: {}", round, ev.error().message()));
         continue;
       }
       ++arrived;
@@ -313,7 +351,7 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
     std::sort(merged.ranks.begin(), merged.ranks.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
     merged.ranks.erase(std::unique(merged.ranks.begin(), merged.ranks.end(), [](const auto& a, const auto& b) { return a.rank == b.rank; }),
                        merged.ranks.end());
-    gathers.push_back({{"round", round + 1}, {"observers", arrived}, {"gather_ms", std::round(gather_ms * 1000) / 1000},
+    gathers.push_back({{"round", round}, {"baseline", round == 0}, {"observers", arrived}, {"gather_ms", std::round(gather_ms * 1000) / 1000},
                        {"notes", g->notes}});
     evidence.push_back(std::move(merged));
   }

@@ -107,3 +107,26 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
 }
 
 }  // namespace scout::straggler
+
+namespace scout::straggler {
+
+std::vector<std::map<std::int64_t, CpuPerCall>> cpu_per_call(const std::vector<RoundEvidence>& evidence) {
+  std::vector<std::map<std::int64_t, CpuPerCall>> out(evidence.size());
+  for (std::size_t i = 1; i < evidence.size(); ++i) {
+    std::map<std::int64_t, const RankEvents*> before;
+    for (const auto& r : evidence[i - 1].ranks) before[r.rank] = &r;
+    for (const auto& r : evidence[i].ranks) {
+      auto it = before.find(r.rank);
+      if (it == before.end()) continue;
+      const RankEvents& b = *it->second;
+      if (r.cpu_ns < 0 || r.runq_ns < 0 || b.cpu_ns < 0 || b.runq_ns < 0 || r.written <= b.written || r.cpu_ns < b.cpu_ns ||
+          r.runq_ns < b.runq_ns)
+        continue;  // no counters, no call in between, or another process (counters went back)
+      const double calls = static_cast<double>(r.written - b.written);
+      out[i][r.rank] = CpuPerCall{static_cast<double>(r.cpu_ns - b.cpu_ns) / calls, static_cast<double>(r.runq_ns - b.runq_ns) / calls};
+    }
+  }
+  return out;
+}
+
+}  // namespace scout::straggler

@@ -34,12 +34,21 @@ struct RankEvents {
   Coords coords{};                               // (d, s, t, p, c, e) from the record
   std::uint64_t step = 0;                        // the record's step at the read
   std::int64_t read_ns = 0;                      // CLOCK_REALTIME of the read
+  std::uint64_t written = 0;                     // collective events the rank ever wrote (its calls so far)
+  // The rank's scheduler counters at the read (Linux schedstat, ns; -1 unknown: another host's rank
+  // recorded without them, or /proc unreadable): CPU time of all its threads, and the time its main
+  // thread spent runnable but waiting for a CPU.
+  std::int64_t cpu_ns = -1;
+  std::int64_t runq_ns = -1;
   std::vector<records::CollectiveEvent> events;  // the ring, oldest first
 };
 
 // Everything one round saw: every readable rank of the job.
 struct RoundEvidence {
   std::int64_t world = 0;
+  // The read before the first round: it opens the window of the scheduler counters (and marks the
+  // calls already done as used); no decision is taken on it.
+  bool baseline = false;
   std::vector<RankEvents> ranks;
 };
 
@@ -63,6 +72,18 @@ struct CallTiming {
   std::uint64_t count = 0;
 };
 
+// A rank's scheduler counters between two reads, per collective call it completed in between: how
+// much CPU it used, and how long its main thread waited for a CPU. On a host with more runnable
+// threads than CPUs the wait is part of every measured compute time, unequally between ranks.
+struct CpuPerCall {
+  double cpu_ns = 0;
+  double runq_ns = 0;
+};
+
+// Per rank of evidence[i], its counters per call between evidence[i-1] and evidence[i] (none for the
+// first read). Ranks without counters at both reads, or with no call in between, are left out.
+std::vector<std::map<std::int64_t, CpuPerCall>> cpu_per_call(const std::vector<RoundEvidence>& evidence);
+
 // (group kind, group_seq): the same call of the program on every rank.
 using CallKey = std::pair<std::string, std::uint64_t>;
 
@@ -74,6 +95,8 @@ struct TimingTable {
   std::map<std::pair<std::int64_t, std::string>, std::size_t> group_of;  // (rank, kind) -> index in groups
   std::map<std::int64_t, std::string> nodes;  // rank -> node name from its record
   std::int64_t misaligned = 0;    // calls dropped because ranks disagreed on (type, count)
+  // Per rank, its scheduler counters per collective call over the round (see cpu_per_call).
+  std::map<std::int64_t, CpuPerCall> cpu;
 };
 
 // Builds the table from a round's evidence. Calls listed in `exclude` (used by

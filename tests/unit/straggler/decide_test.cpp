@@ -237,6 +237,91 @@ TEST(StragglerDecide, A13xStragglerIsFoundWithinThreeRoundsOnANoisyHost) {
   EXPECT_GE(found, draws - 2);
 }
 
+// A host with more runnable threads than CPUs: every rank waits for a CPU (60% of its compute time here),
+// one innocent rank's compute time is 1.25x its peers' from that waiting alone, and the CPU used per call
+// is alike. The scheduler counters keep it from being named; without them time alone would name it.
+TEST(StragglerDecide, OnAContendedHostWaitingForACpuIsNoStraggler) {
+  for (int i = 0; i < 8; ++i) {
+    const auto seed = fresh_seed();
+    std::mt19937_64 rng(seed);
+    sim::Spec s;
+    s.mesh = *Mesh::parse(i % 2 ? "dp=4" : "dp=6");
+    s.rounds = 4;
+    s.baseline = true;
+    s.seed = seed;
+    const auto innocent = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(s.mesh.world_size()));
+    s.compute_factor[innocent] = 1.25;  // its time, not its work
+    s.runq_share = 0.6;
+    s.cpu_per_call = [](std::int64_t, std::int64_t, std::mt19937_64& g) {
+      return 8e5 * (1 + 0.03 * std::uniform_real_distribution<double>(-1, 1)(g));
+    };
+    auto a = simulate(s);
+    EXPECT_EQ(a.rounds.size(), 3u) << "the baseline read is not a round";
+    EXPECT_TRUE(compute_suspects(a.decision).empty()) << "innocent rank " << innocent << " named, seed " << seed;
+    ASSERT_FALSE(a.rounds.empty());
+    ASSERT_FALSE(a.rounds.back().peers.empty());
+    EXPECT_TRUE(a.rounds.back().peers[0].contended) << "seed " << seed;
+    // The same times without the counters: the time measure decides, and names the waiting rank.
+    auto evidence = sim::run(s);
+    for (auto& r : evidence)
+      for (auto& x : r.ranks) x.cpu_ns = x.runq_ns = -1;
+    EXPECT_EQ(compute_suspects(analyse(evidence, s.mesh, {}).decision), std::vector<std::int64_t>{innocent}) << "seed " << seed;
+  }
+}
+
+// On a contended host a rank doing more work shows in the CPU it uses per call, even where its
+// compute time does not stand out (the peers' waits leave it the CPUs).
+TEST(StragglerDecide, OnAContendedHostTheRankUsingMoreCpuPerCallIsNamed) {
+  for (int i = 0; i < 10; ++i) {
+    const auto seed = fresh_seed();
+    std::mt19937_64 rng(seed);
+    sim::Spec s;
+    s.mesh = *Mesh::parse(i % 2 ? "dp=4" : "dp=4,tp=2");
+    s.ranks_per_node = s.mesh.size(Dim::tp);
+    s.rounds = 4;
+    s.baseline = true;
+    s.seed = seed;
+    const auto victim = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(s.mesh.world_size()));
+    const double factor = std::uniform_real_distribution<double>(1.3, 3.0)(rng);
+    s.runq_share = 0.5;
+    s.cpu_per_call = [victim, factor](std::int64_t rank, std::int64_t, std::mt19937_64& g) {
+      return 8e5 * (rank == victim ? factor : 1.0) * (1 + 0.03 * std::uniform_real_distribution<double>(-1, 1)(g));
+    };
+    auto a = simulate(s);
+    EXPECT_EQ(compute_suspects(a.decision), std::vector<std::int64_t>{victim}) << "seed " << seed << " factor " << factor;
+    ASSERT_EQ(a.decision.suspects.size(), 1u) << "seed " << seed;
+    EXPECT_EQ(a.decision.suspects[0].evidence["measure"], "cpu");
+    EXPECT_NEAR(a.decision.suspects[0].ratio, factor, 0.1 * factor) << "seed " << seed;
+  }
+}
+
+TEST(StragglerTiming, CpuPerCallIsTheCountersDeltaOverTheCallsInBetween) {
+  std::vector<RoundEvidence> ev(4);
+  auto rank = [](std::int64_t r, std::uint64_t written, std::int64_t cpu, std::int64_t runq) {
+    RankEvents e;
+    e.rank = r;
+    e.written = written;
+    e.cpu_ns = cpu;
+    e.runq_ns = runq;
+    return e;
+  };
+  ev[0].ranks = {rank(0, 10, 1000, 100), rank(1, 10, 1000, 100)};
+  ev[1].ranks = {rank(0, 20, 3000, 600), rank(1, 30, 5000, 100)};
+  ev[2].ranks = {rank(0, 20, 3500, 600), rank(1, 40, 4000, 100)};  // rank 0: no call; rank 1: counters went back
+  ev[3].ranks = {rank(0, 30, 4500, 700), rank(1, 50, -1, -1)};     // rank 1: no counters
+  auto c = cpu_per_call(ev);
+  ASSERT_EQ(c.size(), 4u);
+  EXPECT_TRUE(c[0].empty());
+  ASSERT_EQ(c[1].size(), 2u);
+  EXPECT_DOUBLE_EQ(c[1][0].cpu_ns, 200);
+  EXPECT_DOUBLE_EQ(c[1][0].runq_ns, 50);
+  EXPECT_DOUBLE_EQ(c[1][1].cpu_ns, 200);
+  EXPECT_DOUBLE_EQ(c[1][1].runq_ns, 0);
+  EXPECT_TRUE(c[2].empty());
+  ASSERT_EQ(c[3].size(), 1u);
+  EXPECT_DOUBLE_EQ(c[3].at(0).cpu_ns, 100);
+}
+
 TEST(StragglerDecide, OneSlowRankLinkIsMachineLocal) {
   // dp=4,tp=4, 4 ranks per node: rank r's communication is slow, so its tp group (inside its node) and its
   // dp group (across nodes) are slow; they meet in r and its node.

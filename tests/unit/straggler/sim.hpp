@@ -31,6 +31,11 @@ struct Spec {
   // Extra ns added to one rank's compute before one call (default none): CPU taken from outside in bursts,
   // a loaded host's descheduling spikes. Called once per (rank, call) in program order.
   std::function<double(std::int64_t rank, std::uint64_t step, std::mt19937_64& rng)> extra_ns;
+  // Scheduler counters (RankEvents::cpu_ns, runq_ns) at every read, when set: CPU used per call by a rank
+  // in a round, and the share of compute_ns its main thread waits for a CPU per call.
+  std::function<double(std::int64_t rank, std::int64_t round, std::mt19937_64& rng)> cpu_per_call;
+  double runq_share = 0;
+  bool baseline = false;  // the first read is the baseline read (no decision on it)
   std::uint64_t seed = 1;
 };
 
@@ -47,6 +52,8 @@ inline std::vector<RoundEvidence> run(const Spec& s) {
   std::map<std::uint64_t, std::uint64_t> seq;
   std::vector<RoundEvidence> out;
   std::uint64_t step = 0;
+  std::vector<double> cpu(static_cast<std::size_t>(world), 5e9), runq(static_cast<std::size_t>(world), 1e9);
+  std::vector<std::size_t> counted(static_cast<std::size_t>(world), 0);
   for (std::int64_t round = 0; round < s.rounds; ++round) {
     const double fleet = s.fleet_factor ? s.fleet_factor(round) : 1.0;
     for (std::int64_t st = 0; st < s.steps_per_round; ++st) {
@@ -85,8 +92,19 @@ inline std::vector<RoundEvidence> run(const Spec& s) {
     }
     RoundEvidence r;
     r.world = world;
+    r.baseline = s.baseline && round == 0;
     for (std::int64_t rank = 0; rank < world; ++rank) {
       RankEvents re;
+      const auto i = static_cast<std::size_t>(rank);
+      re.written = ev[i].size();
+      if (s.cpu_per_call) {
+        const double calls = static_cast<double>(ev[i].size() - counted[i]);
+        cpu[i] += calls * s.cpu_per_call(rank, round, rng);
+        runq[i] += calls * s.runq_share * s.compute_ns;
+        counted[i] = ev[i].size();
+        re.cpu_ns = static_cast<std::int64_t>(cpu[i]);
+        re.runq_ns = static_cast<std::int64_t>(runq[i]);
+      }
       re.rank = rank;
       re.node = "node" + std::to_string(rank / s.ranks_per_node);
       re.step = step;
