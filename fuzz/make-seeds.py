@@ -180,3 +180,49 @@ with open(os.path.join(CORPUS, "catalog", "seed-built")) as f:
 put("catalog", "inconsistent-totals", js(dict(built, totals={"shapes": 1, "representatives": 2})))
 put("catalog", "major-2", js(dict(built, schema_version="2.0")))
 put("catalog", "no-environment", js({k: v for k, v in built.items() if k != "environment"}))
+
+# --- straggler evidence (lib/straggler/evidence.hpp): --evidence-in JSON, and a round's CBOR as the gather carries it
+def cbor(x):
+    def head(major, n):
+        if n < 24:
+            return bytes([major << 5 | n])
+        for add, fmt_ in ((24, ">B"), (25, ">H"), (26, ">I"), (27, ">Q")):
+            if n < 1 << (8 * struct.calcsize(fmt_)):
+                return bytes([major << 5 | add]) + struct.pack(fmt_, n)
+    if isinstance(x, bool):
+        return b"\xf5" if x else b"\xf4"
+    if isinstance(x, int):
+        return head(0, x) if x >= 0 else head(1, -1 - x)
+    if isinstance(x, str):
+        b = x.encode()
+        return head(3, len(b)) + b
+    if isinstance(x, list):
+        return head(4, len(x)) + b"".join(cbor(v) for v in x)
+    if isinstance(x, dict):
+        return head(5, len(x)) + b"".join(cbor(k) + cbor(v) for k, v in x.items())
+    raise TypeError(type(x))
+
+
+def straggler_round(index, world=3, slow=1, baseline=False, observer=-1):
+    ranks = []
+    for r in range(world):
+        events, t = [], 1_700_000_000_000_000_000 + index * 10_000_000
+        for k in range(4):
+            compute = 2_000_000 * (2 if r == slow else 1)
+            events.append([index * 4 + k + 1, "0x00000000000000a1", 1, 1024, index * 4 + k + 1, t + compute, t + compute + 300_000])
+            t += 4_400_000
+        ranks.append({"rank": r, "node": "n0", "coords": [r, 0, 0, 0, 0, 0], "step": index * 4, "read_ns": t,
+                      "written": index * 4 + 4, "sched": [index * 8_000_000 * (2 if r == slow else 1), index * 100_000],
+                      "events": events})
+    out = {"kind": "scout.straggler-round", "job": "j", "observer": observer, "world": world, "ranks": ranks}
+    if baseline:
+        out["baseline"] = True
+    return out
+
+
+put("straggler_evidence", "evidence", js({"schema": "scout.straggler-evidence", "version": 1, "job": "j",
+                                          "rounds": [straggler_round(i, baseline=i == 0) for i in range(4)]}))
+put("straggler_evidence", "evidence-no-counters", js({"schema": "scout.straggler-evidence", "version": 1, "job": "j",
+                                                      "rounds": [dict(x, ranks=[{k: v for k, v in r.items() if k not in ("sched", "written")} for r in x["ranks"]])
+                                                                 for x in (straggler_round(i) for i in range(2))]}))
+put("straggler_evidence", "round-cbor", cbor(straggler_round(2, observer=1)))

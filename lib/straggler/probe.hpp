@@ -20,6 +20,7 @@
 #include "lib/report/verdict.hpp"
 #include "lib/straggler/bench.hpp"
 #include "lib/straggler/decide.hpp"
+#include "lib/straggler/evidence.hpp"
 #include "lib/straggler/history.hpp"
 #include "lib/session/join.hpp"
 #include "lib/transport/store.hpp"
@@ -58,18 +59,6 @@ struct LiveOptions {
 // This node's evidence from one read (records of other jobs, attempts, stale or unreadable ones left out).
 RoundEvidence local_evidence(const std::vector<records::RecordRead>& reads, const LiveOptions& options,
                              std::int64_t now_ns, std::vector<std::string>* notes);
-
-// Wire form of a round's evidence (CBOR), for the gather.
-std::vector<std::uint8_t> encode_round(const RoundEvidence& round, const std::string& job, std::int64_t observer);
-Result<RoundEvidence> decode_round(const std::vector<std::uint8_t>& blob, const std::string& job, std::int64_t observer);
-
-// Recorded evidence (--evidence-out / --evidence-in): the rounds as JSON, schema scout.straggler-evidence.
-nlohmann::json evidence_json(const std::vector<RoundEvidence>& rounds, const std::string& job);
-Result<std::vector<RoundEvidence>> parse_evidence(const std::string& text, const std::string& job, const std::string& path);
-
-// The mesh from the records' coordinates when they are a consistent row-major
-// mesh of the world size; otherwise dp=world. `how` says which.
-Mesh infer_mesh(const RoundEvidence& round, std::string& how);
 
 // Runs the rounds and returns the verdict.
 Result<Verdict> run_straggler(const LiveOptions& options, const RecordSource& source);

@@ -75,8 +75,6 @@ class StragglerOnRealJobs(scoutlib.ScoutTestCase):
         self.check_compute_straggler("/usr/bin/python3", outside=True)
 
     def test_compute_straggler_torch2(self):
-        if os.environ.get("SCOUT_STRAGGLER_KNOWN_DEFECTS") != "1":
-            self.skipTest("known defect (issue #13): a 1.3-1.7x compute straggler on torch 2.x is not always named on a loaded machine; SCOUT_STRAGGLER_KNOWN_DEFECTS=1 runs it")
         py = python_for("2")
         if py is None:
             self.skipTest("no torch 2.x venv ($SCOUT_VENV or <repo>/.venv)")

@@ -1,0 +1,182 @@
+#include "lib/straggler/evidence.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <stdexcept>
+
+#include "lib/common/hex.hpp"
+#include "lib/common/json_input.hpp"
+
+namespace scout::straggler {
+
+namespace {
+
+// Limits of what a peer's blob or a recorded file may hold.
+constexpr std::size_t k_max_ranks_per_blob = 1 << 20;
+constexpr std::size_t k_max_events_per_rank = 4096;
+
+// Integers only: nlohmann's get<> turns a float into an integer with a cast that is undefined out of range.
+struct NotAnInteger : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::int64_t int_of(const nlohmann::json& v) {
+  if (v.is_number_unsigned()) {
+    if (v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) throw NotAnInteger("an integer out of range");
+    return static_cast<std::int64_t>(v.get<std::uint64_t>());
+  }
+  if (!v.is_number_integer()) throw NotAnInteger("a number that is not an integer");
+  return v.get<std::int64_t>();
+}
+
+std::uint64_t uint_of(const nlohmann::json& v) {
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+  if (!v.is_number_integer() || v.get<std::int64_t>() < 0) throw NotAnInteger("a negative or non-integer count");
+  return static_cast<std::uint64_t>(v.get<std::int64_t>());
+}
+
+nlohmann::json round_json(const RoundEvidence& round, const std::string& job, std::int64_t observer) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& r : round.ranks) {
+    nlohmann::json ev = nlohmann::json::array();
+    for (const auto& e : r.events)
+      ev.push_back({e.op_seq, hex64(e.fingerprint.group), static_cast<int>(e.fingerprint.type), e.fingerprint.count,
+                    e.fingerprint.group_seq, e.enter_ns, e.exit_ns});
+    nlohmann::json x = {{"rank", r.rank}, {"node", r.node}, {"coords", r.coords}, {"step", r.step}, {"read_ns", r.read_ns},
+                        {"written", r.written}, {"events", ev}};
+    if (r.cpu_ns >= 0 && r.runq_ns >= 0) x["sched"] = {r.cpu_ns, r.runq_ns};
+    ranks.push_back(std::move(x));
+  }
+  nlohmann::json out = {{"kind", "scout.straggler-round"}, {"job", job}, {"observer", observer}, {"world", round.world}, {"ranks", ranks}};
+  if (round.baseline) out["baseline"] = true;
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> encode_round(const RoundEvidence& round, const std::string& job, std::int64_t observer) {
+  return nlohmann::json::to_cbor(round_json(round, job, observer));
+}
+
+namespace {
+
+Result<RoundEvidence> round_from_json(const nlohmann::json& j, const std::string& job, std::int64_t observer, const std::string& what) {
+  auto bad = [&](const std::string& why) { return input_error(fmt::format("{} rejected", what), why); };
+  if (!j.is_object()) return bad("not an object");
+  try {
+    if (j.at("kind") != "scout.straggler-round") return bad("not straggler evidence");
+    if (j.at("job").get<std::string>() != job) return bad(fmt::format("names job '{}'", j.at("job").get<std::string>()));
+    if (observer >= 0 && int_of(j.at("observer")) != observer) return bad("names another observer");
+    RoundEvidence r;
+    r.world = int_of(j.at("world"));
+    r.baseline = (j.contains("baseline") && j.at("baseline").get<bool>());
+    if (r.world < 0 || r.world > k_max_world_size) return bad("world size out of range");
+    const auto& ranks = j.at("ranks");
+    if (!ranks.is_array() || ranks.size() > k_max_ranks_per_blob) return bad("too many ranks");
+    for (const auto& x : ranks) {
+      RankEvents e;
+      e.rank = int_of(x.at("rank"));
+      if (e.rank < 0 || e.rank >= r.world) return bad(fmt::format("rank {} outside world {}", e.rank, r.world));
+      e.node = x.at("node").get<std::string>();
+      const auto& c = x.at("coords");
+      if (!c.is_array() || c.size() != 6) return bad("malformed coordinates");
+      for (int d = 0; d < k_dim_count; ++d) {
+        e.coords[d] = int_of(c[static_cast<std::size_t>(d)]);
+        if (e.coords[d] < 0 || e.coords[d] >= r.world) return bad("coordinate out of range");
+      }
+      e.step = uint_of(x.at("step"));
+      e.read_ns = int_of(x.at("read_ns"));
+      e.written = x.contains("written") ? uint_of(x.at("written")) : 0;  // absent in evidence of scout 1.0
+      if (x.contains("sched")) {
+        const auto& sc = x.at("sched");
+        if (!sc.is_array() || sc.size() != 2) return bad("malformed scheduler counters");
+        e.cpu_ns = int_of(sc[0]);
+        e.runq_ns = int_of(sc[1]);
+        if (e.cpu_ns < 0 || e.runq_ns < 0) return bad("negative scheduler counters");
+      }
+      const auto& ev = x.at("events");
+      if (!ev.is_array() || ev.size() > k_max_events_per_rank) return bad("too many events");
+      for (const auto& y : ev) {
+        if (!y.is_array() || y.size() != 7) return bad("malformed event");
+        records::CollectiveEvent c;
+        c.op_seq = uint_of(y[0]);
+        const auto gid = parse_hex64(y[1].get<std::string>());
+        if (!gid) return bad("malformed group id");
+        c.fingerprint.group = *gid;
+        const std::int64_t type = int_of(y[2]);
+        if (type < 0 || type > 255) return bad("collective type out of range");
+        c.fingerprint.type = static_cast<records::CollectiveType>(type);
+        c.fingerprint.count = uint_of(y[3]);
+        c.fingerprint.group_seq = uint_of(y[4]);
+        c.enter_ns = int_of(y[5]);
+        c.exit_ns = int_of(y[6]);
+        e.events.push_back(c);
+      }
+      r.ranks.push_back(std::move(e));
+    }
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    return bad(e.what());
+  } catch (const NotAnInteger& e) {
+    return bad(fmt::format("{} where an integer belongs", e.what()));
+  }
+}
+
+}  // namespace
+
+Result<RoundEvidence> decode_round(const std::vector<std::uint8_t>& blob, const std::string& job, std::int64_t observer) {
+  nlohmann::json j = parse_cbor_input(blob);
+  const std::string what = fmt::format("straggler evidence of observer {}", observer);
+  if (j.is_discarded()) return input_error(what + " rejected", "not CBOR");
+  return round_from_json(j, job, observer, what);
+}
+
+nlohmann::json evidence_json(const std::vector<RoundEvidence>& rounds, const std::string& job) {
+  nlohmann::json r = nlohmann::json::array();
+  for (const auto& x : rounds) r.push_back(round_json(x, job, -1));
+  return {{"schema", "scout.straggler-evidence"}, {"version", 1}, {"job", job}, {"rounds", r}};
+}
+
+Result<std::vector<RoundEvidence>> parse_evidence(const std::string& text, const std::string& job, const std::string& path) {
+  const std::string what = fmt::format("--evidence-in {}", path);
+  nlohmann::json j = parse_json_input(text);
+  if (j.is_discarded() || !j.is_object() || string_or(j, "schema") != "scout.straggler-evidence" || !j.contains("rounds") ||
+      !j["rounds"].is_array())
+    return input_error(what + " is not straggler evidence", "expected the JSON `scout straggler --evidence-out` writes");
+  if (!j.contains("job") || !j["job"].is_string() || j["job"].get<std::string>() != job)
+    return input_error(fmt::format("{} is evidence of another job", what), "", "pass the --job it was recorded for");
+  if (j["rounds"].empty() || j["rounds"].size() > 1000) return input_error(what + " holds no rounds, or more than 1000");
+  std::vector<RoundEvidence> out;
+  for (const auto& r : j["rounds"]) {
+    auto e = round_from_json(r, job, -1, what);
+    if (!e) return e.error();
+    out.push_back(std::move(*e));
+  }
+  return out;
+}
+
+Mesh infer_mesh(const RoundEvidence& round, std::string& how) {
+  const std::int64_t world = std::max<std::int64_t>(1, round.world);
+  how = "default";
+  Coords sizes{1, 1, 1, 1, 1, 1};
+  for (const auto& r : round.ranks)
+    for (int d = 0; d < k_dim_count; ++d) sizes[d] = std::max(sizes[d], r.coords[d] + 1);
+  std::int64_t product = 1;
+  for (auto s : sizes) {
+    if (s > k_max_world_size) return *Mesh::parse(fmt::format("dp={}", world));
+    product *= s;
+  }
+  if (!round.ranks.empty() && product == world && product != sizes[0]) {
+    if (auto m = Mesh::make(sizes, {k_all_dims.begin(), k_all_dims.end()})) {
+      bool consistent = true;
+      for (const auto& r : round.ranks) consistent &= m->rank(r.coords) == r.rank;
+      if (consistent) {
+        how = "records";
+        return *m;
+      }
+    }
+  }
+  return *Mesh::parse(fmt::format("dp={}", world));
+}
+
+}  // namespace scout::straggler
