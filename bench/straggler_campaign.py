@@ -54,6 +54,8 @@ def busy_per_call(evidence):
     """Per round, per rank: mean compute per completed collective (what each rank would time of its own work)."""
     out = []
     for rnd in evidence["rounds"]:
+        if rnd.get("baseline"):
+            continue  # the read that opens scout's counter window, not a round it decided on
         per = {}
         for r in rnd["ranks"]:
             ev = sorted((e for e in r["events"] if e[0] > 0), key=lambda e: e[0])

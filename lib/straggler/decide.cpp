@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <map>
 #include <set>
+#include <spdlog/spdlog.h>
 
 #include "lib/common/hex.hpp"
 
@@ -114,6 +115,28 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       p.contended = p.cpu_wait_share >= o.contended_share;
     }
     const double med_c = median(compute);
+    // Time off a CPU without waiting for one, per call: compute less the main thread's CPU and its wait
+    // for a CPU. A rank stopped from outside (SIGSTOP duty cycle, a frozen cgroup) spends its stolen time
+    // there; its peers do not. As a share of the peers' median compute, 1 + (off - median off) / median compute.
+    // The main thread's CPU per call is a second view of the work: the work of a rank that does more
+    // shows in both (measured: a 1.36-2.2x straggler at 1.1-2.0x in each); another thread's burst
+    // (a store, a communication thread) only in the process's.
+    bool main_counted = counted;
+    if (counted)
+      for (auto r : present) main_counted &= t.cpu.at(r).main_cpu_ns >= 0;
+    std::vector<double> off_ratio(present.size(), 1.0), main_ratio(present.size(), 1.0);
+    if (main_counted && med_c > 0) {
+      std::vector<double> off, main_cpu;
+      for (std::size_t i = 0; i < present.size(); ++i) {
+        off.push_back(compute[i] - t.cpu.at(present[i]).main_cpu_ns - t.cpu.at(present[i]).runq_ns);
+        main_cpu.push_back(t.cpu.at(present[i]).main_cpu_ns);
+      }
+      const double m = median(off), mm = median(main_cpu);
+      for (std::size_t i = 0; i < present.size(); ++i) {
+        off_ratio[i] = 1 + (off[i] - m) / med_c;
+        main_ratio[i] = mm > 0 ? main_cpu[i] / mm : 1.0;
+      }
+    }
     StatisticalOptions so;
     so.kappa = o.kappa;
     so.min_relative = o.min_relative;
@@ -122,7 +145,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
     p.c3 = c3_statistical(relative, so);
     // A measure flags rank i when its effect is at least min_relative and at least `spread_factor` times
     // the spread (max - min) of the other peers' values that round (the group's own noise).
-    auto stands_out = [&](const std::vector<double>& v, std::size_t i) {
+    auto stands_out = [&](const std::vector<double>& v, std::size_t i, double spread_factor) {
       double lo = 1e300, hi = -1e300;
       for (std::size_t j = 0; j < v.size(); ++j)
         if (j != i) {
@@ -130,7 +153,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
           hi = std::max(hi, v[j]);
         }
       const double effect = v[i] - 1.0;
-      return effect >= o.min_relative && effect >= o.spread_factor * (hi >= lo ? hi - lo : 0.0);
+      return effect >= o.min_relative && effect >= spread_factor * (hi >= lo ? hi - lo : 0.0);
     };
     for (std::size_t i = 0; i < present.size(); ++i) {
       RankRound rr;
@@ -151,14 +174,42 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       for (std::size_t j = 0; j < present.size(); ++j)
         if (j != i) other_wait.push_back(wait[j]);
       // On a contended host the wait and the time excess are as noisy as the time itself: the CPU used
-      // decides alone (a rank that needs more CPU per call where CPUs are short is the slow one).
-      const bool critical = p.contended ? cpu[i] - median(cpu) >= o.min_absolute_ns
-                                        : wait[i] < median(other_wait) && compute[i] - med_c >= o.min_absolute_ns;
-      rr.measure = p.contended ? "cpu" : "compute";
-      rr.ratio = p.contended ? cpu_ratio[i] : relative[i];
-      rr.flagged = critical && stands_out(p.contended ? cpu_ratio : relative, i);
+      // decides (a rank that needs more CPU per call where CPUs are short is the slow one), or the time
+      // off a CPU without waiting for one (a rank stopped from outside), with a longer compute time.
+      if (p.contended) {
+        const bool by_cpu = cpu[i] - median(cpu) >= o.min_absolute_ns && stands_out(cpu_ratio, i, o.spread_factor) &&
+                            (!main_counted || stands_out(main_ratio, i, o.spread_factor));
+        // Its peers wait for it for at least half its excess time off a CPU: the time stolen from a stopped
+        // rank is time they wait. With that check, half the other peers' spread is noise enough. (On torch 2.x a clean rank's compute holds time blocked off a CPU too,
+        // measured up to 1.5x its peers' median, while it waits about as long as they do.)
+        const bool by_off = main_counted && compute[i] - med_c >= o.min_absolute_ns &&
+                            median(other_wait) - wait[i] >= 0.5 * (off_ratio[i] - 1) * med_c &&
+                            stands_out(off_ratio, i, 0.5 * o.spread_factor);
+        const double cpu_r = main_counted ? std::min(cpu_ratio[i], main_ratio[i]) : cpu_ratio[i];
+        rr.flagged = by_cpu || by_off;
+        rr.measure = by_off && (!by_cpu || off_ratio[i] > cpu_r) ? "off_cpu" : "cpu";
+        rr.ratio = rr.measure == "off_cpu" ? off_ratio[i] : cpu_r;
+      } else {
+        rr.flagged = wait[i] < median(other_wait) && compute[i] - med_c >= o.min_absolute_ns && stands_out(relative, i, o.spread_factor);
+        rr.measure = "compute";
+        rr.ratio = relative[i];
+      }
+      rr.off_cpu_ratio = off_ratio[i];
+      spdlog::debug("straggler: rank {} calls {} compute {:.3f} ms (x{:.3f}) wait {:.3f} ms cpu x{:.3f} main x{:.3f} off x{:.3f} "
+                    "contended {} flagged {} by {}",
+                    rr.rank, keys.size(), compute[i] / 1e6, relative[i], wait[i] / 1e6, cpu_ratio[i], main_ratio[i], off_ratio[i],
+                    p.contended, rr.flagged, rr.measure);
       p.ranks.push_back(rr);
     }
+    // A rank stopped from outside keeps its peers waiting, and waiting burns CPU unequally (measured: a
+    // peer of a SIGSTOP-cycled rank at 1.15-1.32x CPU per call): where a rank is flagged as stopped, a
+    // CPU flag of a rank that waits longer than the stopped one (it waits for it) is dropped that round.
+    double stopped_wait = -1;
+    for (const auto& r : p.ranks)
+      if (r.flagged && r.measure == "off_cpu") stopped_wait = std::max(stopped_wait, r.wait_ns);
+    if (stopped_wait >= 0)
+      for (auto& r : p.ranks)
+        if (r.flagged && r.measure == "cpu" && r.wait_ns > stopped_wait) r.flagged = false;
     out.has_data = true;
     out.peers.push_back(std::move(p));
   }
@@ -275,13 +326,13 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
     s.reason = "compute";
     s.flagged_rounds = static_cast<std::int64_t>(hits.size());
     std::vector<double> ratios, scores, c, w, cpu, runq, cpu_ratio, time_ratio;
-    std::int64_t by_cpu = 0;
+    std::map<std::string, std::int64_t> measures;
     for (auto* h : hits) {
       ratios.push_back(h->ratio);
       scores.push_back(h->score);
       c.push_back(h->compute_ns);
       w.push_back(h->wait_ns);
-      by_cpu += h->measure == "cpu" ? 1 : 0;
+      ++measures[h->measure];
       time_ratio.push_back(h->compute_ratio);
       if (h->cpu_ns >= 0) {
         cpu.push_back(h->cpu_ns);
@@ -294,7 +345,9 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
     s.evidence = {{"compute_ratio", std::round(s.ratio * 1000) / 1000}, {"score", std::round(median(scores) * 100) / 100},
                   {"compute_ms_per_call", ms(median(c))}, {"wait_ms_per_call", ms(median(w))},
                   {"flagged_rounds", s.flagged_rounds}, {"rounds", d.rounds},
-                  {"measure", 2 * by_cpu > static_cast<std::int64_t>(hits.size()) ? "cpu" : "compute"},
+                  {"measure", std::max_element(measures.begin(), measures.end(), [](const auto& a, const auto& b) {
+                                return a.second < b.second;
+                              })->first},
                   {"time_ratio", std::round(median(time_ratio) * 1000) / 1000}};
     if (!cpu.empty()) {
       s.evidence["cpu_ms_per_call"] = ms(median(cpu));

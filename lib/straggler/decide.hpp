@@ -64,7 +64,8 @@ struct RankRound {
   double runq_ns = -1;    // its main thread's wait for a CPU per call
   double cpu_ratio = 1;   // cpu_ns / the peers' median
   double compute_ratio = 1;  // the time measure's ratio, also where the CPU one decides
-  std::string measure = "compute";  // what decides: "compute" (time) or "cpu" (a contended host)
+  double off_cpu_ratio = 1;  // 1 + (time off a CPU without waiting for one - the peers' median) / median compute
+  std::string measure = "compute";  // what decided: "compute" (time), or on a contended host "cpu" or "off_cpu"
   bool flagged = false;
 };
 

@@ -44,7 +44,7 @@ nlohmann::json round_json(const RoundEvidence& round, const std::string& job, st
                     e.fingerprint.group_seq, e.enter_ns, e.exit_ns});
     nlohmann::json x = {{"rank", r.rank}, {"node", r.node}, {"coords", r.coords}, {"step", r.step}, {"read_ns", r.read_ns},
                         {"written", r.written}, {"events", ev}};
-    if (r.cpu_ns >= 0 && r.runq_ns >= 0) x["sched"] = {r.cpu_ns, r.runq_ns};
+    if (r.cpu_ns >= 0 && r.runq_ns >= 0) x["sched"] = {r.cpu_ns, r.runq_ns, r.main_cpu_ns};
     ranks.push_back(std::move(x));
   }
   nlohmann::json out = {{"kind", "scout.straggler-round"}, {"job", job}, {"observer", observer}, {"world", round.world}, {"ranks", ranks}};
@@ -89,10 +89,11 @@ Result<RoundEvidence> round_from_json(const nlohmann::json& j, const std::string
       e.written = x.contains("written") ? uint_of(x.at("written")) : 0;  // absent in evidence of scout 1.0
       if (x.contains("sched")) {
         const auto& sc = x.at("sched");
-        if (!sc.is_array() || sc.size() != 2) return bad("malformed scheduler counters");
+        if (!sc.is_array() || sc.size() < 2 || sc.size() > 3) return bad("malformed scheduler counters");
         e.cpu_ns = int_of(sc[0]);
         e.runq_ns = int_of(sc[1]);
-        if (e.cpu_ns < 0 || e.runq_ns < 0) return bad("negative scheduler counters");
+        e.main_cpu_ns = sc.size() > 2 ? int_of(sc[2]) : -1;
+        if (e.cpu_ns < 0 || e.runq_ns < 0 || e.main_cpu_ns < -1) return bad("negative scheduler counters");
       }
       const auto& ev = x.at("events");
       if (!ev.is_array() || ev.size() > k_max_events_per_rank) return bad("too many events");

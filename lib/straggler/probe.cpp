@@ -29,22 +29,26 @@ std::int64_t realtime_ns() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-// The scheduler counters of process `pid` (RankEvents::cpu_ns, runq_ns) from /proc/PID/task/*/schedstat:
-// false when /proc does not have them (no schedstat in this kernel, the process gone).
-bool read_schedstat(std::int64_t pid, std::int64_t& cpu_ns, std::int64_t& runq_ns) {
+// The scheduler counters of process `pid` (RankEvents::cpu_ns, runq_ns, main_cpu_ns) from
+// /proc/PID/task/*/schedstat: false when /proc does not have them (no schedstat in this kernel, the process gone).
+bool read_schedstat(std::int64_t pid, RankEvents& e) {
   std::error_code ec;
-  std::int64_t cpu = 0, runq = -1;
+  std::int64_t cpu = 0, runq = -1, main_cpu = -1;
   const std::string main_thread = std::to_string(pid);
   for (std::filesystem::directory_iterator it(fmt::format("/proc/{}/task", pid), ec), end; !ec && it != end; it.increment(ec)) {
     std::ifstream f(it->path() / "schedstat");
     std::int64_t on = -1, waited = -1;
     if (!(f >> on >> waited) || on < 0 || waited < 0) continue;  // a thread that just ended
     cpu += on;
-    if (it->path().filename() == main_thread) runq = waited;
+    if (it->path().filename() == main_thread) {
+      runq = waited;
+      main_cpu = on;
+    }
   }
   if (ec || runq < 0) return false;
-  cpu_ns = cpu;
-  runq_ns = runq;
+  e.cpu_ns = cpu;
+  e.runq_ns = runq;
+  e.main_cpu_ns = main_cpu;
   return true;
 }
 
@@ -71,7 +75,7 @@ RoundEvidence local_evidence(const std::vector<records::RecordRead>& reads, cons
     e.step = s.step;
     e.read_ns = now_ns;
     e.written = s.events;
-    if (read.writer_alive && s.pid > 0 && !read_schedstat(s.pid, e.cpu_ns, e.runq_ns)) e.cpu_ns = e.runq_ns = -1;
+    if (read.writer_alive && s.pid > 0 && !read_schedstat(s.pid, e)) e.cpu_ns = e.runq_ns = e.main_cpu_ns = -1;
     e.events = s.recent;
     r.world = std::max(r.world, s.world_size);
     r.ranks.push_back(std::move(e));

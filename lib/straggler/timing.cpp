@@ -123,7 +123,10 @@ std::vector<std::map<std::int64_t, CpuPerCall>> cpu_per_call(const std::vector<R
           r.runq_ns < b.runq_ns)
         continue;  // no counters, no call in between, or another process (counters went back)
       const double calls = static_cast<double>(r.written - b.written);
-      out[i][r.rank] = CpuPerCall{static_cast<double>(r.cpu_ns - b.cpu_ns) / calls, static_cast<double>(r.runq_ns - b.runq_ns) / calls};
+      CpuPerCall c{static_cast<double>(r.cpu_ns - b.cpu_ns) / calls, static_cast<double>(r.runq_ns - b.runq_ns) / calls};
+      if (r.main_cpu_ns >= 0 && b.main_cpu_ns >= 0 && r.main_cpu_ns >= b.main_cpu_ns)
+        c.main_cpu_ns = static_cast<double>(r.main_cpu_ns - b.main_cpu_ns) / calls;
+      out[i][r.rank] = c;
     }
   }
   return out;

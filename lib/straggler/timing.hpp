@@ -40,6 +40,7 @@ struct RankEvents {
   // thread spent runnable but waiting for a CPU.
   std::int64_t cpu_ns = -1;
   std::int64_t runq_ns = -1;
+  std::int64_t main_cpu_ns = -1;  // CPU time of the main thread alone
   std::vector<records::CollectiveEvent> events;  // the ring, oldest first
 };
 
@@ -78,6 +79,7 @@ struct CallTiming {
 struct CpuPerCall {
   double cpu_ns = 0;
   double runq_ns = 0;
+  double main_cpu_ns = -1;  // -1: not counted at both reads
 };
 
 // Per rank of evidence[i], its counters per call between evidence[i-1] and evidence[i] (none for the

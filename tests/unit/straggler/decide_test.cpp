@@ -250,8 +250,9 @@ TEST(StragglerDecide, OnAContendedHostWaitingForACpuIsNoStraggler) {
     s.baseline = true;
     s.seed = seed;
     const auto innocent = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(s.mesh.world_size()));
-    s.compute_factor[innocent] = 1.25;  // its time, not its work
+    s.compute_factor[innocent] = 1.25;  // its time, not its work: the extra is time waiting for a CPU
     s.runq_share = 0.6;
+    s.runq_extra_ns[innocent] = 0.25 * s.compute_ns;
     s.cpu_per_call = [](std::int64_t, std::int64_t, std::mt19937_64& g) {
       return 8e5 * (1 + 0.03 * std::uniform_real_distribution<double>(-1, 1)(g));
     };
@@ -292,6 +293,32 @@ TEST(StragglerDecide, OnAContendedHostTheRankUsingMoreCpuPerCallIsNamed) {
     ASSERT_EQ(a.decision.suspects.size(), 1u) << "seed " << seed;
     EXPECT_EQ(a.decision.suspects[0].evidence["measure"], "cpu");
     EXPECT_NEAR(a.decision.suspects[0].ratio, factor, 0.1 * factor) << "seed " << seed;
+  }
+}
+
+// On a contended host a rank stopped from outside for part of the time (SIGSTOP duty cycle) uses the
+// same CPU per call and waits for a CPU alike; its longer compute time is time off a CPU.
+TEST(StragglerDecide, OnAContendedHostARankStoppedFromOutsideIsNamedByItsTimeOffTheCpu) {
+  for (int i = 0; i < 10; ++i) {
+    const auto seed = fresh_seed();
+    std::mt19937_64 rng(seed);
+    sim::Spec s;
+    s.mesh = *Mesh::parse(i % 2 ? "dp=4" : "dp=8");
+    s.rounds = 4;
+    s.baseline = true;
+    s.seed = seed;
+    const auto victim = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(s.mesh.world_size()));
+    const double factor = std::uniform_real_distribution<double>(1.3, 3.0)(rng);
+    s.compute_factor[victim] = factor;  // its time; its work and its wait for a CPU are its peers'
+    s.runq_share = 0.5;
+    s.cpu_per_call = [](std::int64_t, std::int64_t, std::mt19937_64& g) {
+      return 8e5 * (1 + 0.03 * std::uniform_real_distribution<double>(-1, 1)(g));
+    };
+    auto a = simulate(s);
+    EXPECT_EQ(compute_suspects(a.decision), std::vector<std::int64_t>{victim}) << "seed " << seed << " factor " << factor;
+    ASSERT_EQ(a.decision.suspects.size(), 1u) << "seed " << seed;
+    EXPECT_EQ(a.decision.suspects[0].evidence["measure"], "off_cpu") << "seed " << seed;
+    EXPECT_NEAR(a.decision.suspects[0].ratio, factor, 0.15 * factor) << "seed " << seed;
   }
 }
 

@@ -35,6 +35,7 @@ struct Spec {
   // in a round, and the share of compute_ns its main thread waits for a CPU per call.
   std::function<double(std::int64_t rank, std::int64_t round, std::mt19937_64& rng)> cpu_per_call;
   double runq_share = 0;
+  std::map<std::int64_t, double> runq_extra_ns;  // rank -> more wait for a CPU per call than the others
   bool baseline = false;  // the first read is the baseline read (no decision on it)
   std::uint64_t seed = 1;
 };
@@ -53,6 +54,7 @@ inline std::vector<RoundEvidence> run(const Spec& s) {
   std::vector<RoundEvidence> out;
   std::uint64_t step = 0;
   std::vector<double> cpu(static_cast<std::size_t>(world), 5e9), runq(static_cast<std::size_t>(world), 1e9);
+  std::vector<double> main_cpu(static_cast<std::size_t>(world), 4e9);
   std::vector<std::size_t> counted(static_cast<std::size_t>(world), 0);
   for (std::int64_t round = 0; round < s.rounds; ++round) {
     const double fleet = s.fleet_factor ? s.fleet_factor(round) : 1.0;
@@ -99,11 +101,15 @@ inline std::vector<RoundEvidence> run(const Spec& s) {
       re.written = ev[i].size();
       if (s.cpu_per_call) {
         const double calls = static_cast<double>(ev[i].size() - counted[i]);
-        cpu[i] += calls * s.cpu_per_call(rank, round, rng);
-        runq[i] += calls * s.runq_share * s.compute_ns;
+        const double mine = calls * s.cpu_per_call(rank, round, rng);
+        cpu[i] += mine;
+        main_cpu[i] += 0.9 * mine;  // the main thread does most of the work
+        auto extra = s.runq_extra_ns.find(rank);
+        runq[i] += calls * (s.runq_share * s.compute_ns + (extra == s.runq_extra_ns.end() ? 0.0 : extra->second));
         counted[i] = ev[i].size();
         re.cpu_ns = static_cast<std::int64_t>(cpu[i]);
         re.runq_ns = static_cast<std::int64_t>(runq[i]);
+        re.main_cpu_ns = static_cast<std::int64_t>(main_cpu[i]);
       }
       re.rank = rank;
       re.node = "node" + std::to_string(rank / s.ranks_per_node);
