@@ -10,6 +10,8 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
+#include <csignal>
+#include <mutex>
 #include <spdlog/spdlog.h>
 #include <thread>
 #include <unistd.h>
@@ -71,9 +73,27 @@ std::uint64_t binomial_children(int rank, int root, int size) {
   return children;
 }
 
+// Gloo's TCP pairs write to their sockets without MSG_NOSIGNAL: a write to a peer that just died raises
+// SIGPIPE, whose default action ends this process (seen in CI: a session unit test ended by SIGPIPE when a
+// member exited mid all-gather). Ignored, the write fails with EPIPE, which Gloo reports as an I/O error
+// and the session treats as a lost member. A handler the host program installed is left alone.
+void ignore_sigpipe_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction now {};
+    if (::sigaction(SIGPIPE, nullptr, &now) == 0 && now.sa_handler == SIG_DFL) {
+      struct sigaction ignore {};
+      ignore.sa_handler = SIG_IGN;
+      sigemptyset(&ignore.sa_mask);
+      ::sigaction(SIGPIPE, &ignore, nullptr);
+    }
+  });
+}
+
 }  // namespace
 
 Result<std::shared_ptr<gloo::transport::Device>> make_tcp_device(const std::string& address) {
+  ignore_sigpipe_once();
   gloo::transport::tcp::attr attr;
   try {
     if (!address.empty()) {
