@@ -379,6 +379,7 @@ Result<PendingArchive> queue_torch_archive(int fd, std::uint64_t base, std::uint
     std::sort(f.tensors.begin(), f.tensors.end());
     out.pickle_failure = std::move(f);
   }
+  for (const auto& e : archive->other_crc_failures) out.other_failures.push_back(CrcFailure{e.entry, {}, {}, e.expected, e.actual});
   for (const auto& l : archive->leaves) {
     TensorDigest d{l.name, DType::u8, {}, l.text.size(), 0, {}, false};
     d.hash = hash::hash_tensor(DType::u8, {}, std::span(reinterpret_cast<const std::byte*>(l.text.data()), l.text.size()));
@@ -395,6 +396,7 @@ std::vector<TensorDigest> complete_torch_archive(PendingArchive&& pending, const
   }
   if (crc_failures) {
     if (pending.pickle_failure) crc_failures->push_back(*pending.pickle_failure);
+    for (const auto& f : pending.other_failures) crc_failures->push_back(f);
     for (const auto& [segment, names] : pending.checks)
       if (auto f = job.crc_failure(segment)) {
         f->tensors = names;

@@ -128,6 +128,7 @@ struct PendingArchive {
   std::vector<std::pair<std::size_t, std::size_t>> sums;  // (digest index, job target)
   std::vector<std::pair<std::size_t, std::vector<std::string>>> checks;  // (job segment of a storage, tensors in it)
   std::optional<CrcFailure> pickle_failure;               // data.pkl's CRC differs
+  std::vector<CrcFailure> other_failures;                 // other small entries' CRCs differ (no tensor in them)
 };
 
 // Reads the archive in bytes [base, base + length) of `fd` and queues its

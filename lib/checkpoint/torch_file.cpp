@@ -297,6 +297,13 @@ Result<TorchArchive> read_torch_archive(int fd, std::uint64_t base, std::uint64_
   auto st = flatten_torch_value(*doc->root, label, out, resolve);
   if (!st) return st.error();
   for (const ZipEntry* e : used) out.storages.push_back({e->name, e->data_offset, e->size, e->crc32});
+  for (const auto& e : zip->entries) {
+    if (&e == pkl || used.count(&e) || e.method != 0 || e.size > (std::uint64_t{1} << 20)) continue;
+    std::vector<std::byte> small(static_cast<std::size_t>(e.size));
+    if (!read_exact(fd, small.data(), small.size(), e.data_offset)) return input_error(fmt::format("{}: cannot read {}", label, e.name));
+    const std::uint32_t crc = hash::crc32(small);
+    if (crc != e.crc32) out.other_crc_failures.push_back({e.name, e.crc32, crc});
+  }
   std::sort(out.storages.begin(), out.storages.end(), [](const TorchStorage& a, const TorchStorage& b) { return a.data < b.data; });
   return out;
 }

@@ -64,6 +64,14 @@ struct TorchArchive {
   std::string pickle_entry;
   std::uint32_t pickle_crc_expected = 0;
   std::uint32_t pickle_crc_actual = 0;
+  // The archive's other small entries (version, byteorder, .data/serialization_id, ...: stored, at most
+  // 1 MiB each) whose CRC-32 differs from the central directory's: corruption torch.load may trip on.
+  struct EntryCrc {
+    std::string entry;
+    std::uint32_t expected = 0;
+    std::uint32_t actual = 0;
+  };
+  std::vector<EntryCrc> other_crc_failures;
 };
 
 // The allow-list of globals a torch.save file may name (tensor rebuilds,

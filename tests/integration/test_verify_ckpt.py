@@ -188,12 +188,12 @@ open("{self.dir}/z.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + dat
         self.assertIn(name, doc["summary"])
 
     # --- zip CRC-32: corruption inside one file, with or without replicas ---
-    def flip_in_storage(self, path, rng):
-        """Flips one random bit of one random storage entry of the zip file at path (bytes on disk, CRC left
-        as torch wrote it); returns (entry name, offset in the entry, bit)."""
+    def flip_in_storage(self, path, rng, entries_of=lambda name: "/data/" in name):
+        """Flips one random bit of one random storage entry (or entry `entries_of` picks) of the zip file at
+        path (bytes on disk, CRC left as torch wrote it); returns (entry name, offset in the entry, bit)."""
         import zipfile
         with zipfile.ZipFile(path) as z:
-            entries = [i for i in z.infolist() if "/data/" in i.filename and i.file_size > 0]
+            entries = [i for i in z.infolist() if entries_of(i.filename) and i.file_size > 0]
         info = rng.choice(entries)
         with open(path, "r+b") as f:
             f.seek(info.header_offset)
@@ -265,6 +265,28 @@ for i in range(3):
         r = run(["verify-ckpt", "--replicas"] + [p for i, p in enumerate(files) if i != bad])
         self.assertExit(r, "healthy")
         self.assertEqual(r.json()["details"]["crc_failures"], [])
+
+    def test_zip_crc_names_a_flipped_byte_of_an_entry_without_tensors(self):
+        # version, byteorder, .data/serialization_id: no tensor in them, but torch.load reads them.
+        torch_script(f"""
+state = {{"w": torch.arange(12.0).reshape(3, 4), "b": torch.ones(4)}}
+for i in range(3):
+    torch.save(state, "{self.dir}/r%d.pt" % i)
+""")
+        files = [self.path(f"r{i}.pt") for i in range(3)]
+        bad = self.rng.randrange(3)
+        entry, at, bit = self.flip_in_storage(files[bad], self.rng,
+                                              lambda name: "/data/" not in name and not name.endswith("/data.pkl"))
+        print(f"seed {SEED}: replica {bad}, entry {entry}, byte {at}, bit {bit}", file=sys.stderr)
+        r = run(["verify-ckpt", "--replicas"] + files)
+        self.assertExit(r, "attributed")
+        doc = r.json()
+        fails = doc["details"]["crc_failures"]
+        self.assertEqual([(f["file"], f["entry"], f["tensors"]) for f in fails], [(files[bad], entry, [])])
+        self.assertEqual([(s["reason"], s["evidence"]["file"], s["evidence"]["tensor"]) for s in doc["suspects"]],
+                         [("zip_entry_fails_crc", files[bad], entry)])
+        r = run(["verify-ckpt", "--replicas"] + [p for i, p in enumerate(files) if i != bad])
+        self.assertExit(r, "healthy")
 
     def test_zip_crc_in_a_dcp_chunk_names_the_distcp_file(self):
         if not TORCH2:
