@@ -4,26 +4,21 @@
 #include <fmt/format.h>
 #include <set>
 
+#include "lib/common/hex.hpp"
 #include "lib/consensus/c3.hpp"
 
 namespace scout::replay {
 
-std::string hash_hex(std::uint64_t h) { return fmt::format("0x{:016x}", h); }
+std::string hash_hex(std::uint64_t h) { return hex64(h); }
 
 namespace {
 
 Result<std::uint64_t> parse_hex(const nlohmann::json& j, const char* what) {
   if (!j.is_string()) return input_error(fmt::format("replay evidence: {} is not a string", what));
   const std::string s = j.get<std::string>();
-  if (s.size() != 18 || s.rfind("0x", 0) != 0) return input_error(fmt::format("replay evidence: {} '{}' is not 0x + 16 hex digits", what, s));
-  std::uint64_t v = 0;
-  for (std::size_t i = 2; i < s.size(); ++i) {
-    const char c = s[i];
-    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-    if (d < 0) return input_error(fmt::format("replay evidence: {} '{}' is not lower-case hex", what, s));
-    v = v << 4 | static_cast<std::uint64_t>(d);
-  }
-  return v;
+  const auto v = parse_hex64(s);
+  if (!v) return input_error(fmt::format("replay evidence: {} '{}' is not 0x + 16 hex digits", what, s));
+  return *v;
 }
 
 bool finite_nonneg(const nlohmann::json& j) { return j.is_number() && std::isfinite(j.get<double>()) && j.get<double>() >= 0; }
