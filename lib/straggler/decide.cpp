@@ -318,8 +318,16 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
     for (const auto& p : r.peers)
       for (const auto& rr : p.ranks)
         if (rr.flagged) flagged[rr.rank].push_back(&rr);
-  for (const auto& [rank, hits] : flagged) {
-    if (!majority(static_cast<std::int64_t>(hits.size()))) continue;
+  for (auto& [rank, all_hits] : flagged) {
+    // Named when one measure flags it in a strict majority of rounds: a clean rank flagged once by its
+    // CPU and once by its time off a CPU (measured, --rounds 2) is two kinds of noise, not one straggler.
+    std::map<std::string, std::vector<const RankRound*>> by_measure;
+    for (const auto* h : all_hits) by_measure[h->measure].push_back(h);
+    const std::vector<const RankRound*>* most = nullptr;
+    for (const auto& [m, v] : by_measure)
+      if (!most || v.size() > most->size()) most = &v;
+    if (!most || !majority(static_cast<std::int64_t>(most->size()))) continue;
+    const auto& hits = *most;
     Suspicion s;
     s.rank = rank;
     s.node = node_of.count(rank) ? node_of[rank] : "";
