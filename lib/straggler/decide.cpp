@@ -180,8 +180,9 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         const bool by_cpu = cpu[i] - median(cpu) >= o.min_absolute_ns && stands_out(cpu_ratio, i, o.spread_factor) &&
                             (!main_counted || stands_out(main_ratio, i, o.spread_factor));
         // Its peers wait for it for at least half its excess time off a CPU: the time stolen from a stopped
-        // rank is time they wait. With that check, half the other peers' spread is noise enough. (On torch 2.x a clean rank's compute holds time blocked off a CPU too,
-        // measured up to 1.5x its peers' median, while it waits about as long as they do.)
+        // rank is time they wait. With that check, half the other peers' spread is noise enough. (On
+        // torch 2.x a clean rank's compute holds time blocked off a CPU too, measured up to 1.5x its
+        // peers' median, while it waits about as long as they do.)
         const bool by_off = main_counted && compute[i] - med_c >= o.min_absolute_ns &&
                             median(other_wait) - wait[i] >= 0.5 * (off_ratio[i] - 1) * med_c &&
                             stands_out(off_ratio, i, 0.5 * o.spread_factor);
@@ -318,7 +319,7 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
     for (const auto& p : r.peers)
       for (const auto& rr : p.ranks)
         if (rr.flagged) flagged[rr.rank].push_back(&rr);
-  for (auto& [rank, all_hits] : flagged) {
+  for (const auto& [rank, all_hits] : flagged) {
     // Named when one measure flags it in a strict majority of rounds: a clean rank flagged once by its
     // CPU and once by its time off a CPU (measured, --rounds 2) is two kinds of noise, not one straggler.
     std::map<std::string, std::vector<const RankRound*>> by_measure;
@@ -334,13 +335,11 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
     s.reason = "compute";
     s.flagged_rounds = static_cast<std::int64_t>(hits.size());
     std::vector<double> ratios, scores, c, w, cpu, runq, cpu_ratio, time_ratio;
-    std::map<std::string, std::int64_t> measures;
     for (auto* h : hits) {
       ratios.push_back(h->ratio);
       scores.push_back(h->score);
       c.push_back(h->compute_ns);
       w.push_back(h->wait_ns);
-      ++measures[h->measure];
       time_ratio.push_back(h->compute_ratio);
       if (h->cpu_ns >= 0) {
         cpu.push_back(h->cpu_ns);
@@ -353,9 +352,7 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
     s.evidence = {{"compute_ratio", std::round(s.ratio * 1000) / 1000}, {"score", std::round(median(scores) * 100) / 100},
                   {"compute_ms_per_call", ms(median(c))}, {"wait_ms_per_call", ms(median(w))},
                   {"flagged_rounds", s.flagged_rounds}, {"rounds", d.rounds},
-                  {"measure", std::max_element(measures.begin(), measures.end(), [](const auto& a, const auto& b) {
-                                return a.second < b.second;
-                              })->first},
+                  {"measure", hits.front()->measure},  // one measure named it
                   {"time_ratio", std::round(median(time_ratio) * 1000) / 1000}};
     if (!cpu.empty()) {
       s.evidence["cpu_ms_per_call"] = ms(median(cpu));
