@@ -460,9 +460,9 @@ torch.save({{"x": Evil()}}, "{self.dir}/evil.pt")
         r = run(["verify-ckpt", "--replicas"] + info["paths"])
         self.assertExit(r, "attributed")
         doc = r.json()
-        # In the nested form "extra.view" is a transposed view of "0.weight"'s
+        # In the nested form "extra.view" is a transposed view of "model.0.weight"'s
         # storage: a bit flipped there changes both tensors, and both are named.
-        aliases = {"0.weight": {"extra.view"}, "extra.view": {"0.weight"}} if form == "nested" else {}
+        aliases = {"model.0.weight": {"extra.view"}, "extra.view": {"model.0.weight"}} if form == "nested" else {}
         named = {s["evidence"]["tensor"] for s in doc["suspects"]}
         self.assertIn(info["tensor"], named, doc["suspects"])
         self.assertLessEqual(named - {info["tensor"]}, aliases.get(info["tensor"], set()), doc["suspects"])
