@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -18,7 +19,6 @@
 
 #include "lib/checkpoint/checkpoint_dir.hpp"
 #include "lib/checkpoint/torch_file.hpp"
-#include <sys/mman.h>
 #include "lib/hash/crc32.hpp"
 #include "lib/hash/tensor_hash.hpp"
 
@@ -62,8 +62,11 @@ constexpr std::uint64_t k_piece_bytes = std::uint64_t{8} << 20;
 // the core's cache between the hash and the CRC.
 constexpr std::uint64_t k_block_bytes = std::uint64_t{256} << 10;
 
-// The process-wide hashing threads, one per core. Leaked on purpose: its
-// threads wait for work until the process exits.
+// The process-wide hashing threads, at most one per core. A thread starts
+// when work waits and none is idle, and ends after k_idle without work, so
+// no thread outlives a verification by long (a program embedding the
+// library keeps none) and exit never waits for one. The pool itself is never
+// destroyed: a thread still ending at exit finds it intact.
 class HashPool {
  public:
   static HashPool& instance() {
@@ -71,44 +74,51 @@ class HashPool {
     return *pool;
   }
   void submit(std::function<void()> work) {
+    bool start = false;
     {
       std::lock_guard lock(m_mutex);
       m_queue.push_back(std::move(work));
+      if (m_idle == 0 && m_live < m_max) {
+        ++m_live;
+        start = true;
+      }
     }
-    m_cv.notify_one();
+    if (start) {
+      std::thread([this] { run(); }).detach();
+    } else {
+      m_cv.notify_one();
+    }
+  }
+  unsigned live() {
+    std::lock_guard lock(m_mutex);
+    return m_live;
   }
 
  private:
-  explicit HashPool(unsigned threads) {
-    for (unsigned t = 0; t < threads; ++t) std::thread([this] { run(); }).detach();
-  }
-  [[noreturn]] void run() {
+  static constexpr std::chrono::seconds k_idle{2};
+  explicit HashPool(unsigned threads) : m_max(std::max(1u, threads)) {}
+  void run() {
+    std::unique_lock lock(m_mutex);
     for (;;) {
-      std::function<void()> work;
-      {
-        std::unique_lock lock(m_mutex);
-        m_cv.wait(lock, [&] { return !m_queue.empty(); });
-        work = std::move(m_queue.front());
-        m_queue.pop_front();
-      }
+      ++m_idle;
+      const bool got = m_cv.wait_for(lock, k_idle, [&] { return !m_queue.empty(); });
+      --m_idle;
+      if (!got) break;
+      std::function<void()> work = std::move(m_queue.front());
+      m_queue.pop_front();
+      lock.unlock();
       work();
+      lock.lock();
     }
+    --m_live;
   }
+  const unsigned m_max;
+  unsigned m_live = 0;  // threads started and not ended
+  unsigned m_idle = 0;  // of those, waiting for work
   std::mutex m_mutex;
   std::condition_variable m_cv;
   std::deque<std::function<void()>> m_queue;
 };
-
-// pread into a cache-sized buffer by default: measured cheaper than mapping
-// (page-table set-up and teardown per page) warm and cold, with or without a
-// CRC (bench/verify_ckpt_bench.py). SCOUT_CKPT_READ=mmap maps instead.
-bool read_by_mmap() {
-  static const bool mmap_mode = [] {
-    const char* mode = std::getenv("SCOUT_CKPT_READ");
-    return mode && std::string_view(mode) == "mmap";
-  }();
-  return mmap_mode;
-}
 
 struct Piece {
   std::uint64_t offset = 0;
@@ -120,6 +130,8 @@ struct Piece {
 };
 
 }  // namespace
+
+unsigned hashing_threads_alive() { return HashPool::instance().live(); }
 
 struct RangeHashJob::State {
   int fd = -1;
@@ -160,26 +172,15 @@ struct RangeHashJob::State {
         local[i] ^= hash::partial_sum(std::span(data + (a - at), static_cast<std::size_t>(b - a)), s.first_word + (a - s.offset) / 8);
       }
     };
-    if (read_by_mmap()) {
-      static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-      const std::uint64_t start = p.offset & ~(page - 1);
-      const auto map_len = static_cast<std::size_t>(p.offset + p.size - start);
-      void* map = ::mmap(nullptr, map_len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, static_cast<off_t>(start));
-      if (map == MAP_FAILED) return fail(fmt::format("cannot map bytes {}..{}: {}", p.offset, p.offset + p.size, std::strerror(errno)));
-      const std::byte* data = static_cast<const std::byte*>(map) + (p.offset - start);
-      // With a CRC, blocks small enough to stay in the core's cache between the CRC and the hash.
-      const std::uint64_t step = p.crc ? k_block_bytes : p.size;
-      for (std::uint64_t at = 0; at < p.size; at += step) consume(data + at, p.offset + at, std::min(step, p.size - at));
-      ::munmap(map, map_len);
-    } else {
-      // Blocks read into a buffer that stays in the core's cache for the CRC and the hash.
-      static thread_local std::unique_ptr<std::byte[]> buffer(new std::byte[k_block_bytes]);
-      for (std::uint64_t at = 0; at < p.size; at += k_block_bytes) {
-        const std::uint64_t n = std::min(k_block_bytes, p.size - at);
-        if (!read_exact(fd, buffer.get(), static_cast<std::size_t>(n), p.offset + at))
-          return fail(fmt::format("read failed at byte {}: file truncated", p.offset + at));
-        consume(buffer.get(), p.offset + at, n);
-      }
+    // Blocks pread into a buffer that stays in the core's cache for the CRC
+    // and the hash (measured cheaper than mapping, warm and cold, and a file
+    // truncated under a mapping would raise SIGBUS).
+    static thread_local std::unique_ptr<std::byte[]> buffer(new std::byte[k_block_bytes]);
+    for (std::uint64_t at = 0; at < p.size; at += k_block_bytes) {
+      const std::uint64_t n = std::min(k_block_bytes, p.size - at);
+      if (!read_exact(fd, buffer.get(), static_cast<std::size_t>(n), p.offset + at))
+        return fail(fmt::format("read failed at byte {}: file truncated", p.offset + at));
+      consume(buffer.get(), p.offset + at, n);
     }
     std::lock_guard lock(mutex);
     for (std::size_t i = 0; i < p.slices.size(); ++i) sums[p.slices[i].target] ^= local[i];
@@ -358,15 +359,14 @@ Result<PendingArchive> queue_torch_archive(int fd, std::uint64_t base, std::uint
       ranges_of[t.storage_data].push_back({t.storage_data + t.storage_offset * es, bytes, target, 0});
       out.sums.emplace_back(out.digests.size(), target);
     } else {
-      // A strided view: map its storage (the page cache backs it; nothing is copied whole) and hash the logical order.
-      const long page = ::sysconf(_SC_PAGESIZE);
-      const std::uint64_t start = t.storage_data & ~static_cast<std::uint64_t>(page - 1);
-      const std::uint64_t span = t.storage_data + t.storage_bytes - start;
-      void* map = span == 0 ? nullptr : ::mmap(nullptr, static_cast<std::size_t>(span), PROT_READ, MAP_PRIVATE, fd, static_cast<off_t>(start));
-      if (map == MAP_FAILED) return input_error(fmt::format("{}: cannot map storage of '{}'", label, t.name), std::strerror(errno));
-      const auto* base_ptr = static_cast<const std::byte*>(map) + (t.storage_data - start) + t.storage_offset * es;
-      d.hash = hash::hash_strided(t.dtype, t.shape, t.strides, base_ptr, threads);
-      if (map) ::munmap(map, static_cast<std::size_t>(span));
+      // A strided view: its storage is read whole (pread; a view's storage is
+      // rarely large) and hashed in the view's logical order.
+      std::vector<std::byte> storage(static_cast<std::size_t>(t.storage_bytes));
+      if (!read_exact(fd, storage.data(), storage.size(), t.storage_data))
+        return input_error(fmt::format("{}: cannot read the storage of '{}' (bytes {}..{})", label, t.name, t.storage_data,
+                                       t.storage_data + t.storage_bytes),
+                           "file truncated", "the file is incomplete; re-copy it or use another replica");
+      d.hash = hash::hash_strided(t.dtype, t.shape, t.strides, storage.data() + t.storage_offset * es, threads);
     }
     out.digests.push_back(std::move(d));
   }

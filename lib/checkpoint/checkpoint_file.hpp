@@ -49,8 +49,8 @@ struct FileDigest {
 using ProgressFn = std::function<void(std::uint64_t done)>;
 
 // Validates and hashes the file at `path` (a directory: lib/checkpoint/checkpoint_dir.hpp), streamed (bounded memory, reading
-// overlapped with hashing); strided torch views are hashed from a read-only
-// mapping of their storage. Errors: bad input (exit 4) naming the file and
+// overlapped with hashing); a strided torch view's storage is read whole
+// into memory and hashed in the view's order. Errors: bad input (exit 4) naming the file and
 // the problem, with how to fix it.
 // `threads` hash this file's chunks (0: every core; digest_files gives each
 // of its concurrent files a share).
@@ -72,15 +72,19 @@ struct ByteRange {
 };
 
 // Hashes parts of one open file on a process-wide pool of hashing threads
-// (one per core, shared by every file in flight, so no core idles while any
-// file has work). Each segment is read once, in pieces of up to 8 MiB, with
-// pread in 256 KiB blocks into a buffer that stays in cache (or from a
-// read-only mapping: SCOUT_CKPT_READ=mmap), each piece announced to the kernel ahead of use
+// (up to one per core, shared by every file in flight, so no core idles while
+// any file has work; idle threads end after 2 s). Each segment is read once,
+// in pieces of up to 8 MiB, with pread in 256 KiB blocks into a buffer that
+// stays in cache (nothing is mapped: a file truncated while it is read is a
+// short read and an error, not SIGBUS), each piece announced to the kernel ahead of use
 // (POSIX_FADV_WILLNEED) so cold files stream; the word sums of the ranges
 // inside it are XORed into their targets (any order: the sum is associative)
 // and, for zip entries, its CRC-32 is computed on the way (lib/hash/crc32.hpp)
 // and compared with the directory's. At most `in_flight` pieces are queued at
 // once (memory is bounded by pieces, not by the file).
+// Hashing threads of the pool alive now (0 once it has been idle for 2 s).
+unsigned hashing_threads_alive();
+
 class RangeHashJob {
  public:
   // `in_flight` 0: the pool's thread count + 2.
@@ -133,7 +137,7 @@ struct PendingArchive {
 
 // Reads the archive in bytes [base, base + length) of `fd` and queues its
 // storage entries (each checked against its CRC-32) on `job`; strided views
-// are hashed at once from a read-only mapping of their storage.
+// are hashed at once from their storage, read whole into memory.
 Result<PendingArchive> queue_torch_archive(int fd, std::uint64_t base, std::uint64_t length, const std::string& label, RangeHashJob& job,
                                            unsigned threads = 0);
 // The digests, sorted by name, after job.wait() succeeded; entries whose

@@ -1,10 +1,11 @@
 // RangeHashJob (lib/checkpoint/checkpoint_file.hpp): word sums of ranges read
 // in pieces on the shared pool equal partial_sum over the same bytes, for
 // ranges inside a segment at word-aligned and unaligned starts, across piece
-// boundaries, in both read modes' code path (mmap by default); a segment's
+// boundaries (pread in blocks); a segment's
 // CRC-32 is checked; a range past the end of the file is an error, not a fault.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fcntl.h>
 #include <filesystem>
@@ -98,6 +99,25 @@ TEST_F(RangeHashTest, ManyJobsShareThePool) {
     });
   for (auto& th : threads) th.join();
   for (std::size_t t = 0; t < got.size(); ++t) EXPECT_EQ(got[t], expected(8 * t, bytes.size() - 8 * t)) << t;
+}
+
+TEST_F(RangeHashTest, ThePoolsThreadsEndWhenIdle) {
+  {
+    RangeHashJob job(fd, "test");
+    const ByteRange r{0, bytes.size(), job.new_target(), 0};
+    job.add(r.offset, r.size, std::span(&r, 1));
+    ASSERT_TRUE(job.wait().ok());
+    EXPECT_EQ(job.sum(r.target), expected(0, bytes.size()));
+  }
+  // Idle threads end after 2 s; allow 30 s on a loaded machine.
+  for (int i = 0; i < 300 && hashing_threads_alive() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(hashing_threads_alive(), 0u);
+  // A later job starts them again.
+  RangeHashJob job(fd, "test");
+  const ByteRange r{8, bytes.size() - 8, job.new_target(), 0};
+  job.add(r.offset, r.size, std::span(&r, 1));
+  ASSERT_TRUE(job.wait().ok());
+  EXPECT_EQ(job.sum(r.target), expected(8, bytes.size() - 8));
 }
 
 }  // namespace
