@@ -400,7 +400,7 @@ int scout_step_begin(scout_record* record, uint64_t step) {
 }
 
 int scout_phase(scout_record* record, uint8_t phase) {
-  if (record == nullptr || phase > SCOUT_PHASE_IDLE) return SCOUT_EINVAL;
+  if (record == nullptr || phase > SCOUT_PHASE_COMM_ERROR) return SCOUT_EINVAL;
   std::uint64_t now = 0;
   if (!record->begin(&now)) return SCOUT_EBUSY;
   record->mirror.phase = phase;

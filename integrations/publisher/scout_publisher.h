@@ -47,7 +47,11 @@ enum scout_phase {
   SCOUT_PHASE_DATALOADER = 4,
   SCOUT_PHASE_CHECKPOINT = 5,
   SCOUT_PHASE_COLLECTIVE = 6,
-  SCOUT_PHASE_IDLE = 7
+  SCOUT_PHASE_IDLE = 7,
+  /* The process is ending on an uncaught communication error (the Python
+   * publisher sets it from sys.excepthook): hang verdicts count the rank as a
+   * victim of a peer's failure, not as where the hang began. */
+  SCOUT_PHASE_COMM_ERROR = 8
 };
 enum scout_collective {
   SCOUT_COLL_NONE = 0,

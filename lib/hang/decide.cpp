@@ -316,6 +316,7 @@ struct RankPos {
   bool call = false;                        // a pending/last call exists
   bool entered = false;                     // in its pending call (entering, inside, or failed)
   bool failed = false;                      // its pending call failed
+  bool comm_error = false;                  // ending on a communication error (phase comm_error)
   bool dead = false;                        // can never progress again
   bool dead_final = false;                  // dead when its record was read: the snapshot is its last state
   bool stopped = false, dsleep = false;
@@ -387,6 +388,7 @@ Positions find_positions(const DecisionInput& in, const Views& views, const Mesh
     p.role = out.roles.role(s.pending.group);
     p.entered = in_call(s);
     p.failed = s.collective_state == CollectiveState::failed;
+    p.comm_error = s.phase == records::Phase::comm_error;
     p.stopped = proc.state == ProcessState::stopped;
     p.dsleep = proc.state == ProcessState::disk_sleep;
     p.dead = is_dead(proc.state);
@@ -948,8 +950,10 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
       out.suspects.emplace(r, c.finding);
       continue;
     }
-    // A rank outside any collective: it explains the others' wait only if it cannot be moving.
-    if (!R[r].entered && cannot_move(r)) out.suspects.emplace(r, c.finding);
+    // A rank outside any collective: it explains the others' wait only if it
+    // cannot be moving, and did not end on a communication error (a peer's
+    // failure reached it in a call it does not record: a victim).
+    if (!R[r].entered && cannot_move(r) && !R[r].comm_error) out.suspects.emplace(r, c.finding);
   }
   // The ends of wait chains, followed from ranks that are not suspects themselves
   // (a diverged rank's own wait says nothing of the ranks it waits for) and
@@ -968,7 +972,7 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
       for (auto b : waits.calls[c].blockers) blocks[b].push_back(c);
     std::map<std::int64_t, std::vector<std::int64_t>> blocked_by;  // end of a chain -> ranks waiting for it directly
     for (auto b : waits.ends(from, world, [&](std::int64_t r) { return out.suspects.count(r) != 0; })) {
-      if (out.suspects.count(b) || R[b].entered || !R[b].s || !cannot_move(b)) continue;
+      if (out.suspects.count(b) || R[b].entered || !R[b].s || !cannot_move(b) || R[b].comm_error) continue;
       auto& ws = blocked_by[b];
       for (auto c : blocks[b])
         for (auto w : in_call[c])
@@ -1004,7 +1008,7 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
       if (ranks.size() != 1) continue;
       const auto r = ranks.front();
       const auto& p = R[r];
-      if (out.suspects.count(r) || !p.dead_final || p.failed || waits.waiting(r) || !cmp.outlier[r] ||
+      if (out.suspects.count(r) || !p.dead_final || p.failed || p.comm_error || waits.waiting(r) || !cmp.outlier[r] ||
           cmp.at_majority[r])
         continue;
       out.suspects.emplace(r, Finding{process_reason(views.ranks[r].evidence->process), HangKind::dead_rank,
@@ -1062,6 +1066,8 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
         }
         row["waited_for"] = std::move(waited);
         why = "waited inside its call for ranks that never entered it";
+      } else if (p.comm_error) {
+        why = "ended on a communication error: a peer's failure reached it (often in a call it does not record)";
       } else if (cmp.at_majority[r]) {
         why = "died at its peers' position";
       } else if (p.entered) {

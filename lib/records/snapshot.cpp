@@ -28,6 +28,8 @@ std::string_view phase_name(Phase phase) {
       return "collective";
     case Phase::idle:
       return "idle";
+    case Phase::comm_error:
+      return "comm_error";
   }
   return "invalid";
 }

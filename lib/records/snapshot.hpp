@@ -16,6 +16,9 @@ namespace scout::records {
 // Where a rank is in its step. Numeric values are part of the record layout.
 enum class Phase : std::uint8_t {
   unknown = 0, forward = 1, backward = 2, optimizer = 3, dataloader = 4, checkpoint = 5, collective = 6, idle = 7,
+  // Set by the publisher as the process ends on an uncaught communication
+  // error (a peer's failure reached it, often in a call it does not record).
+  comm_error = 8,
 };
 
 // Collective kinds. Numeric values are part of the record layout: append only.

@@ -3,7 +3,9 @@ gloo, trainers/cascade_trainer.py): worlds 4, 6 and 8; one or two ranks
 exiting, crashing (SIGSEGV), aborting, stopping, skipping a call, or SIGKILLed
 from outside at a random moment; probes a random delay after the fault shows
 (while the neighbours are dying) and post mortem. No innocent rank is ever
-named; the faulty rank is named whenever its position sets it apart. The
+named; the faulty rank is named whenever its position sets it apart; peers
+that die of the cascade inside a call the publisher does not record are
+victims (the publisher marks them, phase comm_error). The
 campaign seed is printed; SCOUT_CAMPAIGN_SEED reproduces a run. The large
 campaign is bench/hang_cascade_campaign.py.
 """
@@ -35,6 +37,38 @@ class Cascade(ScoutTestCase):
         print(f"cascade campaign seed {seed}", file=sys.stderr)
         results = hang_campaign.campaign(3, seed, "cascade", worlds=[4, 6, 8], log=lambda m: print(m, file=sys.stderr))
         self.check(results, seed)
+
+    def test_ranks_dying_in_an_unrecorded_call_are_victims(self):
+        # CI campaign seed 1088033794, run seed 14660408: a rank SIGKILLed at step 1 while
+        # DDP's bucket-rebuild broadcast (not recorded) was under way; two peers died of
+        # "Connection closed by peer" inside it, so their records showed them behind, like
+        # the culprit, and they were named. Here the trainer makes such a broadcast itself
+        # (--faults ...:raw) and one rank exits before it.
+        seed = seed_from_env()
+        rng = random.Random(seed)
+        world = rng.choice((6, 8))
+        bad, step = rng.randrange(1, world), rng.randint(2, 4)
+        msg = f"seed {seed} world {world} rank {bad} step {step}"
+        print(msg, file=sys.stderr)
+        with hang_campaign.CampaignJob(world, f"dp={world}", [(bad, step, "exit", "raw")], 6, seed) as job:
+            job.start()
+            job.wait_training(min_step=1, timeout=180)
+            job.wait_exit(timeout=90)
+            rc, doc, err = hang_campaign.probe(job.job, 1)
+            self.assertIsNotNone(doc, msg + "\n" + err)
+            named = sorted(s["rank"] for s in doc["suspects"])
+            victims = {v["rank"]: v for v in doc["details"]["victims"]}
+            recs = {r["record"]["rank"]: r["record"] for r in scout_records(job.job)["details"]["records"]
+                    if r["record"] is not None}
+            phases = {r: (recs[r]["phase"], recs[r]["collective_state"]) for r in sorted(recs)}
+            msg += f": named {named}, records {phases}\n{doc['summary']}"
+            self.assertEqual(named, [bad], msg)
+            self.assertNotIn(bad, victims, msg)
+            # The peers died of the cascade, and the publisher says so (sys.excepthook).
+            marked = [r for r in recs if r != bad and recs[r]["phase"] == "comm_error"]
+            self.assertTrue(marked, msg)
+            for r in marked:
+                self.assertIn(r, victims, msg)
 
     def test_failed_completion_is_published_as_failed(self):
         # A rank exits before the step's all-reduce; its peers' all-reduce fails ("Connection

@@ -59,6 +59,46 @@ _DIMS = {"dp": 0, "fsdp": 1, "tp": 2, "pp": 3, "cp": 4, "ep": 5}
 _lock = threading.Lock()
 _state = {"publisher": None}
 
+# What a communication failure looks like when it reaches Python: torch's
+# DistError family (torch >= 2.1), or the text gloo and NCCL put in a
+# RuntimeError (torch 1.13 raises those).
+_COMM_ERROR_TYPES = ("DistError", "DistBackendError", "DistNetworkError", "DistStoreError")
+_COMM_ERROR_TEXT = ("gloo/transport", "Connection closed by peer", "Connection reset by peer", "NCCL error",
+                    "NCCL communicator", "ProcessGroupNCCL", "ProcessGroupGloo")
+
+
+def is_comm_error(exc):
+    """Whether `exc` (or an exception it was raised from) is a communication failure."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if any(t.__name__ in _COMM_ERROR_TYPES for t in type(exc).__mro__):
+            return True
+        text = str(exc)[:4096]
+        if any(m in text for m in _COMM_ERROR_TEXT):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def _install_excepthook(pub):
+    """Marks the record (phase comm_error) when the process ends on an uncaught
+    communication error: it is dying of a peer's failure, maybe in a call the
+    hooks do not record (DDP's bucket rebuild broadcast, a raw ProcessGroup
+    call), so `scout probe-hang` counts it a victim, not where the hang began.
+    The previous hook still runs."""
+    previous = sys.excepthook
+
+    def hook(exc_type, exc, tb):
+        try:
+            if _state["publisher"] is pub and is_comm_error(exc):
+                pub.record.phase("comm_error")
+        except Exception:  # never hide the user's traceback
+            pass
+        previous(exc_type, exc, tb)
+
+    sys.excepthook = hook
+
 
 def _first_env(*names):
     for n in names:
@@ -170,6 +210,7 @@ def enable(job=None, rank=None, world_size=None, mesh=None, coords=None, host=No
         pub.coords, pub.coords_source = list(coords), coords_source
         _state["publisher"] = pub
         atexit.register(pub._stop.set)
+        _install_excepthook(pub)
         os.register_at_fork(after_in_child=lambda: _state.update(publisher=None))
     if hook_torch:
         from . import _torch
@@ -206,7 +247,8 @@ def step(n=None):
 
 
 def phase(name):
-    """Marks a phase by name: forward, backward, optimizer, dataloader, checkpoint, idle."""
+    """Marks a phase by name: forward, backward, optimizer, dataloader, checkpoint, idle
+    (comm_error is set by the publisher itself when the process ends on one)."""
     pub = _state["publisher"]
     if pub is not None:
         pub.record.phase(name)

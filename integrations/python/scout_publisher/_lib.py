@@ -6,7 +6,7 @@ import os
 OK, EINVAL, EEXIST, EPERM, ESYS, EBUSY = 0, -1, -2, -3, -4, -5
 
 PHASES = {"unknown": 0, "forward": 1, "backward": 2, "optimizer": 3, "dataloader": 4, "checkpoint": 5,
-          "collective": 6, "idle": 7}
+          "collective": 6, "idle": 7, "comm_error": 8}
 COLLECTIVES = {"none": 0, "all_reduce": 1, "all_gather": 2, "all_gather_into_tensor": 3, "reduce_scatter": 4,
                "reduce_scatter_tensor": 5, "all_to_all": 6, "all_to_all_single": 7, "broadcast": 8, "reduce": 9,
                "gather": 10, "scatter": 11, "barrier": 12, "send": 13, "recv": 14, "other": 15}

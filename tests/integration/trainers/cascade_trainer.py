@@ -14,7 +14,12 @@ Each step k = 1..--steps:
             group, optimizer step, then the "world" all-reduce of the loss.
 
 --faults RANK:STEP:KIND:WHERE[,...] injects faults. WHERE names the call the
-fault is placed before: ddp (the DDP backward), tp, pp, cp, ep, dp or world.
+fault is placed before: ddp (the DDP backward), tp, pp, cp, ep, dp, world, or
+raw: when any fault names it, every rank makes a broadcast from rank 0 on the
+world group straight through the ProcessGroup object each step, before the
+world all-reduce; the publisher does not record it (as DDP's bucket-rebuild
+broadcast), so ranks waiting in it when a peer dies fail outside any call
+their records show.
 KIND:
   exit    os._exit(3) before the call          segv   SIGSEGV itself before it
   abort   abort() (SIGABRT) before it          stop   SIGSTOP itself before it
@@ -31,7 +36,7 @@ import time
 from datetime import timedelta
 
 KINDS = ("exit", "segv", "abort", "stop", "skip", "extra")
-WHERE = ("ddp", "tp", "pp", "cp", "ep", "dp", "world")
+WHERE = ("ddp", "tp", "pp", "cp", "ep", "dp", "world", "raw")
 _DIMS = ("dp", "fsdp", "tp", "pp", "cp", "ep")
 
 
@@ -117,6 +122,8 @@ def main():
                 made[members] = dist.new_group(list(members))
         groups[name] = made[tuple(group_ranks(dims, name, rank))]
     model_dims = [d for d in ("tp", "pp", "cp", "ep") if d in groups]
+    raw = any(where == "raw" for (_, _, where) in faults)
+    world_pg = dist.distributed_c10d._get_default_group()
     hybrid = bool(model_dims)
 
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
@@ -167,6 +174,9 @@ def main():
             call(step, "dp", flat, groups.get("dp"))
         opt.step()
         opt.zero_grad()
+        if raw:
+            fault_at(step, "raw")
+            world_pg.broadcast(torch.ones(1024), 0).wait()  # not through torch.distributed: unrecorded
         metric = loss.detach().reshape(1).clone()
         call(step, "world", metric)
         print(f"cascade_trainer: rank {rank} step {step}", flush=True)

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <random>
@@ -347,6 +348,42 @@ TEST_F(CascadeTest, DataParallelCascadeNamesTheDeadRankAndListsVictims) {
         EXPECT_TRUE(x.contains("process"));
         EXPECT_TRUE(x.contains("position"));
       }
+    }
+  }
+}
+
+TEST_F(CascadeTest, RanksEndingOnACommunicationErrorOutsideRecordedCallsAreVictims) {
+  // CI seed 14660408 (hang_campaign, world 8): rank 6 SIGKILLed at step 1; ranks 0 and 2 were in
+  // DDP's bucket-rebuild broadcast, which the hooks do not record, and died of "Connection closed
+  // by peer" there, so their records say they never entered the step's all-reduce, like rank 6.
+  // The publisher marks such a death (phase comm_error): they are victims, rank 6 the suspect.
+  for (std::int64_t world : {6, 8}) {
+    Sim sim(fmt::format("dp={}", world), 8, {"world", "world"});
+    std::vector<std::int64_t> ranks(static_cast<std::size_t>(world));
+    for (std::int64_t r = 0; r < world; ++r) ranks[r] = r;
+    std::shuffle(ranks.begin(), ranks.end(), rng);
+    const std::int64_t bad = ranks[0];
+    const std::size_t at = static_cast<std::size_t>(pick(2, 12));
+    const auto caught = static_cast<std::size_t>(pick(1, (world - 1) / 2 - 1));  // behind with bad: still a minority
+    SCOPED_TRACE(testing::Message() << "world " << world << " rank " << bad << " at " << at << " caught " << caught << " seed " << seed);
+    sim.faults[bad] = {Fault::exit_before, at};
+    for (std::size_t i = 1; i <= caught; ++i) sim.faults[ranks[i]] = {Fault::exit_before, at};
+    for (bool gone : {false, true}) {
+      auto ev = sim.run(true, gone);
+      for (std::size_t i = 1; i <= caught; ++i) {
+        ev[ranks[i]].snapshot.phase = records::Phase::comm_error;
+        if (!gone) ev[ranks[i]].process = {ProcessState::exited, 'Z', 1, 0, false, "exited 1"};
+      }
+      Verdict v = decide(input_of(ev));
+      EXPECT_EQ(suspects(v), std::set<std::int64_t>{bad}) << v.summary;
+      auto vic = victims(v);
+      for (std::size_t i = 1; i <= caught; ++i) EXPECT_TRUE(vic.count(ranks[i])) << ranks[i];
+      for (const auto& x : v.details["victims"])
+        if (ev[x["rank"].get<std::int64_t>()].snapshot.phase == records::Phase::comm_error)
+          EXPECT_NE(x["why"].get<std::string>().find("communication error"), std::string::npos) << x.dump();
+      // Without the mark the same records name the caught ranks too: the mark is what tells them apart.
+      for (std::size_t i = 1; i <= caught; ++i) ev[ranks[i]].snapshot.phase = records::Phase::forward;
+      EXPECT_GT(suspects(decide(input_of(ev))).size(), 1u);
     }
   }
 }
