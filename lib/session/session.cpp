@@ -144,6 +144,10 @@ Status Session::form(Clock::time_point deadline, milliseconds arrival, std::int6
   const auto me = m_options.member;
   std::vector<std::int64_t> candidates = m_members;
   m_group.reset();  // the old group's pairs close, so peers still on it fail at once
+  // When this member's connect failed fast, a peer may still be waiting in
+  // that round for a pair that will never connect (up to the pair wait):
+  // the next round waits for it at least that long.
+  Clock::time_point peers_may_leave_by{};
   while (candidates.size() > 1) {
     if (m_rounds >= m_options.max_rounds || (m_rounds > 0 && left(deadline) < milliseconds(50))) {
       m_notes.push_back(fmt::format("no formation round left (after {}); continuing alone", m_rounds));
@@ -162,6 +166,7 @@ Status Session::form(Clock::time_point deadline, milliseconds arrival, std::int6
     spdlog::info("session: member {} of {} registered in round {} of generation {}{}", me, m_options.expected.size(),
                  round, m_generation, m_options.name.empty() ? "" : " (" + m_options.name + ")");
     auto here_until = Clock::now() + (round == 0 ? arrival : std::min(arrival, left(deadline) / 4));
+    if (round > 0) here_until = std::max(here_until, std::min(peers_may_leave_by, deadline - left(deadline) / 4));
     std::vector<std::string> here_keys;
     for (auto m : candidates) here_keys.push_back(fmt::format("{}/here/{}", pfx, m));
     auto have = await_keys(m_store, here_keys, here_until);
@@ -221,6 +226,7 @@ Status Session::form(Clock::time_point deadline, milliseconds arrival, std::int6
     const auto total = m_options.timeout;
     auto connect_timeout = std::max(milliseconds(100), round == 0 ? std::min(left(deadline) / 2, left(deadline) - total / 5)
                                                                   : left(deadline));
+    peers_may_leave_by = Clock::now() + transport::pair_connect_wait(connect_timeout) + milliseconds(1000);
     auto group = transport::GlooGroup::connect(m_store, pfx + "/gloo/", rank, static_cast<int>(present.size()), m_device,
                                                connect_timeout, m_traffic.get());
     if (!group) {

@@ -43,8 +43,10 @@ class GlooStoreAdapter final : public gloo::rendezvous::Store {
     return *v;
   }
   void wait(const std::vector<std::string>& keys) override { wait(keys, left(m_deadline)); }
-  void wait(const std::vector<std::string>& keys, const milliseconds& timeout) override {
-    auto until = std::min(m_deadline, Clock::now() + timeout);
+  // Gloo passes its context timeout, which connect() sets to the pair wait;
+  // the rendezvous itself is bounded by this adapter's deadline.
+  void wait(const std::vector<std::string>& keys, const milliseconds& /*gloo_timeout*/) override {
+    const auto until = m_deadline;
     for (const auto& k : keys) {
       while (true) {
         auto c = m_kv.check(m_prefix + k);
@@ -132,6 +134,10 @@ Status GlooGroup::guarded(const char* what, F&& f) {
   }
 }
 
+milliseconds pair_connect_wait(milliseconds timeout) {
+  return std::min(timeout, std::clamp(timeout / 4, milliseconds(2000), milliseconds(5000)));
+}
+
 Result<std::unique_ptr<GlooGroup>> GlooGroup::connect(KeyValueStore& store, const std::string& prefix, int rank, int size,
                                                       const std::shared_ptr<gloo::transport::Device>& device,
                                                       milliseconds timeout, TrafficCounters* counters) {
@@ -142,9 +148,16 @@ Result<std::unique_ptr<GlooGroup>> GlooGroup::connect(KeyValueStore& store, cons
   try {
     GlooStoreAdapter adapter(store, prefix, Clock::now() + timeout);
     auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    ctx->setTimeout(timeout);
+    // Gloo waits 5 times a pair's timeout (the context's when the pair is
+    // made) for its first connection (tcp/pair.h, waitUntil): a peer that left
+    // this formation (its listener accepts, nothing claims the connection)
+    // held a member here for 5 x 7.5 s in CI while the others re-formed
+    // without it. So pairs are made with a fifth of the pair wait, and the
+    // collectives get `timeout` back afterwards.
+    ctx->setTimeout(std::max(milliseconds(1), pair_connect_wait(timeout) / 5));
     auto dev = device;
     ctx->connectFullMesh(adapter, dev);
+    ctx->setTimeout(timeout);
     g->m_context = std::move(ctx);
   } catch (const std::exception& e) {
     return unavailable_error(fmt::format("cannot connect a group of {} through the store", size), e.what());

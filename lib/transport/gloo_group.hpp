@@ -38,11 +38,19 @@ struct TrafficCounters {
   std::uint64_t collectives = 0;  // Gloo calls made (each one is >= 1 latency round)
 };
 
+// How long GlooGroup::connect waits for one pair's connection once its peer's
+// address is known (a live peer in the same formation answers in
+// milliseconds; one that left the formation never does): a quarter of the
+// connect timeout, from 2 s to 5 s, never more than the timeout.
+std::chrono::milliseconds pair_connect_wait(std::chrono::milliseconds timeout);
+
 class GlooGroup {
  public:
   // Connects `rank` of `size` through the store keys under `prefix` (Gloo's
   // full mesh of the group, size - 1 pairs per process). `timeout` bounds the
-  // rendezvous and is the default for the collectives.
+  // rendezvous (waiting for the peers' addresses in the store) and is the
+  // default for the collectives; each pair then connects within
+  // pair_connect_wait(timeout).
   static Result<std::unique_ptr<GlooGroup>> connect(KeyValueStore& store, const std::string& prefix, int rank, int size,
                                                     const std::shared_ptr<gloo::transport::Device>& device,
                                                     std::chrono::milliseconds timeout, TrafficCounters* counters);

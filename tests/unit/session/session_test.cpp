@@ -18,6 +18,7 @@
 
 #include "lib/session/hierarchy.hpp"
 #include "lib/transport/auth.hpp"
+#include "lib/transport/gloo_group.hpp"
 
 namespace scout::session {
 namespace {
@@ -152,6 +153,41 @@ TEST(Session, AMemberThatNeverArrivesIsReportedAbsentAndTheOthersFinish) {
     if (gone.size() != 1 || gone[0].member != absent || gone[0].why != Absence::Why::never_arrived) failures[i] += "absence not reported; ";
   }, milliseconds(3000));
   for (int i = 0; i < n; ++i) EXPECT_EQ(failures[i], "") << "member " << i;
+}
+
+TEST(Session, AConnectToAPeerThatLeftTheFormationEndsWithinItsTimeout) {
+  // CI (seed 676957061085466430): one member sat 38 s in a round-0 connect whose timeout
+  // was 7.5 s ("Connect timeout": Gloo waits 5x a pair's timeout for its first connection,
+  // tcp/pair.h) while the others re-formed without it. Here member 2 publishes its
+  // address and leaves (its device stays up); 0 and 1 must give up on it within their
+  // connect timeout, whichever wait (store or pair) holds them.
+  TempDir dir;
+  auto store2 = dir.open();
+  auto dev2 = transport::make_tcp_device("127.0.0.1");
+  ASSERT_TRUE(dev2.ok());
+  auto left = transport::GlooGroup::connect(*store2, "leave/", 2, 3, *dev2, milliseconds(300), nullptr);
+  ASSERT_FALSE(left.ok());  // nobody else came within 300 ms; its address stays in the store
+  const milliseconds timeout(4000);
+  std::vector<std::string> errors(2);
+  std::vector<double> took(2, 0);
+  std::vector<std::thread> members;
+  for (int r = 0; r < 2; ++r)
+    members.emplace_back([&, r] {
+      auto store = dir.open();
+      auto dev = transport::make_tcp_device("127.0.0.1");
+      ASSERT_TRUE(dev.ok());
+      const auto t0 = std::chrono::steady_clock::now();
+      auto g = transport::GlooGroup::connect(*store, "leave/", r, 3, *dev, timeout, nullptr);
+      took[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      errors[r] = g.ok() ? "" : g.error().message();
+    });
+  for (auto& t : members) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[r], "") << "member " << r << " connected to a member that left";
+    // Bounded by its timeout (plus scheduling), not by 5 x the timeout.
+    EXPECT_LT(took[r], 4.0 + 3.0) << "member " << r << ": " << errors[r];
+    std::printf("member %d gave up after %.2f s: %s\n", r, took[r], errors[r].c_str());
+  }
 }
 
 TEST(Session, AMemberThatDiesAfterFormingIsLostAndTheSurvivorsReform) {
