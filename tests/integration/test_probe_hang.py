@@ -9,6 +9,7 @@ Runs under /usr/bin/python3 via ctest (SCOUT_BIN etc. set there).
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -17,6 +18,7 @@ import sys
 import tempfile
 import time
 import unittest
+import zlib
 
 from scoutlib import EXIT, SCOUT_BIN, ScoutTestCase, run, validate
 from trainer_harness import TrainerJob, free_port, group_stalled_job, have_netns
@@ -25,6 +27,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 WORLD = 4
 STEPS = 5
 THRESHOLD = "1"   # the harness waits for 1.5 s of silence before probing
+SEED = int(os.environ.get("SCOUT_TEST_SEED", random.SystemRandom().randrange(1 << 30)))
+print(f"test_probe_hang seed {SEED} (rerun with SCOUT_TEST_SEED={SEED})", file=sys.stderr)
+
+
+class SeededCase(ScoutTestCase):
+    """self.rng: every draw of a test, reproduced by SCOUT_TEST_SEED (per test, in any order)."""
+
+    def setUp(self):
+        self.rng = random.Random(SEED ^ zlib.crc32(self._testMethodName.encode()))
+
+    def job(self, **kw):
+        return TrainerJob(seed=self.rng.randrange(1 << 31), **kw)
 
 
 def probe(job, *extra, timeout_s=10, env=None):
@@ -48,11 +62,11 @@ def suspects(doc):
     return sorted(s["rank"] for s in doc["suspects"])
 
 
-class FaultLocalization(ScoutTestCase):
+class FaultLocalization(SeededCase):
     """One job per fault, 4 ranks, fault at a random rank and step."""
 
     def localize(self, fault, kinds):
-        with TrainerJob(world=WORLD, steps=STEPS, fault=fault) as job:
+        with self.job(world=WORLD, steps=STEPS, fault=fault) as job:
             job.start()
             job.settle()
             res = probe(job.job)
@@ -101,7 +115,7 @@ class FaultLocalization(ScoutTestCase):
         self.assertEqual(doc["suspects"][0]["reason"], "process_stopped")
 
     def test_clean_job_is_healthy_while_running_and_after_it_ends(self):
-        with TrainerJob(world=WORLD, steps=40, fault="none", step_delay=0.1) as job:
+        with self.job(world=WORLD, steps=40, fault="none", step_delay=0.1) as job:
             job.start()
             job.wait_training(min_step=2)
             res = run(["probe-hang", "--job", job.job, "--threshold", "5", "--timeout", "10"], timeout=60)
@@ -116,10 +130,10 @@ class FaultLocalization(ScoutTestCase):
             self.assertIn("ended", res.json()["summary"])
 
 
-class GroupStall(ScoutTestCase):
+class GroupStall(SeededCase):
     @unittest.skipUnless(have_netns(), "needs root and ip netns for two namespace 'nodes'")
     def test_link_down_mid_collective_is_a_group_stall(self):
-        rng = random.Random()
+        rng = self.rng
         seed = rng.randrange(1 << 31)
         rng.seed(seed)
         print(f"group stall seed {seed}", file=sys.stderr)
@@ -134,11 +148,12 @@ class GroupStall(ScoutTestCase):
             self.assertEqual(doc["suspects"], [])
 
 
-class TwoObservers(ScoutTestCase):
+class TwoObservers(SeededCase):
     """Ranks split over two observers ("nodes") that share this host's /dev/shm."""
 
     def two_node_probe(self, store_args, env=None, timeout_s=10):
-        with TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective") as job:
+        with self.job(world=WORLD, steps=STEPS, fault="stop-before-collective") as job:
+            self.last_job = job.job
             job.start()
             job.settle()
             procs = [start_probe(job.job, "--nodes", "2", "--node-index", str(i), "--local-ranks", f"{2 * i}-{2 * i + 1}",
@@ -179,18 +194,20 @@ class TwoObservers(ScoutTestCase):
         self.assertFalse(docs[1]["details"]["transport"]["store_hosted_here"])
 
     def test_default_store_needs_no_setup(self):
-        # The default store is a per-user, per-job directory under /dev/shm; remove it afterwards.
-        before = set(os.listdir("/dev/shm"))
+        # The default store is a per-user, per-job directory under /dev/shm
+        # (default_store_uri, lib/transport/store.cpp); remove this job's only:
+        # a test file running alongside has stores of its own there.
+        self.last_job = None
         try:
             self.two_node_probe([])
         finally:
-            for name in set(os.listdir("/dev/shm")) - before:
-                if name.startswith("scout-store-"):
-                    shutil.rmtree(os.path.join("/dev/shm", name), ignore_errors=True)
+            if self.last_job:
+                safe = re.sub(r"[^A-Za-z0-9_-]", "_", self.last_job[:100])
+                shutil.rmtree(os.path.join("/dev/shm", f"scout-store-{os.getuid()}-{safe}"), ignore_errors=True)
 
     def test_observer_killed_mid_probe_is_unreachable_and_survivor_decides(self):
-        rng = random.Random()
-        with TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective", fault_rank=rng.randrange(2)) as job:
+        rng = self.rng
+        with self.job(world=WORLD, steps=STEPS, fault="stop-before-collective", fault_rank=rng.randrange(2)) as job:
             job.start()
             job.settle()
             store = tempfile.mkdtemp(prefix="scout-store-")
@@ -231,8 +248,8 @@ class TwoObservers(ScoutTestCase):
     def test_observer_of_another_job_token_is_rejected_and_reported(self):
         """The only process claiming node 1 holds another token: it never joins,
         node 1 is unreachable, and the verdict says who claimed it and why."""
-        rng = random.Random()
-        with TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective", fault_rank=rng.randrange(2)) as job:
+        rng = self.rng
+        with self.job(world=WORLD, steps=STEPS, fault="stop-before-collective", fault_rank=rng.randrange(2)) as job:
             job.start()
             job.settle()
             store = tempfile.mkdtemp(prefix="scout-store-")
@@ -257,7 +274,7 @@ class TwoObservers(ScoutTestCase):
     def stray_beside_two_observers(self, store_args, timeout_s, stray_env, why, env=None, stray_args=()):
         """A stray claims node 1 while both real observers run: they still decide
         together, and both report the stray."""
-        with TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective") as job:
+        with self.job(world=WORLD, steps=STEPS, fault="stop-before-collective") as job:
             job.start()
             job.settle()
             first = start_probe(job.job, "--nodes", "2", "--node-index", "0", "--local-ranks", "0-1", *store_args, env=env,
@@ -299,9 +316,9 @@ class TwoObservers(ScoutTestCase):
         """An adversary that knows the probe's namespace but not the token's key
         joins the real gather as observer 1 (tests/tools/forge_observer.cpp) and
         offers evidence that frames one of its ranks as stopped."""
-        rng = random.Random()
+        rng = self.rng
         forge = os.path.join(os.environ["SCOUT_BUILD_DIR"], "tests", "scout_test_forge_observer")
-        with TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective", fault_rank=rng.randrange(2)) as job:
+        with self.job(world=WORLD, steps=STEPS, fault="stop-before-collective", fault_rank=rng.randrange(2)) as job:
             job.start()
             job.settle()
             store = tempfile.mkdtemp(prefix="scout-store-")
@@ -357,7 +374,7 @@ class TwoObservers(ScoutTestCase):
             shutil.rmtree(store, ignore_errors=True)
 
 
-class ScoutPathFaults(ScoutTestCase):
+class ScoutPathFaults(SeededCase):
     """Faults in scout's own path end in a verdict or a clear error within the timeout."""
 
     def write_records(self, job, world=WORLD):
@@ -388,7 +405,7 @@ class ScoutPathFaults(ScoutTestCase):
         job = f"corrupt-{os.getpid()}"
         self.write_records(job)
         try:
-            bad_magic, bad_version = random.sample(range(WORLD), 2)
+            bad_magic, bad_version = self.rng.sample(range(WORLD), 2)
             print(f"bad magic rank {bad_magic}, bad version rank {bad_version}", file=sys.stderr)
             with open(f"/dev/shm/scout.{job}.{bad_magic}", "r+b") as f:
                 f.write(b"GARBAGE!")
@@ -416,10 +433,10 @@ class ScoutPathFaults(ScoutTestCase):
             self.assertCleanError(res, "usage", "probe-hang")
 
     def test_trainer_killed_mid_write(self):
-        with TrainerJob(world=WORLD, steps=5000, fault="none") as job:
+        with self.job(world=WORLD, steps=5000, fault="none") as job:
             job.start()
             job.wait_training(min_step=2)
-            victim = random.randrange(WORLD)
+            victim = self.rng.randrange(WORLD)
             print(f"killing rank {victim} mid-write", file=sys.stderr)
             os.kill(job.pids()[victim], signal.SIGKILL)
             job.wait_silent()
@@ -431,9 +448,9 @@ class ScoutPathFaults(ScoutTestCase):
                 self.assertEqual(suspects(doc), [victim], res)
 
 
-class Observe(ScoutTestCase):
+class Observe(SeededCase):
     def test_daemon_writes_one_verdict_per_stall(self):
-        with TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective") as job:
+        with self.job(world=WORLD, steps=STEPS, fault="stop-before-collective") as job:
             vdir = tempfile.mkdtemp(prefix="scout-verdicts-")
             try:
                 job.start()
@@ -474,7 +491,7 @@ class Observe(ScoutTestCase):
             f.write(f"token-{random.SystemRandom().randrange(1 << 62)}\n")
         daemons = []
         try:
-            with TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective") as job:
+            with self.job(world=WORLD, steps=STEPS, fault="stop-before-collective") as job:
                 job.start()
                 for i in range(2):
                     if i:
@@ -522,7 +539,14 @@ class Observe(ScoutTestCase):
         job = f"observe-idle-{os.getpid()}"
         proc = subprocess.Popen([SCOUT_BIN, "observe", "--job", job, "--interval", "0.2", "--duration", "60"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.0)
+        # Signal only once its SIGTERM handler is installed (SigCgt in /proc).
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            with open(f"/proc/{proc.pid}/status") as f:
+                caught = int(next(l for l in f if l.startswith("SigCgt:")).split()[1], 16)
+            if caught & (1 << (signal.SIGTERM - 1)):
+                break
+            time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=10)
         self.assertEqual(proc.returncode, 0, err)

@@ -314,10 +314,15 @@ class TrainerJob:
 
 
 def have_netns():
-    """Whether this process can make network namespaces (root and iproute2)."""
+    """Whether this process can make network namespaces (root, iproute2 and
+    CAP_SYS_ADMIN: root in a container may lack it, so one is made and removed)."""
     if os.geteuid() != 0 or shutil.which("ip") is None:
         return False
-    return subprocess.run(["ip", "netns", "list"], capture_output=True).returncode == 0
+    name = f"scout-probe-{os.getpid()}"
+    made = subprocess.run(["ip", "netns", "add", name], capture_output=True, timeout=30).returncode == 0
+    if made:
+        subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=30)
+    return made
 
 
 class TwoNetnsNodes:

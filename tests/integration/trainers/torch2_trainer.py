@@ -144,7 +144,12 @@ def main(argv=None):
     world = int(os.environ["WORLD_SIZE"])
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", timeout=timedelta(seconds=args.pg_timeout))
+    # Rendezvous gets at least 60 s (four torch imports on a loaded 2-core
+    # machine can start the ranks seconds apart); collectives then get
+    # --pg-timeout (dist.set_timeout, where this torch has it).
+    dist.init_process_group("gloo", timeout=timedelta(seconds=max(args.pg_timeout, 60)))
+    if args.pg_timeout < 60 and hasattr(dist, "set_timeout"):
+        dist.set_timeout(timedelta(seconds=args.pg_timeout))
     from torch.distributed.device_mesh import init_device_mesh
 
     mesh = None
