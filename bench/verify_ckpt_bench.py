@@ -17,7 +17,8 @@ xxhsum and cat on one, so under load the scheduler gives scout more CPU).
 
 With --dir DIR the files are kept there and reused by later runs with the
 same --mb (a stamp file records it), so repeated measurements skip writing.
-Every repetition runs the reference and scout back to back; the line gives
+Every repetition runs the reference and scout back to back, in alternating
+order (on a VM the host may cache what the first run read); the line gives
 the median ratio and the load average before and after.
 
 Usage: bench/verify_ckpt_bench.py [--mb N] [--repeat N] [--formats safetensors,pt,dcp] [--dir DIR [--prepare-only]] [--drop-caches]
@@ -182,18 +183,22 @@ def main():
             load_before = os.getloadavg()[0]
             for mode, ref_cmd in (("warm", ["xxhsum", "-H3"] + files), ("cold", ["cat"] + files)):
                 ref_s, scout_s, ratios, cpu_ratios = [], [], [], []
-                for _ in range(args.repeat):
-                    if mode == "cold":
-                        drop_cache(files, args.drop_caches)
-                    else:
-                        timed(["cat"] + files)
-                    ref_s.append(timed(ref_cmd))
-                    if mode == "cold":
-                        drop_cache(files, args.drop_caches)
-                    ref_cpu = CPU[ref_cmd[0]]
-                    scout_s.append(timed(scout_cmd))
+                for rep in range(args.repeat):
+                    # The order alternates, so that whatever the first run of a pair leaves
+                    # behind (a host's cache under a VM's disk, readahead state) favours
+                    # neither side of the ratio.
+                    order = (ref_cmd, scout_cmd) if rep % 2 == 0 else (scout_cmd, ref_cmd)
+                    took = {}
+                    for cmd in order:
+                        if mode == "cold":
+                            drop_cache(files, args.drop_caches)
+                        else:
+                            timed(["cat"] + files)
+                        took[cmd[0]] = (timed(cmd), CPU[cmd[0]])
+                    ref_s.append(took[ref_cmd[0]][0])
+                    scout_s.append(took[SCOUT][0])
                     ratios.append(ref_s[-1] / scout_s[-1])
-                    cpu_ratios.append(ref_cpu / max(CPU[SCOUT], 1e-6))
+                    cpu_ratios.append(took[ref_cmd[0]][1] / max(took[SCOUT][1], 1e-6))
                 r, s = statistics.median(ref_s), statistics.median(scout_s)
                 line.append(f"{mode} {ref_cmd[0]} {mib / r:6.0f} MiB/s scout {mib / s:6.0f} MiB/s ratio {statistics.median(ratios):4.2f}"
                             f" [{' '.join(f'{x:.2f}' for x in ratios)}] cpu {statistics.median(cpu_ratios):4.2f}")

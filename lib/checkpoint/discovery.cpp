@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fmt/format.h>
 
+#include "lib/checkpoint/checkpoint_dir.hpp"
+
 namespace scout::checkpoint {
 
 namespace fs = std::filesystem;
@@ -22,6 +24,8 @@ Result<CheckpointLayout> resolve_layout(const LayoutRequest& o, const std::strin
     manifest = std::move(*m);
     if (o.mesh.empty()) return layout_from_manifest(*manifest);
   }
+  // A DCP or sharded-safetensors directory alone: one copy, checked on its own.
+  if (o.mesh.empty() && detect_directory_format(dir)) return layout_single_copy(dir);
   if (o.mesh.empty())
     return usage_error(fmt::format("{}: no --mesh and no {} to say which files are replicas", dir, k_manifest_file_name), {},
                        "give --mesh (e.g. --mesh dp=4,tp=2), --replicas FILE..., or write a manifest with 'scout verify-ckpt manifest write'");

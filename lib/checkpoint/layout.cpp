@@ -49,6 +49,17 @@ Result<CheckpointLayout> layout_from_replicas(const std::vector<std::string>& fi
   return layout;
 }
 
+CheckpointLayout layout_single_copy(const std::string& dir) {
+  CheckpointLayout layout;
+  layout.dir = dir;
+  layout.source = "single_copy";
+  ReplicaSet set;
+  set.shard = "single_copy";
+  set.files.push_back({dir, -1});
+  layout.sets.push_back(std::move(set));
+  return layout;
+}
+
 namespace {
 
 std::string regex_escape(const std::string& text) {

@@ -25,7 +25,7 @@ bool is_checkpoint_file_name(const std::string& name);
 
 struct CheckpointLayout {
   std::string dir;      // checkpoint directory; empty for explicit replicas
-  std::string source;   // "replicas", "pattern" or "manifest"
+  std::string source;   // "replicas", "pattern", "manifest" or "single_copy"
   std::string mesh;     // canonical mesh spec; empty when none
   std::vector<ReplicaSet> sets;
   std::size_t file_count() const;
@@ -35,6 +35,12 @@ struct CheckpointLayout {
 // duplicates, each a regular file or a checkpoint directory: DCP, sharded
 // safetensors): usage error otherwise.
 Result<CheckpointLayout> layout_from_replicas(const std::vector<std::string>& files);
+
+// A directory that is one checkpoint by itself (torch.distributed.checkpoint,
+// sharded safetensors) given with no replica, mesh or manifest: one shard
+// "single_copy" of that directory, read whole and checked on its own (zip
+// CRC-32s of DCP chunks), compared with nothing.
+CheckpointLayout layout_single_copy(const std::string& dir);
 
 // Per-rank files of `dir` grouped into replica sets by `mesh_spec`
 // ("dp=4,tp=2"); `pattern` (optional) names the files with a {rank}

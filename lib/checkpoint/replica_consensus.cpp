@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <optional>
+#include <string_view>
 
 namespace scout::checkpoint {
 
@@ -12,6 +14,26 @@ std::string shape_text(const std::vector<std::int64_t>& shape) { return fmt::for
 std::string replica_name(const ReplicaSet& set, std::size_t i) {
   const auto& f = set.files[i];
   return f.rank >= 0 ? fmt::format("{} (replica {}, rank {})", f.path, i, f.rank) : fmt::format("{} (replica {})", f.path, i);
+}
+
+// A DCP chunk is named "tensor@[offsets]" unless it is the whole tensor.
+std::string_view tensor_of_chunk(std::string_view name) {
+  const auto at = name.rfind("@[");
+  return at == std::string_view::npos ? name : name.substr(0, at);
+}
+
+// When `name` (in replica `here`) is missing from `others` (replica `there`)
+// because the same tensor is cut into other chunks there: the error that says so.
+std::optional<Error> sharded_differently(const std::string& name, const std::vector<TensorDigest>& others, const std::string& here,
+                                         const std::string& there) {
+  const auto tensor = tensor_of_chunk(name);
+  for (const auto& o : others)
+    if (o.name != name && tensor_of_chunk(o.name) == tensor)
+      return input_error(fmt::format("replicas are sharded differently: tensor '{}' is saved as '{}' in {} but as '{}' in {}", tensor, name,
+                                     here, o.name, there),
+                         "DCP chunks are compared one by one, so copies must be cut the same way",
+                         "compare copies saved with the same world size and parallelism (e.g. the HSDP replica groups of one save)");
+  return std::nullopt;
 }
 
 }  // namespace
@@ -28,16 +50,20 @@ Result<ShardVerdict> compare_replicas(const ReplicaSet& set, const std::vector<F
     const auto& other = digests[i].tensors;
     std::size_t a = 0, b = 0;
     while (a < ref.size() || b < other.size()) {
-      if (b >= other.size() || (a < ref.size() && ref[a].name < other[b].name))
+      if (b >= other.size() || (a < ref.size() && ref[a].name < other[b].name)) {
+        if (auto e = sharded_differently(ref[a].name, other, replica_name(set, 0), replica_name(set, i))) return *e;
         return input_error(fmt::format("shard {}: tensor '{}' is in {} but missing from {}", set.shard, ref[a].name, replica_name(set, 0),
                                        replica_name(set, i)),
                            "replicas of one shard must hold the same tensors",
                            "the checkpoint is incomplete or the files are not replicas of each other; check --mesh / the layout");
-      if (a >= ref.size() || other[b].name < ref[a].name)
+      }
+      if (a >= ref.size() || other[b].name < ref[a].name) {
+        if (auto e = sharded_differently(other[b].name, ref, replica_name(set, i), replica_name(set, 0))) return *e;
         return input_error(fmt::format("shard {}: tensor '{}' is in {} but missing from {}", set.shard, other[b].name,
                                        replica_name(set, i), replica_name(set, 0)),
                            "replicas of one shard must hold the same tensors",
                            "the checkpoint is incomplete or the files are not replicas of each other; check --mesh / the layout");
+      }
       if (ref[a].dtype != other[b].dtype)
         return input_error(fmt::format("shard {}: tensor '{}' is {} in {} but {} in {}", set.shard, ref[a].name, dtype_name(ref[a].dtype),
                                        replica_name(set, 0), dtype_name(other[b].dtype), replica_name(set, i)),

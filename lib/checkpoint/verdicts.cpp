@@ -153,6 +153,18 @@ Verdict check_verdict(const VerifyReport& r, const std::string& checkpoint) {
     for (const auto& rep : d0["replicas"]) names.push_back(rep["file"].get<std::string>());
     v.summary = fmt::format("{} tensor(s) differ with no strict majority; first: '{}' differs between {} (which copy is right is unknown)",
                             inconclusive, d0["tensor"].get<std::string>(), fmt::format("{}", fmt::join(names, " and ")));
+  } else if (r.layout.source == "single_copy" && !r.digests.empty()) {
+    // One copy of everything: say what was checked and what could not be.
+    v.status = VerdictStatus::healthy;
+    v.scope = Scope::job;
+    v.action = "none";
+    const auto& d = r.digests.front();
+    v.summary = fmt::format("{} read whole, {} tensor(s) in one copy: {}; nothing to compare them with (no replica: give --replicas with "
+                            "copies saved separately, e.g. per HSDP replica group, or write a manifest with 'scout verify-ckpt "
+                            "manifest write' to catch later bit rot)",
+                            what, d.tensors.size(),
+                            d.format == FileFormat::dcp ? "every chunk's zip entry matches its CRC-32"
+                                                        : "safetensors carry no checksum, so only their structure was checked");
   } else {
     v.status = VerdictStatus::healthy;
     v.scope = Scope::job;

@@ -325,6 +325,55 @@ print(json.dumps({{k: v.numpy().tobytes().hex() for k, v in state.items()}}))
         self.assertEqual(doc["suspects"][0]["evidence"]["source"], distcp[0])
         self.assertEqual(doc["suspects"][0]["evidence"]["tensor"], name)
         self.assertEqual(fails[0]["tensors"], [name])
+        # One DCP directory alone (one copy of every chunk): checked on its own, and said so.
+        r = run(["verify-ckpt", "check", clean])
+        self.assertExit(r, "healthy")
+        doc = r.json()
+        self.assertEqual(doc["details"]["layout"]["source"], "single_copy")
+        self.assertEqual(doc["details"]["single_copy_shards"], 1)
+        self.assertIn("one copy", doc["summary"])
+        self.assertIn("CRC-32", doc["summary"])
+        r = run(["verify-ckpt", "check", out])
+        self.assertExit(r, "attributed")
+        self.assertEqual(r.json()["suspects"][0]["reason"], "zip_entry_fails_crc")
+        self.assertEqual(r.json()["suspects"][0]["evidence"]["source"], distcp[0])
+
+    def test_dcp_copies_sharded_differently_are_refused_saying_so(self):
+        # The same state saved by 1 process and by 2 (DTensor Shard(0)): DCP chunks differ, so the
+        # copies cannot be compared chunk by chunk, and the error says why.
+        if not TORCH2:
+            self.skipTest(f"no torch 2.x at {VENV} (set SCOUT_VENV)")
+        seed = self.rng.randrange(1 << 30)
+        script = f"""
+import os, sys, torch, torch.distributed as dist, torch.distributed.checkpoint as dcp
+world = int(os.environ.get("WORLD_SIZE", "1"))
+g = torch.Generator().manual_seed({seed})
+state = {{"w": torch.randn(64, 8, generator=g)}}
+if world > 1:
+    dist.init_process_group("gloo", init_method="file://" + sys.argv[2], rank=int(os.environ["RANK"]), world_size=world)
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import distribute_tensor, Shard
+    state = {{"w": distribute_tensor(state["w"], init_device_mesh("cpu", (world,)), [Shard(0)])}}
+dcp.save(state, checkpoint_id=sys.argv[1])
+if world > 1:
+    dist.destroy_process_group()
+"""
+        one, two = self.path("dcp_one"), self.path("dcp_two")
+        p = subprocess.run([TORCH2, "-c", script, one, ""], capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rdv = self.path("rdv")
+        procs = [subprocess.Popen([TORCH2, "-c", script, two, rdv], env=dict(os.environ, RANK=str(r), WORLD_SIZE="2"),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+        for q in procs:
+            _, err = q.communicate(timeout=300)
+            self.assertEqual(q.returncode, 0, err)
+        r = run(["verify-ckpt", "--replicas", one, two])
+        self.assertCleanError(r, "bad_input", "verify-ckpt")
+        self.assertIn("sharded differently", r.stderr)
+        self.assertIn("'w'", r.stderr)
+        r = run(["verify-ckpt", "check", two])
+        self.assertExit(r, "healthy")
+        self.assertEqual(r.json()["details"]["files"][0]["tensors"], 2)
 
     def test_dcp_stream_transforms_are_refused_naming_them(self):
         if not TORCH2:
