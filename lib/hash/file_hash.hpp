@@ -14,10 +14,10 @@ struct RawFileHash {
   std::uint64_t hash = 0;  // hash_tensor(U8, [size], bytes)
 };
 
-// Hashes the regular file at `path`, read with pread in 4 MiB blocks by
+// Hashes the regular file at `path` zero-copy from a read-only mapping with
 // `threads` threads (0: all cores; the value does not depend on it). Bad
-// input naming the path when it cannot be opened or read, is not a regular
-// file, or shrinks while it is read.
+// input naming the path when it cannot be opened, is not a regular file or
+// cannot be mapped.
 Result<RawFileHash> hash_raw_file(const std::string& path, unsigned threads = 0);
 
 }  // namespace scout::hash
