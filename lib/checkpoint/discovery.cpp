@@ -55,6 +55,7 @@ bool natural_less(const fs::path& a, const fs::path& b) {
 bool looks_like_checkpoint(const std::string& dir) {
   std::error_code ec;
   if (fs::exists(fs::path(dir) / k_manifest_file_name, ec)) return true;
+  if (detect_directory_format(dir)) return true;  // DCP or sharded safetensors: checked as one copy
   for (const auto& e : fs::directory_iterator(dir, ec))
     if (e.is_regular_file() && is_checkpoint_file_name(e.path().filename().string())) return true;
   return false;

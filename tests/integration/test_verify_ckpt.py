@@ -337,6 +337,14 @@ print(json.dumps({{k: v.numpy().tobytes().hex() for k, v in state.items()}}))
         self.assertExit(r, "attributed")
         self.assertEqual(r.json()["suspects"][0]["reason"], "zip_entry_fails_crc")
         self.assertEqual(r.json()["suspects"][0]["evidence"]["source"], distcp[0])
+        # The cron form finds DCP directories under a root and checks each the same way.
+        root = self.path("dcp_root")
+        shutil.copytree(clean, os.path.join(root, "step100"))
+        shutil.copytree(out, os.path.join(root, "step200"))
+        r = run(["verify-ckpt", "--job", "jdcp", "--ledger", self.path("dcp_ledger.json"), "--settle", "0", root])
+        self.assertExit(r, "attributed")
+        doc = r.json()
+        self.assertEqual([s["evidence"]["checkpoint"] for s in doc["suspects"]], [os.path.join(root, "step200")])
 
     def test_dcp_copies_sharded_differently_are_refused_saying_so(self):
         # The same state saved by 1 process and by 2 (DTensor Shard(0)): DCP chunks differ, so the
