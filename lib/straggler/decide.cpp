@@ -177,8 +177,10 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       // decides (a rank that needs more CPU per call where CPUs are short is the slow one), or the time
       // off a CPU without waiting for one (a rank stopped from outside), with a longer compute time.
       if (p.contended) {
-        const bool by_cpu = cpu[i] - median(cpu) >= o.min_absolute_ns && stands_out(cpu_ratio, i, o.spread_factor) &&
-                            (!main_counted || stands_out(main_ratio, i, o.spread_factor));
+        const double cpu_floor = 1.0 + std::max(o.min_relative, o.contended_cpu_min_relative);
+        const bool by_cpu = cpu[i] - median(cpu) >= o.min_absolute_ns && cpu_ratio[i] >= cpu_floor &&
+                            stands_out(cpu_ratio, i, o.spread_factor) &&
+                            (!main_counted || (main_ratio[i] >= cpu_floor && stands_out(main_ratio, i, o.spread_factor)));
         // Its peers wait for it for at least half its excess time off a CPU: the time stolen from a stopped
         // rank is time they wait. With that check, half the other peers' spread is noise enough. (On
         // torch 2.x a clean rank's compute holds time blocked off a CPU too, measured up to 1.5x its

@@ -43,6 +43,9 @@ struct DecideOptions {
   double min_absolute_ns = 100'000; // ... and at least this many ns longer per call (mean)
   double spread_factor = 1.0;       // ... and its effect at least this times the other peers' spread (max - min) that round
   double contended_share = 0.1;     // a group whose ranks wait for a CPU this share of their compute time is decided on CPU used
+  // ... where a rank's CPU per call must be at least this much above its peers' median: contention
+  // alone moves it up to ~17% (CI: a fleet slowed 3x at a CPU wait share of 0.7, one rank at 1.165x).
+  double contended_cpu_min_relative = 0.2;
   // Communication: a group's link time against the median of the other groups of its kind.
   double link_min_ratio = 1.5;
   double link_min_absolute_ns = 1'000'000;  // per call
