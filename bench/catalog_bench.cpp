@@ -123,7 +123,8 @@ class Collect : public benchmark::ConsoleReporter {
  public:
   std::map<std::string, double> ms;
   void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs) ms[r.benchmark_name()] = r.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(r.time_unit) * 1e3;
+    for (const Run& r : runs)
+      ms[r.benchmark_name()] = r.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(r.time_unit) * 1e3;
     ConsoleReporter::ReportRuns(runs);
   }
 };
@@ -140,13 +141,19 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   Collect reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
-  const double paper = get(reporter, "BM_Paper3457"), pairs = get(reporter, "BM_AllPairs3457"), model = get(reporter, "BM_ModelOnly1M"),
-               uni = get(reporter, "BM_Uniform1M"), het = get(reporter, "BM_Heterogeneous1M");
+  const double paper = get(reporter, "BM_Paper3457"), pairs = get(reporter, "BM_AllPairs3457"),
+               model = get(reporter, "BM_ModelOnly1M"), uni = get(reporter, "BM_Uniform1M"),
+               het = get(reporter, "BM_Heterogeneous1M");
   std::printf("\ncatalog build, 3,457 shapes (paper case, 16 representatives): %.2f ms (target < 100 ms)\n", paper);
-  if (pairs > 0 && paper > 0) std::printf("  all-pairs dominance over the same shapes, same run: %.1f ms -> skyline pass %.0fx faster\n", pairs, pairs / paper);
+  if (pairs > 0 && paper > 0)
+    std::printf("  all-pairs dominance over the same shapes, same run: %.1f ms -> skyline pass %.0fx faster\n", pairs,
+                pairs / paper);
   std::printf("catalog build, 1,000,000 shapes, one expert: %.3f s\n", uni / 1e3);
-  if (model > 0 && uni > 0) std::printf("  model counting pass alone, same run: %.3f s -> compression costs %.2fx the counting pass\n", model / 1e3, uni / model);
-  std::printf("catalog build, 1,000,000 shapes, 8 experts, random routing vectors (seed 20261129): %.3f s\n", het / 1e3);
+  if (model > 0 && uni > 0)
+    std::printf("  model counting pass alone, same run: %.3f s -> compression costs %.2fx the counting pass\n",
+                model / 1e3, uni / model);
+  std::printf("catalog build, 1,000,000 shapes, 8 experts, random routing vectors (seed 20261129): %.3f s\n",
+              het / 1e3);
   benchmark::Shutdown();
   return 0;
 }

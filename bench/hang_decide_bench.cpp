@@ -40,7 +40,8 @@ DecisionInput make_world(std::int64_t n) {
       s.pid = 1;
       s.step = 9;
       s.op_seq = 200;  // a rank that never published an event is starting up, not stalled
-      s.pending = {static_cast<std::uint64_t>(r % 8), records::CollectiveType::all_reduce, 2, 4096, 0, r == bad ? 40u : 41u};
+      s.pending = {
+          static_cast<std::uint64_t>(r % 8), records::CollectiveType::all_reduce, 2, 4096, 0, r == bad ? 40u : 41u};
       s.collective_state = r == bad ? records::CollectiveState::done : records::CollectiveState::inside;
       s.progress_ns = now - 10 * k_s;
       re.process.state = ProcessState::alive;

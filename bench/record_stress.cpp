@@ -156,7 +156,8 @@ int main(int argc, char** argv) {
   std::vector<Counts> counts(readers + 1);
   std::vector<std::thread> pool;
   const std::uint64_t per = (reads + readers - 1) / readers;
-  for (std::uint64_t r = 0; r < readers; ++r) pool.emplace_back(reader, view, per, std::cref(stop), std::ref(counts[r]));
+  for (std::uint64_t r = 0; r < readers; ++r)
+    pool.emplace_back(reader, view, per, std::cref(stop), std::ref(counts[r]));
   // The real reader, beside the protocol readers.
   Counts& full = counts[readers];
   std::uint64_t full_torn = 0, full_problem = 0;
@@ -222,12 +223,13 @@ int main(int argc, char** argv) {
   std::printf("protocol inconsistent snapshots: %llu (progress %llu, ring slot %llu)\n",
               static_cast<unsigned long long>(sum.bad_progress + sum.bad_slot),
               static_cast<unsigned long long>(sum.bad_progress), static_cast<unsigned long long>(sum.bad_slot));
-  std::printf("read_segment reads: %llu, torn %llu, other problems %llu, ring events checked %llu, inconsistent %llu "
-              "(progress %llu, ring %llu)\n",
-              static_cast<unsigned long long>(full.reads), static_cast<unsigned long long>(full_torn),
-              static_cast<unsigned long long>(full_problem), static_cast<unsigned long long>(full.slots_checked),
-              static_cast<unsigned long long>(full.bad_progress + full.bad_slot),
-              static_cast<unsigned long long>(full.bad_progress), static_cast<unsigned long long>(full.bad_slot));
+  std::printf(
+      "read_segment reads: %llu, torn %llu, other problems %llu, ring events checked %llu, inconsistent %llu "
+      "(progress %llu, ring %llu)\n",
+      static_cast<unsigned long long>(full.reads), static_cast<unsigned long long>(full_torn),
+      static_cast<unsigned long long>(full_problem), static_cast<unsigned long long>(full.slots_checked),
+      static_cast<unsigned long long>(full.bad_progress + full.bad_slot),
+      static_cast<unsigned long long>(full.bad_progress), static_cast<unsigned long long>(full.bad_slot));
   munmap(map, sizeof(L::Record));
   close(fd);
   scout_record_close(rec, 1);

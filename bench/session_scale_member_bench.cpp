@@ -15,20 +15,21 @@
 //   session_scale_member_bench --store DIR --member I --members N --mode M [--group-size G]
 //       [--ranks R] [--position-bytes P] [--evidence-bytes E] [--details-bytes D]
 //       [--outliers K] [--probes P] [--timeout-ms T] [--seed S]
+#include <dirent.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <dirent.h>
-#include <fmt/format.h>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <string>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "lib/session/hierarchy.hpp"
 #include "lib/session/session.hpp"
@@ -74,7 +75,8 @@ int open_sockets() {
 std::set<std::int64_t> outlier_nodes(const Args& a) {
   std::mt19937_64 rng(a.seed);
   std::set<std::int64_t> out;
-  while (static_cast<std::int64_t>(out.size()) < std::min(a.outliers, a.members)) out.insert(static_cast<std::int64_t>(rng() % a.members));
+  while (static_cast<std::int64_t>(out.size()) < std::min(a.outliers, a.members))
+    out.insert(static_cast<std::int64_t>(rng() % a.members));
   return out;
 }
 
@@ -104,16 +106,30 @@ std::vector<std::int64_t> select_odd(const PositionTable& t) {
   return out;
 }
 
-Bytes decide_ids(const std::vector<std::int64_t>& ids) { return encode_ids(ids); }
+Bytes decide_ids(const std::vector<std::int64_t>& ids) {
+  return encode_ids(ids);
+}
 
 // Counts what this observer asks of the rendezvous store (the load on one shared store).
 class CountingStore final : public transport::KeyValueStore {
  public:
   explicit CountingStore(transport::KeyValueStore& inner) : m_inner(inner) {}
-  Status set(const std::string& k, const std::vector<char>& v) override { ++ops; return m_inner.set(k, v); }
-  Result<std::vector<char>> get(const std::string& k, std::chrono::milliseconds t) override { ++ops; return m_inner.get(k, t); }
-  Result<bool> check(const std::string& k) override { ++ops; return m_inner.check(k); }
-  Result<std::int64_t> add(const std::string& k, std::int64_t d, std::chrono::milliseconds t) override { ++ops; return m_inner.add(k, d, t); }
+  Status set(const std::string& k, const std::vector<char>& v) override {
+    ++ops;
+    return m_inner.set(k, v);
+  }
+  Result<std::vector<char>> get(const std::string& k, std::chrono::milliseconds t) override {
+    ++ops;
+    return m_inner.get(k, t);
+  }
+  Result<bool> check(const std::string& k) override {
+    ++ops;
+    return m_inner.check(k);
+  }
+  Result<std::int64_t> add(const std::string& k, std::int64_t d, std::chrono::milliseconds t) override {
+    ++ops;
+    return m_inner.add(k, d, t);
+  }
   void cleanup() override { m_inner.cleanup(); }
   std::string describe() const override { return m_inner.describe(); }
   std::uint64_t ops = 0;
@@ -128,19 +144,32 @@ int main(int argc, char** argv) {
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
-    if (k == "--store") a.store = v;
-    else if (k == "--mode") a.mode = v;
-    else if (k == "--member") a.member = std::stoll(v);
-    else if (k == "--members") a.members = std::stoll(v);
-    else if (k == "--group-size") a.group_size = std::stoll(v);
-    else if (k == "--ranks") a.ranks = std::stoll(v);
-    else if (k == "--position-bytes") a.position_bytes = std::stoll(v);
-    else if (k == "--evidence-bytes") a.evidence_bytes = std::stoll(v);
-    else if (k == "--details-bytes") a.details_bytes = std::stoll(v);
-    else if (k == "--outliers") a.outliers = std::stoll(v);
-    else if (k == "--probes") a.probes = std::stoll(v);
-    else if (k == "--timeout-ms") a.timeout_ms = std::stoll(v);
-    else if (k == "--seed") a.seed = std::stoull(v);
+    if (k == "--store")
+      a.store = v;
+    else if (k == "--mode")
+      a.mode = v;
+    else if (k == "--member")
+      a.member = std::stoll(v);
+    else if (k == "--members")
+      a.members = std::stoll(v);
+    else if (k == "--group-size")
+      a.group_size = std::stoll(v);
+    else if (k == "--ranks")
+      a.ranks = std::stoll(v);
+    else if (k == "--position-bytes")
+      a.position_bytes = std::stoll(v);
+    else if (k == "--evidence-bytes")
+      a.evidence_bytes = std::stoll(v);
+    else if (k == "--details-bytes")
+      a.details_bytes = std::stoll(v);
+    else if (k == "--outliers")
+      a.outliers = std::stoll(v);
+    else if (k == "--probes")
+      a.probes = std::stoll(v);
+    else if (k == "--timeout-ms")
+      a.timeout_ms = std::stoll(v);
+    else if (k == "--seed")
+      a.seed = std::stoull(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -233,7 +262,8 @@ int main(int argc, char** argv) {
       t.positions.assign(g->from.size(), std::nullopt);
       for (std::size_t i = 0; i < g->from.size(); ++i)
         if (g->from[i].state == Contribution::State::ok)
-          t.positions[i] = Bytes(g->from[i].data.begin(), g->from[i].data.begin() + static_cast<std::ptrdiff_t>(t.position_bytes));
+          t.positions[i] =
+              Bytes(g->from[i].data.begin(), g->from[i].data.begin() + static_cast<std::ptrdiff_t>(t.position_bytes));
       decision = decide_ids(select_odd(t));
     } else {
       TwoPhaseRequest rq;
@@ -278,7 +308,10 @@ int main(int argc, char** argv) {
                       {"connections", after_form.connections},
                       {"sockets", sockets},
                       {"right", right}};
-  if (hier) hier->close(); else flat->close();
+  if (hier)
+    hier->close();
+  else
+    flat->close();
   std::printf("%s\n", j.dump().c_str());
   return right ? 0 : 1;
 }

@@ -16,9 +16,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <vector>
-
 #include <thread>
+#include <vector>
 
 #include "lib/straggler/bench.hpp"
 #include "lib/straggler/probe.hpp"
@@ -52,7 +51,8 @@ int main(int argc, char** argv) {
     double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     ref = k == 0 ? t : std::min(ref, t);
   }
-  std::printf("reference: one rank's unit of work x%lld repeats in-process: %.2f ms\n", static_cast<long long>(o.repeats), ref);
+  std::printf("reference: one rank's unit of work x%lld repeats in-process: %.2f ms\n",
+              static_cast<long long>(o.repeats), ref);
   for (int n : sizes) {
     std::vector<BenchTarget> targets;
     for (int r = 0; r < n; ++r) targets.push_back(BenchTarget{r, static_cast<std::int64_t>(getpid())});
@@ -61,13 +61,19 @@ int main(int argc, char** argv) {
     double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     int failed = 0;
     for (auto& r : res) failed += r.error.empty() ? 0 : 1;
-    std::printf("probe round, %d local ranks, parallel %lld: %.1f ms wall (%.2f x ranks x reference; %d failed; placement %s)\n", n,
-                static_cast<long long>(parallel), wall, wall / (n * ref), failed, res.empty() ? "-" : res[0].placement.c_str());
+    std::printf(
+        "probe round, %d local ranks, parallel %lld: %.1f ms wall (%.2f x ranks x reference; %d failed; placement "
+        "%s)\n",
+        n, static_cast<long long>(parallel), wall, wall / (n * ref), failed,
+        res.empty() ? "-" : res[0].placement.c_str());
   }
   // Scheduler counters: this process stands for every rank, with 24 threads like a trainer's.
   std::vector<std::thread> idle;
   std::atomic<bool> stop{false};
-  for (int t = 0; t < 23; ++t) idle.emplace_back([&] { while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(5)); });
+  for (int t = 0; t < 23; ++t)
+    idle.emplace_back([&] {
+      while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    });
   LiveOptions lo;
   for (int n : sizes) {
     std::vector<scout::records::RecordRead> reads(static_cast<std::size_t>(n));
@@ -91,9 +97,10 @@ int main(int argc, char** argv) {
       return best;
     };
     const double without = timed(false), with = timed(true);
-    std::printf("round read, %d local ranks x 24 threads: %.3f ms with scheduler counters, %.3f ms without "
-                "(+%.3f ms, %.2f%% of the default 1 s interval)\n",
-                n, with, without, with - without, (with - without) / 10.0);
+    std::printf(
+        "round read, %d local ranks x 24 threads: %.3f ms with scheduler counters, %.3f ms without "
+        "(+%.3f ms, %.2f%% of the default 1 s interval)\n",
+        n, with, without, with - without, (with - without) / 10.0);
   }
   stop = true;
   for (auto& t : idle) t.join();

@@ -50,7 +50,9 @@ const std::vector<std::byte>& buffer(std::size_t n) {
   return *slot;
 }
 
-unsigned all_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+unsigned all_threads() {
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
 void bm_xxh3(benchmark::State& state, std::size_t n) {
   const auto& b = buffer(n);
@@ -131,8 +133,8 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("read_all_threads/" + n).c_str(), bm_read_all, s.bytes)->UseRealTime();
     if (s.bytes == (1u << 20))
       for (HashKernel k : scout::hash::available_kernels())
-        benchmark::RegisterBenchmark(("kernel_" + std::string(scout::hash::kernel_name(k)) + "/" + n).c_str(), bm_kernel,
-                                     s.bytes, k);
+        benchmark::RegisterBenchmark(("kernel_" + std::string(scout::hash::kernel_name(k)) + "/" + n).c_str(),
+                                     bm_kernel, s.bytes, k);
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
@@ -140,11 +142,12 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
 
-  std::printf("\nxxh3 = XXH3_64bits, xxh3_disp = XXH3_64bits_dispatch (AVX2/AVX-512 where present); single-thread\n"
-              "rates from CPU time, all-thread rates from wall time; read_all = all threads summing the words.\n");
+  std::printf(
+      "\nxxh3 = XXH3_64bits, xxh3_disp = XXH3_64bits_dispatch (AVX2/AVX-512 where present); single-thread\n"
+      "rates from CPU time, all-thread rates from wall time; read_all = all threads summing the words.\n");
   std::printf("Tensor hash v%d summary (active kernel %s, %u threads; GB/s = 1e9 bytes/s)\n",
-              scout::hash::k_hash_spec_version, std::string(scout::hash::kernel_name(scout::hash::active_kernel())).c_str(),
-              all_threads());
+              scout::hash::k_hash_spec_version,
+              std::string(scout::hash::kernel_name(scout::hash::active_kernel())).c_str(), all_threads());
   std::printf("%-6s %9s %9s %9s %9s %11s %9s %9s %9s %9s\n", "size", "xxh3", "xxh3_disp", "scout_1t", "1t/xxh3",
               "1t/xxh3disp", "scout_all", "all/xxh3", "read_all", "all/read");
   for (const Size& s : k_sizes) {

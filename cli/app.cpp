@@ -1,7 +1,8 @@
 #include "cli/app.hpp"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
 
 #include "lib/hash/tensor_hash.hpp"
 #include "lib/plugin/module_loader.hpp"
@@ -17,12 +18,14 @@ namespace scout {
 void build_app(CLI::App& app, GlobalOptions& globals, std::map<std::string, CommandRunner>& runners) {
   app.require_subcommand(1);
   app.fallthrough();  // global flags work after the subcommand too
-  app.set_version_flag("--version", std::function<std::string()>(version_text), "Print the version and what was compiled in, then exit");
+  app.set_version_flag("--version", std::function<std::string()>(version_text),
+                       "Print the version and what was compiled in, then exit");
   app.add_option("--format", globals.format,
                  "Output format: json, text, or auto (text on a terminal, json when stdout is a pipe or file)")
       ->check(CLI::IsMember({"json", "text", "auto"}))
       ->default_str("auto");
-  app.add_option("--log-level", globals.log_level, "Log level on stderr: trace, debug, info, warn, error, critical, off")
+  app.add_option("--log-level", globals.log_level,
+                 "Log level on stderr: trace, debug, info, warn, error, critical, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->default_str("warn");
   app.footer(

@@ -1,10 +1,11 @@
 #include "cli/diagnose.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 namespace scout {
 
@@ -46,7 +47,8 @@ namespace {
 
 std::string path_of(const CLI::App* app) {
   std::vector<std::string> names;
-  for (const CLI::App* a = app; a != nullptr && a->get_parent() != nullptr; a = a->get_parent()) names.push_back(a->get_name());
+  for (const CLI::App* a = app; a != nullptr && a->get_parent() != nullptr; a = a->get_parent())
+    names.push_back(a->get_name());
   std::reverse(names.begin(), names.end());
   return fmt::format("{}", fmt::join(names, " "));
 }
@@ -105,8 +107,8 @@ bool has_positionals(const CLI::App* app) {
   return false;
 }
 
-std::string with_suggestion(const std::string& what, const std::string& word, const std::vector<std::string>& candidates,
-                            const std::string& hint) {
+std::string with_suggestion(const std::string& what, const std::string& word,
+                            const std::vector<std::string>& candidates, const std::string& hint) {
   std::string near = closest(word, candidates);
   if (!near.empty()) return fmt::format("{}; did you mean '{}'? {}", what, near, hint);
   return fmt::format("{}; {}", what, hint);
@@ -115,12 +117,14 @@ std::string with_suggestion(const std::string& what, const std::string& word, co
 // Strips CLI11's "--name: " prefix and rewords its phrases.
 std::string reword(std::string text) {
   auto replace = [&](const std::string& from, const std::string& to) {
-    for (std::size_t p = text.find(from); p != std::string::npos; p = text.find(from, p + to.size())) text.replace(p, from.size(), to);
+    for (std::size_t p = text.find(from); p != std::string::npos; p = text.find(from, p + to.size()))
+      text.replace(p, from.size(), to);
   };
   if (text.rfind("Could not convert: ", 0) == 0) {  // "Could not convert: --rank = x"
     std::string rest = text.substr(19);
     auto eq = rest.find(" = ");
-    if (eq != std::string::npos) text = fmt::format("{}: '{}' is not a valid value", rest.substr(0, eq), rest.substr(eq + 3));
+    if (eq != std::string::npos)
+      text = fmt::format("{}: '{}' is not a valid value", rest.substr(0, eq), rest.substr(eq + 3));
   }
   replace("Value ", "value ");
   replace(" not in ", " is not one of ");
@@ -172,13 +176,16 @@ Diagnosis diagnose(const CLI::App& root, const std::vector<std::string>& args, c
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& tok = args[i];
     if (tok == "--") break;
-    if (tok.size() > 1 && tok[0] == '-' && !(tok.size() > 1 && (std::isdigit(static_cast<unsigned char>(tok[1])) || tok[1] == '.'))) {
+    if (tok.size() > 1 && tok[0] == '-' &&
+        !(tok.size() > 1 && (std::isdigit(static_cast<unsigned char>(tok[1])) || tok[1] == '.'))) {
       std::string flag = tok.substr(0, tok.find('='));
       if (tok.rfind("--", 0) != 0 && flag.size() > 2) flag = flag.substr(0, 2);  // -ofile
       const CLI::Option* o = find_option(cur, flag);
       if (o == nullptr)
-        return {command_of(cur), with_suggestion(fmt::format("unknown option '{}'", flag), flag, option_names(cur), help_hint(cur))};
-      if (o->get_expected_max() > 0 && tok.find('=') == std::string::npos && (tok.rfind("--", 0) == 0 || tok.size() == 2)) {
+        return {command_of(cur),
+                with_suggestion(fmt::format("unknown option '{}'", flag), flag, option_names(cur), help_hint(cur))};
+      if (o->get_expected_max() > 0 && tok.find('=') == std::string::npos &&
+          (tok.rfind("--", 0) == 0 || tok.size() == 2)) {
         if (i + 1 >= args.size())
           return {command_of(cur), fmt::format("option '{}' needs a value; {}", flag, help_hint(cur))};
         ++i;
@@ -195,7 +202,8 @@ Diagnosis diagnose(const CLI::App& root, const std::vector<std::string>& args, c
         break;
       }
     if (descended) continue;
-    if (!subcommands_of(cur).empty() && !positional_seen && (!has_positionals(cur) || cur->get_require_subcommand_min() > 0)) {
+    if (!subcommands_of(cur).empty() && !positional_seen &&
+        (!has_positionals(cur) || cur->get_require_subcommand_min() > 0)) {
       std::string what = cur == &root ? fmt::format("unknown command '{}'", tok)
                                       : fmt::format("unknown subcommand '{}' of 'scout {}'", tok, path_of(cur));
       return {command_of(cur), with_suggestion(what, tok, subcommand_names(cur), help_hint(cur))};

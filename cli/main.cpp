@@ -1,12 +1,13 @@
 // scout's entry point: parse, dispatch to the chosen subcommand, and map
 // every failure to the documented exit codes. The only place FatalError is caught.
+#include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fmt/format.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include "cli/app.hpp"
 #include "cli/diagnose.hpp"
@@ -38,15 +39,17 @@ int finish(const std::string& command, int code) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"scout: find the rank, GPU, node or link to blame when a synchronous training job hangs, "
-               "slows down, computes wrong numbers or is about to restart from a corrupted checkpoint.",
-               "scout"};
+  CLI::App app{
+      "scout: find the rank, GPU, node or link to blame when a synchronous training job hangs, "
+      "slows down, computes wrong numbers or is about to restart from a corrupted checkpoint.",
+      "scout"};
   scout::GlobalOptions globals;
   std::map<std::string, scout::CommandRunner> runners;
   scout::build_app(app, globals, runners);
 
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (scout::Diagnosis d; !scout::check_help_words(app, args, &d)) return fail(d.command, d.message, scout::ExitCode::usage);
+  if (scout::Diagnosis d; !scout::check_help_words(app, args, &d))
+    return fail(d.command, d.message, scout::ExitCode::usage);
   args = scout::rewrite_help(args);  // `scout help CMD` is `scout CMD --help`
 
   std::string command;

@@ -23,9 +23,9 @@ struct CatalogBuildOptions {
   std::int64_t hidden = 128;
   std::int64_t output_dim = 128;
   std::string tile = "64x64x32";
-  std::optional<std::int64_t> sms;       // default: the detected SM count
+  std::optional<std::int64_t> sms;  // default: the detected SM count
   std::optional<std::string> observations;
-  std::optional<std::string> output;     // -o FILE; stdout when absent
+  std::optional<std::string> output;  // -o FILE; stdout when absent
   CatalogEnvFlags env;
   OutputFormat format = OutputFormat::json;
 };

@@ -1,12 +1,13 @@
 #include "commands/common.hpp"
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fmt/format.h>
 #include <iostream>
 #include <iterator>
-#include <unistd.h>
 
 namespace scout {
 
@@ -32,9 +33,9 @@ void write_stdout(std::string_view text) {
   const std::size_t n = std::fwrite(text.data(), 1, text.size(), stdout);
   if (n != text.size() || std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
     const int err = errno;
-    throw FatalError(unavailable_error("cannot write the verdict to standard output",
-                                       err != 0 ? std::strerror(err) : "a write failed",
-                                       "check the file, disk or pipe standard output goes to (free space, a reader that stays)"));
+    throw FatalError(unavailable_error(
+        "cannot write the verdict to standard output", err != 0 ? std::strerror(err) : "a write failed",
+        "check the file, disk or pipe standard output goes to (free space, a reader that stays)"));
   }
 }
 

@@ -10,10 +10,10 @@
 namespace scout {
 
 struct ConsensusOptions {
-  std::string mode = "exact";      // exact | statistical
+  std::string mode = "exact";         // exact | statistical
   std::optional<std::string> values;  // "v1,v2,..."; absent: read stdin
-  std::string ranks;               // "r1,r2,..." or ranges; empty: positions
-  std::string kind = "input";      // label of the group in the verdict
+  std::string ranks;                  // "r1,r2,..." or ranges; empty: positions
+  std::string kind = "input";         // label of the group in the verdict
   std::string job;
   StatisticalOptions statistical;
   std::string direction = "both";

@@ -1,8 +1,9 @@
 #include "commands/groups.hpp"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <CLI/CLI.hpp>
 
 #include "lib/common/parse.hpp"
 #include "lib/topology/mesh.hpp"
@@ -11,7 +12,9 @@ namespace scout {
 
 CommandRunner register_groups(CLI::App& cmd, const GlobalOptions& globals) {
   auto opts = std::make_shared<GroupsOptions>();
-  cmd.add_option("--mesh", opts->mesh, "Parallelism mesh, e.g. dp=4,tp=2 (dims dp,fsdp,tp,pp,cp,ep; last varies fastest)")->required();
+  cmd.add_option("--mesh", opts->mesh,
+                 "Parallelism mesh, e.g. dp=4,tp=2 (dims dp,fsdp,tp,pp,cp,ep; last varies fastest)")
+      ->required();
   cmd.add_option("--order", opts->order, "Placement order override, slowest first, e.g. tp,dp");
   cmd.add_option("--ranks-per-node", opts->ranks_per_node, "Ranks per node (node k holds ranks k*N..k*N+N-1)")
       ->each([opts](const std::string&) { opts->ranks_per_node_given = true; });
@@ -34,7 +37,8 @@ nlohmann::json coords_json(const Mesh& mesh, std::int64_t rank) {
 std::string text_report(const Mesh& mesh, const NodeMap* nodes, const std::vector<std::int64_t>& shown) {
   std::string out = fmt::format("mesh {} ({} ranks), peer groups are {} groups\n", mesh.spec(), mesh.world_size(),
                                 peer_kind_name(mesh.peer_kind()));
-  out += fmt::format("{:>6}  {:<24} {:<8} {:<24} {}\n", "rank", "coords (d,s,t,p,c,e)", "node", "peer group", "process groups");
+  out += fmt::format("{:>6}  {:<24} {:<8} {:<24} {}\n", "rank", "coords (d,s,t,p,c,e)", "node", "peer group",
+                     "process groups");
   for (std::int64_t r : shown) {
     Coords c = mesh.coords(r);
     std::string pgs;
@@ -53,8 +57,9 @@ std::string text_report(const Mesh& mesh, const NodeMap* nodes, const std::vecto
 int run_groups(const GroupsOptions& o) {
   Mesh mesh = value_or_throw(Mesh::parse(o.mesh, o.order));
   if (o.world_size > 0 && o.world_size != mesh.world_size())
-    throw FatalError(usage_error(fmt::format("the mesh {} has {} ranks but --world-size is {}", mesh.spec(), mesh.world_size(), o.world_size),
-                                 {}, "fix the mesh sizes so that their product is the world size"));
+    throw FatalError(usage_error(
+        fmt::format("the mesh {} has {} ranks but --world-size is {}", mesh.spec(), mesh.world_size(), o.world_size),
+        {}, "fix the mesh sizes so that their product is the world size"));
   if (o.ranks_per_node_given && o.ranks_per_node < 1)
     throw FatalError(usage_error(fmt::format("--ranks-per-node must be at least 1, not {}", o.ranks_per_node), {},
                                  "give how many ranks each node holds, e.g. --ranks-per-node 8"));
@@ -70,7 +75,8 @@ int run_groups(const GroupsOptions& o) {
   std::vector<std::int64_t> shown;
   if (o.rank) {
     if (*o.rank < 0 || *o.rank >= mesh.world_size())
-      throw FatalError(usage_error(fmt::format("--rank {} is outside the mesh", *o.rank), fmt::format("ranks are 0..{}", mesh.world_size() - 1)));
+      throw FatalError(usage_error(fmt::format("--rank {} is outside the mesh", *o.rank),
+                                   fmt::format("ranks are 0..{}", mesh.world_size() - 1)));
     shown.push_back(*o.rank);
   } else {
     for (std::int64_t r = 0; r < mesh.world_size(); ++r) shown.push_back(r);
@@ -98,13 +104,17 @@ int run_groups(const GroupsOptions& o) {
   auto add_group = [&](const std::vector<std::int64_t>& g) {
     d["peer_groups"].push_back({{"kind", peer_kind_name(mesh.peer_kind())}, {"members", g}});
   };
-  if (o.rank) add_group(mesh.peer_group(*o.rank));
-  else for (const auto& g : mesh.peer_groups()) add_group(g);
+  if (o.rank)
+    add_group(mesh.peer_group(*o.rank));
+  else
+    for (const auto& g : mesh.peer_groups()) add_group(g);
   d["process_groups"] = nlohmann::json::object();
   for (Dim dim : k_all_dims) {
     if (mesh.size(dim) == 1) continue;
-    if (o.rank) d["process_groups"][std::string(dim_name(dim))] = {mesh.process_group(dim, *o.rank)};
-    else d["process_groups"][std::string(dim_name(dim))] = mesh.process_groups(dim);
+    if (o.rank)
+      d["process_groups"][std::string(dim_name(dim))] = {mesh.process_group(dim, *o.rank)};
+    else
+      d["process_groups"][std::string(dim_name(dim))] = mesh.process_groups(dim);
   }
   if (nodes) {
     d["nodes"] = nlohmann::json::array();
@@ -119,7 +129,8 @@ int run_groups(const GroupsOptions& o) {
   }
   d["ranks"] = nlohmann::json::array();
   for (std::int64_t r : shown) {
-    nlohmann::json rj = {{"rank", r}, {"coords", coords_json(mesh, r)},
+    nlohmann::json rj = {{"rank", r},
+                         {"coords", coords_json(mesh, r)},
                          {"node", nodes ? nlohmann::json(nodes->node_name(r)) : nlohmann::json(nullptr)},
                          {"peer_group", mesh.peer_group(r)}};
     rj["process_groups"] = nlohmann::json::object();

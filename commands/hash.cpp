@@ -1,8 +1,9 @@
 #include "commands/hash.hpp"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <CLI/CLI.hpp>
 
 #include "lib/checkpoint/checkpoint_file.hpp"
 #include "lib/checkpoint/safetensors.hpp"
@@ -78,7 +79,10 @@ int run_hash(const HashOptions& o) {
   for (const auto& [kind, f] : files) {
     nlohmann::json fj = {{"path", f.path}, {"kind", kind}, {"bytes", f.size}, {"tensors", nlohmann::json::array()}};
     for (const auto& t : f.tensors)
-      fj["tensors"].push_back({{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"bytes", t.bytes},
+      fj["tensors"].push_back({{"name", t.name},
+                               {"dtype", dtype_name(t.dtype)},
+                               {"shape", t.shape},
+                               {"bytes", t.bytes},
                                {"hash", hex64(t.hash)}});
     d["files"].push_back(std::move(fj));
   }

@@ -1,17 +1,18 @@
 #include "commands/observe.hpp"
 
-#include <atomic>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstring>
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
-#include <sys/stat.h>
 #include <thread>
-#include <unistd.h>
 
 #include "lib/common/clock.hpp"
 #include "lib/common/file.hpp"
@@ -22,7 +23,8 @@ namespace scout {
 CommandRunner register_observe(CLI::App& cmd, const GlobalOptions& globals) {
   auto o = std::make_shared<ObserveOptions>();
   add_hang_probe_flags(cmd, o->probe);
-  cmd.add_option("--verdict-dir", o->verdict_dir, "Directory the verdicts are written to, one file each, atomically (default: stdout only)");
+  cmd.add_option("--verdict-dir", o->verdict_dir,
+                 "Directory the verdicts are written to, one file each, atomically (default: stdout only)");
   cmd.add_option("--interval", o->interval_s, "Seconds between reads of the local records")->default_str("1");
   cmd.add_option("--max-verdicts", o->max_verdicts, "Stop after this many verdicts (0: never)")->default_str("0");
   cmd.add_option("--duration", o->duration_s, "Stop after this many seconds (0: never)")->default_str("0");
@@ -35,7 +37,9 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 
-extern "C" void on_stop_signal(int) { g_stop.store(true); }
+extern "C" void on_stop_signal(int) {
+  g_stop.store(true);
+}
 
 // What this node can see of the job's progress: the silence rule over its
 // records (lib/hang/silence.hpp, the rule decide() applies) and a signature
@@ -66,13 +70,16 @@ int run_observe(const ObserveOptions& o) {
   hang::ProbeOptions po = to_probe_options(o.probe, "observe");
   if (!std::isfinite(o.interval_s) || o.interval_s <= 0 || o.interval_s > 3600)
     throw FatalError(usage_error("--interval must be a number of seconds in (0, 3600]"));
-  if (!std::isfinite(o.duration_s) || o.duration_s < 0) throw FatalError(usage_error("--duration must not be negative"));
+  if (!std::isfinite(o.duration_s) || o.duration_s < 0)
+    throw FatalError(usage_error("--duration must not be negative"));
   if (o.max_verdicts < 0) throw FatalError(usage_error("--max-verdicts must not be negative"));
   if (!o.verdict_dir.empty()) {
     if (::mkdir(o.verdict_dir.c_str(), 0755) != 0 && errno != EEXIST)
-      throw FatalError(unavailable_error(fmt::format("cannot create --verdict-dir {}", o.verdict_dir), std::strerror(errno)));
+      throw FatalError(
+          unavailable_error(fmt::format("cannot create --verdict-dir {}", o.verdict_dir), std::strerror(errno)));
     if (::access(o.verdict_dir.c_str(), W_OK | X_OK) != 0)
-      throw FatalError(unavailable_error(fmt::format("--verdict-dir {} is not writable", o.verdict_dir), std::strerror(errno)));
+      throw FatalError(
+          unavailable_error(fmt::format("--verdict-dir {} is not writable", o.verdict_dir), std::strerror(errno)));
   }
   auto source = make_record_source(o.probe);
 
@@ -90,8 +97,8 @@ int run_observe(const ObserveOptions& o) {
   std::string last_stall;  // signature of the stall the last verdict was about
   std::string previous;    // signature seen by the previous read
   std::int64_t verdicts = 0;
-  StragglerWatch watch(o.straggler, po.job, o.probe.observer.attempt, o.probe.mesh, o.probe.order, o.probe.local_ranks, o.probe.shm_dir,
-                       o.probe.allow_other_owner);
+  StragglerWatch watch(o.straggler, po.job, o.probe.observer.attempt, o.probe.mesh, o.probe.order, o.probe.local_ranks,
+                       o.probe.shm_dir, o.probe.allow_other_owner);
   auto report = [&](Verdict& v) {
     ++verdicts;
     v.created_at = now_rfc3339();

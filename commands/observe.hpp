@@ -12,11 +12,11 @@ namespace scout {
 
 struct ObserveOptions {
   HangProbeFlags probe;
-  std::string verdict_dir;       // "" = stdout only
-  double interval_s = 1;         // how often the records are read
-  std::int64_t max_verdicts = 0; // stop after this many verdicts (0 = never)
-  double duration_s = 0;         // stop after this long (0 = never)
-  StragglerWatchFlags straggler; // --straggler: also watch for stragglers
+  std::string verdict_dir;        // "" = stdout only
+  double interval_s = 1;          // how often the records are read
+  std::int64_t max_verdicts = 0;  // stop after this many verdicts (0 = never)
+  double duration_s = 0;          // stop after this long (0 = never)
+  StragglerWatchFlags straggler;  // --straggler: also watch for stragglers
   OutputFormat format = OutputFormat::json;
 };
 

@@ -23,11 +23,11 @@ namespace scout {
 struct ObserverFlags {
   std::string job;
   std::string attempt;
-  std::string store;            // URI; "" = per-job default (nodes > 1 only)
-  bool store_host = false;      // tcp://: host the TCPStore here
-  bool no_store_host = false;   // tcp://: never host, only join
+  std::string store;           // URI; "" = per-job default (nodes > 1 only)
+  bool store_host = false;     // tcp://: host the TCPStore here
+  bool no_store_host = false;  // tcp://: never host, only join
   std::int64_t nodes = 1;
-  std::int64_t node_index = -1; // -1: the command derives it (probe-hang: from the lowest local rank)
+  std::int64_t node_index = -1;  // -1: the command derives it (probe-hang: from the lowest local rank)
   double timeout_s = 10;
   std::string token_file;
   std::string listen;
@@ -53,9 +53,10 @@ inline constexpr std::int64_t k_max_observers = 100000;
 // Adds --job --attempt --store --store-host --no-store-host --nodes
 // --node-index --timeout --token-file --listen to `cmd`. `timeout_help`
 // says what the timeout bounds for this command.
-void add_observer_flags(CLI::App& cmd, ObserverFlags& flags,
-                        const std::string& timeout_help =
-                            "Seconds the whole probe may take; observers that do not answer by then are named unreachable");
+void add_observer_flags(
+    CLI::App& cmd, ObserverFlags& flags,
+    const std::string& timeout_help =
+        "Seconds the whole probe may take; observers that do not answer by then are named unreachable");
 
 // Validates `flags`; throws FatalError (usage) naming the flag that is wrong.
 ObserverSettings to_observer_settings(const ObserverFlags& flags);

@@ -1,8 +1,9 @@
 #include "commands/probe_hang.hpp"
 
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <cmath>
-#include <fmt/format.h>
 
 #include "lib/common/parse.hpp"
 #include "lib/hang/flight_recorder.hpp"
@@ -12,10 +13,13 @@ namespace scout {
 
 void add_hang_probe_flags(CLI::App& cmd, HangProbeFlags& f) {
   add_observer_flags(cmd, f.observer);
-  cmd.add_option("--mesh", f.mesh, "Parallelism mesh, e.g. dp=4,tp=2 (default: from the records' coordinates, else dp=world)");
+  cmd.add_option("--mesh", f.mesh,
+                 "Parallelism mesh, e.g. dp=4,tp=2 (default: from the records' coordinates, else dp=world)");
   cmd.add_option("--order", f.order, "Placement order override of --mesh, slowest first");
-  cmd.add_option("--threshold", f.threshold_s, "Seconds of silence after which the job counts as stalled")->default_str("10");
-  cmd.add_option("--local-ranks", f.local_ranks, "Only these ranks' records belong to this node, e.g. 0-3 (for nodes sharing one /dev/shm)");
+  cmd.add_option("--threshold", f.threshold_s, "Seconds of silence after which the job counts as stalled")
+      ->default_str("10");
+  cmd.add_option("--local-ranks", f.local_ranks,
+                 "Only these ranks' records belong to this node, e.g. 0-3 (for nodes sharing one /dev/shm)");
   cmd.add_option("--shm-dir", f.shm_dir, "Directory of the record segments")->default_str("/dev/shm");
   cmd.add_flag("--allow-other-owner", f.allow_other_owner, "Read records owned by other users too");
 }
@@ -75,7 +79,8 @@ int run_probe_hang(const ProbeHangOptions& options) {
   hang::ProbeOptions po = to_probe_options(options.probe, "probe-hang");
   auto source = make_record_source(options.probe);
   if (!options.flight_recorder.empty()) {
-    if (po.nodes != 1) throw FatalError(usage_error("--flight-recorder reads every rank's dump: use it with --nodes 1"));
+    if (po.nodes != 1)
+      throw FatalError(usage_error("--flight-recorder reads every rank's dump: use it with --nodes 1"));
     auto reads = value_or_throw(hang::read_flight_recorder_dir(options.flight_recorder, po.job));
     source = [reads]() -> Result<std::vector<records::RecordRead>> { return reads; };
   } else if (po.nodes == 1) {
@@ -83,9 +88,10 @@ int run_probe_hang(const ProbeHangOptions& options) {
     auto reads = source();
     if (!reads) throw FatalError(reads.error());
     if (reads->empty())
-      throw FatalError(unavailable_error(fmt::format("no progress records of job '{}' in {}", po.job, options.probe.shm_dir),
-                                         "the trainers did not publish on this host, or the job id differs",
-                                         "check `scout records list`, or the job id the publisher was given"));
+      throw FatalError(
+          unavailable_error(fmt::format("no progress records of job '{}' in {}", po.job, options.probe.shm_dir),
+                            "the trainers did not publish on this host, or the job id differs",
+                            "check `scout records list`, or the job id the publisher was given"));
     auto cached = std::move(*reads);
     source = [cached]() -> Result<std::vector<records::RecordRead>> { return cached; };
   }

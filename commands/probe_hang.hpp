@@ -17,7 +17,7 @@ struct HangProbeFlags {
   std::string mesh;
   std::string order;
   double threshold_s = 10;
-  std::string local_ranks;        // "0-3": this node's ranks when several nodes share one /dev/shm
+  std::string local_ranks;  // "0-3": this node's ranks when several nodes share one /dev/shm
   std::string shm_dir = "/dev/shm";
   bool allow_other_owner = false;
 };

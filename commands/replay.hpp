@@ -12,14 +12,14 @@
 namespace scout {
 
 struct ReplayOptions {
-  std::string battery;                // "standard"
+  std::string battery;                    // "standard"
   std::optional<std::string> recipe_dir;  // exported recipes (the trainer's RecipeExporter)
   std::optional<std::string> store;       // --recipe across nodes: the shared rendezvous store
   std::int64_t nodes = 1;
   std::optional<std::int64_t> node_index;
   std::optional<std::string> evidence_dir;  // in-job replay evidence (the Python package)
   bool peers_given = false;
-  std::vector<std::string> recipes;   // subset of the battery (empty: all)
+  std::vector<std::string> recipes;  // subset of the battery (empty: all)
   std::string size = "small";
   std::int64_t peers = 4;
   std::uint64_t seed = 1;

@@ -1,9 +1,10 @@
 #include "commands/straggler.hpp"
 
-#include <CLI/CLI.hpp>
-#include <cmath>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cmath>
 
 #include "lib/common/parse.hpp"
 #include "lib/records/reader.hpp"
@@ -11,25 +12,44 @@
 namespace scout {
 
 void add_straggler_decision_flags(CLI::App& cmd, StragglerFlags& f, const std::string& prefix) {
-  cmd.add_option("--" + prefix + "rounds", f.rounds, "Rounds of ring samples; a rank or group is named only when flagged in a strict majority")->default_str("3");
-  cmd.add_option("--" + prefix + "interval", f.interval_s, "Seconds between rounds (each round compares calls no earlier round used)")->default_str("1");
-  cmd.add_option("--" + prefix + "min-ratio", f.min_ratio, "A compute straggler computes at least this times its peers' median, call by call")->default_str("1.12");
-  cmd.add_option("--" + prefix + "link-ratio", f.link_ratio, "A slow process group's collectives take at least this times the other groups' median")->default_str("1.5");
-  cmd.add_option("--" + prefix + "drift", f.drift, "Fleet slowdown: a group at least this fraction above its own history's median")->default_str("0.3");
-  cmd.add_option("--" + prefix + "history", f.history, "Per-job history file of each group's median times (created when absent; locked, replaced atomically)");
+  cmd.add_option("--" + prefix + "rounds", f.rounds,
+                 "Rounds of ring samples; a rank or group is named only when flagged in a strict majority")
+      ->default_str("3");
+  cmd.add_option("--" + prefix + "interval", f.interval_s,
+                 "Seconds between rounds (each round compares calls no earlier round used)")
+      ->default_str("1");
+  cmd.add_option("--" + prefix + "min-ratio", f.min_ratio,
+                 "A compute straggler computes at least this times its peers' median, call by call")
+      ->default_str("1.12");
+  cmd.add_option("--" + prefix + "link-ratio", f.link_ratio,
+                 "A slow process group's collectives take at least this times the other groups' median")
+      ->default_str("1.5");
+  cmd.add_option("--" + prefix + "drift", f.drift,
+                 "Fleet slowdown: a group at least this fraction above its own history's median")
+      ->default_str("0.3");
+  cmd.add_option(
+      "--" + prefix + "history", f.history,
+      "Per-job history file of each group's median times (created when absent; locked, replaced atomically)");
 }
 
 void add_straggler_flags(CLI::App& cmd, StragglerFlags& f) {
-  add_observer_flags(cmd, f.observer, "Seconds each round's gather may take; observers that do not answer are left out of the round");
+  add_observer_flags(cmd, f.observer,
+                     "Seconds each round's gather may take; observers that do not answer are left out of the round");
   cmd.get_option("--node-index")->description("This node's 0-based index (required with --nodes > 1)");
-  cmd.add_option("--mesh", f.mesh, "Parallelism mesh, e.g. dp=4,tp=2 (default: from the records' coordinates, else dp=world)");
+  cmd.add_option("--mesh", f.mesh,
+                 "Parallelism mesh, e.g. dp=4,tp=2 (default: from the records' coordinates, else dp=world)");
   cmd.add_option("--order", f.order, "Placement order override of --mesh, slowest first");
-  cmd.add_option("--local-ranks", f.local_ranks, "Only these ranks' records belong to this node, e.g. 0-3 (for nodes sharing one /dev/shm)");
+  cmd.add_option("--local-ranks", f.local_ranks,
+                 "Only these ranks' records belong to this node, e.g. 0-3 (for nodes sharing one /dev/shm)");
   cmd.add_option("--shm-dir", f.shm_dir, "Directory of the record segments")->default_str("/dev/shm");
   cmd.add_flag("--allow-other-owner", f.allow_other_owner, "Read records owned by other users too");
-  cmd.add_flag("--bench", f.bench, "Also run the controlled probe: the same GEMM and memory sweep on every local rank's CPUs (and cpu cgroup), timed");
-  cmd.add_option("--evidence-out", f.evidence_out, "Also write the rounds' ring evidence to this file (JSON, for --evidence-in and benchmarks)");
-  cmd.add_option("--evidence-in", f.evidence_in, "Decide on evidence recorded by --evidence-out instead of reading records");
+  cmd.add_flag("--bench", f.bench,
+               "Also run the controlled probe: the same GEMM and memory sweep on every local rank's CPUs (and cpu "
+               "cgroup), timed");
+  cmd.add_option("--evidence-out", f.evidence_out,
+                 "Also write the rounds' ring evidence to this file (JSON, for --evidence-in and benchmarks)");
+  cmd.add_option("--evidence-in", f.evidence_in,
+                 "Decide on evidence recorded by --evidence-out instead of reading records");
   add_straggler_decision_flags(cmd, f, "");
 }
 
@@ -51,12 +71,14 @@ straggler::LiveOptions to_live_options(const StragglerFlags& f, const std::strin
   if (!std::isfinite(f.link_ratio) || f.link_ratio <= 1 || f.link_ratio > 1000)
     throw FatalError(usage_error("--link-ratio must be a number in (1, 1000]"));
   o.decide.link_min_ratio = f.link_ratio;
-  if (!std::isfinite(f.drift) || f.drift <= 0 || f.drift > 100) throw FatalError(usage_error("--drift must be a number in (0, 100]"));
+  if (!std::isfinite(f.drift) || f.drift <= 0 || f.drift > 100)
+    throw FatalError(usage_error("--drift must be a number in (0, 100]"));
   o.drift.min_relative = f.drift;
   o.nodes = obs.nodes;
   o.node_index = obs.node_index;
   if (o.nodes > 1 && !o.node_index)
-    throw FatalError(usage_error("--node-index is required with --nodes > 1", "", "pass --node-index I (0-based) on each node"));
+    throw FatalError(
+        usage_error("--node-index is required with --nodes > 1", "", "pass --node-index I (0-based) on each node"));
   if (o.nodes == 1 && (obs.store || f.observer.store_host || f.observer.no_store_host))
     throw FatalError(usage_error("--store, --store-host and --no-store-host need --nodes > 1"));
   o.store = obs.store;
@@ -84,7 +106,9 @@ straggler::LiveOptions to_live_options(const StragglerFlags& f, const std::strin
 }
 
 void add_straggler_watch_flags(CLI::App& cmd, StragglerWatchFlags& w) {
-  cmd.add_flag("--straggler", w.enabled, "Also watch for stragglers while the job makes progress (this node's ranks); a verdict per distinct finding");
+  cmd.add_flag(
+      "--straggler", w.enabled,
+      "Also watch for stragglers while the job makes progress (this node's ranks); a verdict per distinct finding");
   cmd.add_option("--straggler-every", w.every_s, "Seconds between straggler checks")->default_str("30");
   add_straggler_decision_flags(cmd, w.flags, "straggler-");
 }
@@ -120,7 +144,8 @@ std::optional<Verdict> StragglerWatch::poll() {
     return std::nullopt;
   }
   // What the finding is, independent of the numbers: who, why, which groups, fleet or not.
-  std::string sig = std::string(verdict_status_name(v->status)) + "|" + v->details["straggler"].value("diagnosis", "") + "|";
+  std::string sig =
+      std::string(verdict_status_name(v->status)) + "|" + v->details["straggler"].value("diagnosis", "") + "|";
   for (const auto& s : v->suspects) sig += fmt::format("{}:{}:{};", s.rank, s.node, s.reason);
   for (const auto& g : v->details["straggler"]["slow_groups"]) sig += g.value("id", "") + ";";
   const bool fleet = v->details.contains("temporal") && v->details["temporal"].value("status", "") == "fleet_slowdown";

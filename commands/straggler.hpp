@@ -15,7 +15,7 @@
 namespace scout {
 
 struct StragglerFlags {
-  ObserverFlags observer;         // --job ... --listen (observer_flags.hpp); its timeout bounds each round's gather
+  ObserverFlags observer;  // --job ... --listen (observer_flags.hpp); its timeout bounds each round's gather
   std::string mesh;
   std::string order;
   std::string local_ranks;
@@ -27,9 +27,9 @@ struct StragglerFlags {
   std::string history;
   std::string evidence_in;
   std::string evidence_out;
-  double min_ratio = 1.12;        // compute straggler: at least this times the peers' median
-  double link_ratio = 1.5;        // slow group: at least this times the other groups' median
-  double drift = 0.3;             // fleet slowdown: at least this fraction above the history's median
+  double min_ratio = 1.12;  // compute straggler: at least this times the peers' median
+  double link_ratio = 1.5;  // slow group: at least this times the other groups' median
+  double drift = 0.3;       // fleet slowdown: at least this fraction above the history's median
 };
 
 struct StragglerOptions {

@@ -22,23 +22,23 @@ namespace scout {
 struct VerifyCkptOptions {
   // Which form ran: check, manifest-write, manifest-check, record, select, status, ack, cron.
   std::string action = "cron";
-  std::vector<std::string> replicas;   // explicit replica files
-  std::vector<std::string> dirs;       // check/manifest: one checkpoint dir; cron: roots or checkpoints
-  std::string mesh;                    // "dp=4,tp=2"
-  std::string pattern;                 // per-rank file name with {rank}
-  bool no_manifest = false;            // do not compare with DIR/scout-ckpt.json
-  unsigned jobs = 0;                   // files hashed at once (0 = automatic)
+  std::vector<std::string> replicas;  // explicit replica files
+  std::vector<std::string> dirs;      // check/manifest: one checkpoint dir; cron: roots or checkpoints
+  std::string mesh;                   // "dp=4,tp=2"
+  std::string pattern;                // per-rank file name with {rank}
+  bool no_manifest = false;           // do not compare with DIR/scout-ckpt.json
+  unsigned jobs = 0;                  // files hashed at once (0 = automatic)
   std::string job;
-  std::string ledger;                  // ledger file; default from --job
+  std::string ledger;  // ledger file; default from --job
   double lock_timeout_s = 30;
   std::vector<std::string> replay_files;
-  std::string failure;                 // select
-  std::string sweep_file;              // select: a full-sweep replay verdict
-  std::string prometheus;              // textfile collector output
-  double settle_s = 60;                // cron: skip checkpoints modified more recently
-  bool settle_given = false;           // --settle was on the command line
-  bool recheck_invalid = false;        // cron: check checkpoints recorded as invalid again
-  bool quiet = false;                  // no progress on stderr
+  std::string failure;           // select
+  std::string sweep_file;        // select: a full-sweep replay verdict
+  std::string prometheus;        // textfile collector output
+  double settle_s = 60;          // cron: skip checkpoints modified more recently
+  bool settle_given = false;     // --settle was on the command line
+  bool recheck_invalid = false;  // cron: check checkpoints recorded as invalid again
+  bool quiet = false;            // no progress on stderr
   OutputFormat format = OutputFormat::json;
 };
 

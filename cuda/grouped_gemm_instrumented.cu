@@ -55,8 +55,8 @@ struct DeviceProblem {
 // Linear kernel: C[r, n] = sum_k A[r, k] * B_e(k, n) per expert, where A is the
 // stacked activations (sum rows x K), B_e is W_e (K x N) for forward and W_e^T
 // for input_grad (W_e stored hidden x output_dim). One work item = one output tile.
-__global__ void linear_kernel(DeviceProblem p, int kernel, const float* a, const float* w, float* c, long long total_slots,
-                              ItemRecord* records) {
+__global__ void linear_kernel(DeviceProblem p, int kernel, const float* a, const float* w, float* c,
+                              long long total_slots, ItemRecord* records) {
   const bool transpose_w = kernel == 1;
   const long long k_dim = transpose_w ? p.output_dim : p.hidden;
   const long long n_dim = transpose_w ? p.hidden : p.output_dim;
@@ -75,7 +75,8 @@ __global__ void linear_kernel(DeviceProblem p, int kernel, const float* a, const
       const long long r = m0 + i / width, n = n0 + i % width;
       const float* arow = a + (p.row_offset[e] + r) * k_dim;
       float acc = 0.f;
-      for (long long k = 0; k < k_dim; ++k) acc += arow[k] * (transpose_w ? we[n * p.output_dim + k] : we[k * p.output_dim + n]);
+      for (long long k = 0; k < k_dim; ++k)
+        acc += arow[k] * (transpose_w ? we[n * p.output_dim + k] : we[k * p.output_dim + n]);
       c[(p.row_offset[e] + r) * n_dim + n] = acc;
     }
     if (threadIdx.x == 0) {
@@ -178,7 +179,8 @@ std::uint64_t splitmix(std::uint64_t& s) {
 }
 
 void fill(std::vector<float>& v, std::uint64_t& state) {
-  for (float& x : v) x = static_cast<float>(static_cast<double>(splitmix(state) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+  for (float& x : v)
+    x = static_cast<float>(static_cast<double>(splitmix(state) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
 
 }  // namespace
@@ -205,16 +207,19 @@ void query_device(DeviceInfo* out) noexcept {
   out->cc_minor = prop.minor;
 }
 
-int nccl_header_version_code() noexcept { return SCOUT_NCCL_CODE; }
+int nccl_header_version_code() noexcept {
+  return SCOUT_NCCL_CODE;
+}
 
 void run_instrumented(const Problem& p, RunResult* out) noexcept {
   try {
     out->items.clear();
-    if (p.experts < 1 || static_cast<long long>(p.rows.size()) != p.experts || p.tile_m < 1 || p.tile_n < 1 || p.tile_k < 1 || p.sms < 1 ||
-        p.hidden < 1 || p.output_dim < 1)
+    if (p.experts < 1 || static_cast<long long>(p.rows.size()) != p.experts || p.tile_m < 1 || p.tile_n < 1 ||
+        p.tile_k < 1 || p.sms < 1 || p.hidden < 1 || p.output_dim < 1)
       return set_error(out, -1, "invalid problem");
     if (p.tile_m * p.tile_n * static_cast<long long>(sizeof(float)) > 48 * 1024)
-      return set_error(out, -1, "tile_m * tile_n is too large for the instrumented kernel's shared accumulator (48 KiB)");
+      return set_error(out, -1,
+                       "tile_m * tile_n is too large for the instrumented kernel's shared accumulator (48 KiB)");
     const long long E = p.experts, H = p.hidden, O = p.output_dim;
     std::vector<long long> rows(p.rows.begin(), p.rows.end()), row_offset(E), item_offset(E);
     long long total_rows = 0;
@@ -284,7 +289,8 @@ void run_instrumented(const Problem& p, RunResult* out) noexcept {
     dp.tile_offset = d_dgrad_off;
     linear_kernel<<<grid, k_threads>>>(dp, 1, d_dy, d_w, d_dx, n_dgrad, d_rec + n_fwd);
     check(cudaGetLastError());
-    weight_grad_kernel<<<grid, k_threads, p.tile_m * p.tile_n * sizeof(float)>>>(dp, d_x, d_dy, d_dw, d_rec + n_fwd + n_dgrad);
+    weight_grad_kernel<<<grid, k_threads, p.tile_m * p.tile_n * sizeof(float)>>>(dp, d_x, d_dy, d_dw,
+                                                                                 d_rec + n_fwd + n_dgrad);
     check(cudaGetLastError());
     check(cudaDeviceSynchronize());
     if (err != cudaSuccess) return set_error(out, static_cast<int>(err), cudaGetErrorString(err));
@@ -320,7 +326,8 @@ void run_instrumented(const Problem& p, RunResult* out) noexcept {
       for (long long h = 0; h < H; ++h)
         for (long long o = 0; o < O; ++o) {
           double s = 0;
-          for (long long r = row_offset[e]; r < row_offset[e] + rows[e]; ++r) s += static_cast<double>(x[r * H + h]) * dy[r * O + o];
+          for (long long r = row_offset[e]; r < row_offset[e] + rows[e]; ++r)
+            s += static_cast<double>(x[r * H + h]) * dy[r * O + o];
           note(2, s, dw[e * H * O + h * O + o]);
         }
     }

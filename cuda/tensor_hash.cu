@@ -29,17 +29,19 @@ namespace scout::hash::cuda_detail {
 namespace {
 
 constexpr int k_threads = 128;
-constexpr int k_seg = 32;                             // words per thread per tile
-constexpr int k_tile_words = k_threads * k_seg;       // 4096 words = 32 KiB
-constexpr int k_seg_stride = k_seg + 1;               // shared-memory padding: no bank conflicts
-constexpr std::uint64_t k_poly_low = 0x1B;            // x^64 = x^4 + x^3 + x + 1 (mod P)
+constexpr int k_seg = 32;                        // words per thread per tile
+constexpr int k_tile_words = k_threads * k_seg;  // 4096 words = 32 KiB
+constexpr int k_seg_stride = k_seg + 1;          // shared-memory padding: no bank conflicts
+constexpr std::uint64_t k_poly_low = 0x1B;       // x^64 = x^4 + x^3 + x + 1 (mod P)
 
 __host__ __device__ inline std::uint64_t reduce(std::uint64_t lo, std::uint64_t hi) {
   const std::uint64_t over = (hi >> 63) ^ (hi >> 61) ^ (hi >> 60);
   return lo ^ hi ^ (hi << 1) ^ (hi << 3) ^ (hi << 4) ^ over ^ (over << 1) ^ (over << 3) ^ (over << 4);
 }
 
-__host__ __device__ inline std::uint64_t mul_x64(std::uint64_t a) { return reduce(0, a); }
+__host__ __device__ inline std::uint64_t mul_x64(std::uint64_t a) {
+  return reduce(0, a);
+}
 
 __host__ __device__ inline std::uint64_t gf_mul(std::uint64_t a, std::uint64_t b) {
   std::uint64_t lo = 0, hi = 0;
@@ -63,7 +65,9 @@ std::uint64_t host_x64_pow(std::uint64_t k) {
 }
 
 // x^(-64 k) = x^(64 (2^64 - 1 - k)) since x^(2^64 - 1) = 1.
-std::uint64_t host_x64_pow_inverse(std::uint64_t k) { return host_x64_pow(~std::uint64_t{0} - k); }
+std::uint64_t host_x64_pow_inverse(std::uint64_t k) {
+  return host_x64_pow(~std::uint64_t{0} - k);
+}
 
 __constant__ std::uint64_t c_thread_weight[k_threads];  // x^(64 * k_seg * t)
 
@@ -73,7 +77,7 @@ struct Launch {
   std::uint64_t size;            // tensor bytes
   std::uint64_t words;           // ceil(size / 8)
   std::uint64_t tiles;
-  std::uint64_t step_inverse;    // x^(-64 * k_tile_words * gridDim.x)
+  std::uint64_t step_inverse;         // x^(-64 * k_tile_words * gridDim.x)
   const std::uint64_t* block_weight;  // per block: x^(64 * k_tile_words * last tile)
   std::uint64_t* partial;             // per block output
 };
@@ -87,8 +91,7 @@ __device__ inline std::uint64_t load_word(const Launch& L, std::uint64_t k) {
   if (L.shift != 0) {
     w >>= 8 * L.shift;
     // a[k + 1] holds tensor bytes 8(k+1) - shift ..: read it only if one is in range.
-    if (8 * (k + 1) < L.size + L.shift)
-      w |= a[k + 1] << (64 - 8 * L.shift);
+    if (8 * (k + 1) < L.size + L.shift) w |= a[k + 1] << (64 - 8 * L.shift);
   }
   const std::uint64_t left = L.size - 8 * k;
   if (left < 8) w &= (std::uint64_t{1} << (8 * left)) - 1;
@@ -107,7 +110,8 @@ __global__ void __launch_bounds__(k_threads) word_sum_kernel(Launch L) {
   __shared__ std::uint64_t table[16][16];  // table[i][n] = (n x^(4i)) * step_inverse
   __shared__ std::uint64_t warp_sums[k_threads / 32];
   const int t = threadIdx.x;
-  for (int e = t; e < 256; e += k_threads) table[e / 16][e % 16] = gf_mul(static_cast<std::uint64_t>(e % 16) << (4 * (e / 16)), L.step_inverse);
+  for (int e = t; e < 256; e += k_threads)
+    table[e / 16][e % 16] = gf_mul(static_cast<std::uint64_t>(e % 16) << (4 * (e / 16)), L.step_inverse);
   __syncthreads();
 
   std::uint64_t acc = 0;
@@ -154,13 +158,13 @@ void set_message(char* message, std::size_t size, const char* what, cudaError_t 
   if (message && size) std::snprintf(message, size, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
-#define SCOUT_CUDA_TRY(what, call)                 \
-  do {                                             \
-    cudaError_t e_ = (call);                       \
-    if (e_ != cudaSuccess) {                       \
+#define SCOUT_CUDA_TRY(what, call)                  \
+  do {                                              \
+    cudaError_t e_ = (call);                        \
+    if (e_ != cudaSuccess) {                        \
       set_message(message, message_size, what, e_); \
-      return static_cast<int>(e_);                 \
-    }                                              \
+      return static_cast<int>(e_);                  \
+    }                                               \
   } while (0)
 
 // Everything one computation needs on the device: the block weights and
@@ -175,14 +179,17 @@ struct Plan {
 Plan make_plan(std::uint64_t words, int sms) {
   Plan p;
   p.tiles = (words + k_tile_words - 1) / k_tile_words;
-  p.grid = static_cast<int>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(p.tiles, static_cast<std::uint64_t>(sms) * 6)));
+  p.grid = static_cast<int>(
+      std::max<std::uint64_t>(1, std::min<std::uint64_t>(p.tiles, static_cast<std::uint64_t>(sms) * 6)));
   p.step_inverse = host_x64_pow_inverse(static_cast<std::uint64_t>(k_tile_words) * p.grid);
   // Block b's last tile is b + G * (I_b - 1), I_b = its number of tiles.
   const std::uint64_t tile_weight = host_x64_pow(k_tile_words);
   const std::uint64_t G = static_cast<std::uint64_t>(p.grid);
   const std::uint64_t full_rounds = p.tiles / G, extra = p.tiles % G;
-  const std::uint64_t w_long = host_x64_pow(static_cast<std::uint64_t>(k_tile_words) * G * (full_rounds + (extra ? 1 : 0) - 1));
-  const std::uint64_t w_short = full_rounds >= 1 ? host_x64_pow(static_cast<std::uint64_t>(k_tile_words) * G * (full_rounds - 1)) : 0;
+  const std::uint64_t w_long =
+      host_x64_pow(static_cast<std::uint64_t>(k_tile_words) * G * (full_rounds + (extra ? 1 : 0) - 1));
+  const std::uint64_t w_short =
+      full_rounds >= 1 ? host_x64_pow(static_cast<std::uint64_t>(k_tile_words) * G * (full_rounds - 1)) : 0;
   p.block_weight.resize(p.grid);
   std::uint64_t wb = 1;  // x^(64 * k_tile_words * b)
   for (std::uint64_t b = 0; b < G; ++b) {
@@ -255,7 +262,8 @@ int word_sum(const void* device_bytes, std::size_t size, std::uint64_t* sum, cha
     set_message(message, message_size, what, e);
     rc = static_cast<int>(e);
   };
-  cudaError_t e = cudaMemcpy(scratch, plan.block_weight.data(), plan.grid * sizeof(std::uint64_t), cudaMemcpyHostToDevice);
+  cudaError_t e =
+      cudaMemcpy(scratch, plan.block_weight.data(), plan.grid * sizeof(std::uint64_t), cudaMemcpyHostToDevice);
   if (e != cudaSuccess) fail("cudaMemcpy", e);
   if (rc == 0) rc = launch(device_bytes, size, plan, scratch, nullptr, message, message_size);
   if (rc == 0) {
@@ -306,7 +314,8 @@ int measure_bandwidth(std::size_t bytes, int repeats, double* hash_gbps, double*
   if (check("cudaMalloc", cudaMalloc(&src, bytes)) && check("cudaMalloc", cudaMalloc(&dst, bytes)) &&
       check("cudaMalloc", cudaMalloc(&scratch, (2 * plan.grid + 1) * sizeof(std::uint64_t))) &&
       check("cudaMemset", cudaMemset(src, 0x5A, bytes)) &&
-      check("cudaMemcpy", cudaMemcpy(scratch, plan.block_weight.data(), plan.grid * sizeof(std::uint64_t), cudaMemcpyHostToDevice)) &&
+      check("cudaMemcpy",
+            cudaMemcpy(scratch, plan.block_weight.data(), plan.grid * sizeof(std::uint64_t), cudaMemcpyHostToDevice)) &&
       check("cudaEventCreate", cudaEventCreate(&start)) && check("cudaEventCreate", cudaEventCreate(&stop))) {
     float best_hash = 1e30f, best_copy = 1e30f;
     for (int r = 0; r <= repeats && rc == 0; ++r) {  // run 0 warms up

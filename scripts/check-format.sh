@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks (default) or applies (--fix) .clang-format on every C, C++ and CUDA
 # source file git tracks. Prints the files that differ and exits 1 when any
-# does; CI runs it once the tree has been formatted. `cmake --build build
+# does; scripts/test.sh (CI) runs it before the build. `cmake --build build
 # --target format` runs it with --fix, `--target format-check` without.
 #   scripts/check-format.sh            list files that differ, exit 1 if any
 #   scripts/check-format.sh --fix      rewrite them in place

@@ -17,6 +17,8 @@ packages=(
 # The fuzz targets (fuzz/, scripts/build-fuzz.sh): clang 14 and its libFuzzer,
 # ASan and UBSan runtimes (libclang-rt-14-dev).
 packages+=(clang libclang-rt-14-dev)
+# The format check (scripts/check-format.sh, run by scripts/test.sh): clang-format 14.
+packages+=(clang-format)
 
 missing=()
 for p in "${packages[@]}"; do

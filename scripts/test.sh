@@ -5,8 +5,10 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${SCOUT_BUILD_DIR:-$root/build}"
 "$root/scripts/install-deps.sh"
-"$root/scripts/build.sh"
 rc=0
+# Every tracked C/C++/CUDA file follows .clang-format (scripts/check-format.sh --fix applies it).
+"$root/scripts/check-format.sh" || rc=1
+"$root/scripts/build.sh"
 (cd "$build" && ctest --output-on-failure -j "${SCOUT_TEST_JOBS:-2}" "$@") || rc=$?
 # The fuzz targets, briefly, over their committed corpora (clang, build-fuzz/;
 # SCOUT_SKIP_FUZZ=1 skips them).

@@ -36,10 +36,14 @@ void decide(const std::vector<InputValue>& values) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
   auto from_stdin = parse_values_text(text);
-  if (from_stdin) decide(*from_stdin);
-  else SCOUT_FUZZ_CHECK(from_stdin.error().code == ExitCode::bad_input);
+  if (from_stdin)
+    decide(*from_stdin);
+  else
+    SCOUT_FUZZ_CHECK(from_stdin.error().code == ExitCode::bad_input);
   auto from_flag = parse_values_flag(text);
-  if (from_flag) decide(*from_flag);
-  else SCOUT_FUZZ_CHECK(from_flag.error().code == ExitCode::bad_input || from_flag.error().code == ExitCode::usage);
+  if (from_flag)
+    decide(*from_flag);
+  else
+    SCOUT_FUZZ_CHECK(from_flag.error().code == ExitCode::bad_input || from_flag.error().code == ExitCode::usage);
   return 0;
 }

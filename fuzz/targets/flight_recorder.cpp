@@ -1,8 +1,9 @@
 // Fuzz target: one torch Flight Recorder dump (`scout probe-hang
 // --flight-recorder DIR`), pickled (dump-on-timeout) or JSON, turned into a
 // rank's snapshot.
-#include "fuzz/targets/fuzz_support.hpp"
 #include "lib/hang/flight_recorder.hpp"
+
+#include "fuzz/targets/fuzz_support.hpp"
 
 using namespace scout;
 

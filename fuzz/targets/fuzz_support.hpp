@@ -29,14 +29,18 @@ inline const std::string& scratch_dir() {
       std::abort();
     }
     auto* held = new std::string(tmpl);
-    std::atexit([] { std::error_code ec; std::filesystem::remove_all(scratch_dir(), ec); });
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(scratch_dir(), ec);
+    });
     return held;
   }();
   return *dir;
 }
 
 // Writes `data` to `name` inside the scratch directory with `mode`; returns the path.
-inline std::string write_scratch(std::string_view name, const std::uint8_t* data, std::size_t size, mode_t mode = 0600) {
+inline std::string write_scratch(std::string_view name, const std::uint8_t* data, std::size_t size,
+                                 mode_t mode = 0600) {
   std::string path = scratch_dir() + "/" + std::string(name);
   ::unlink(path.c_str());
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
@@ -60,12 +64,12 @@ inline std::string write_scratch(std::string_view name, const std::uint8_t* data
 
 // A property the parser promises does not hold: report and abort (libFuzzer
 // saves the input as a crash).
-#define SCOUT_FUZZ_CHECK(cond)                                                               \
-  do {                                                                                       \
-    if (!(cond)) {                                                                           \
-      std::fprintf(stderr, "fuzz check failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__);     \
-      std::abort();                                                                          \
-    }                                                                                        \
+#define SCOUT_FUZZ_CHECK(cond)                                                            \
+  do {                                                                                    \
+    if (!(cond)) {                                                                        \
+      std::fprintf(stderr, "fuzz check failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
+      std::abort();                                                                       \
+    }                                                                                     \
   } while (0)
 
 }  // namespace scout::fuzz

@@ -1,9 +1,10 @@
 // Fuzz target: the ledger reader (a job's ledger file as LedgerStore::load
 // parses it), the JSON round trip, and the state machine on what it accepted.
+#include "lib/checkpoint/ledger.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include "fuzz/targets/fuzz_support.hpp"
-#include "lib/checkpoint/ledger.hpp"
 
 using namespace scout;
 using namespace scout::checkpoint;
@@ -21,7 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto again = ledger_from_json(nlohmann::json::parse(once.dump()), "again");
   SCOUT_FUZZ_CHECK(again.ok());
   SCOUT_FUZZ_CHECK(ledger_to_json(*again).dump() == once.dump());
-  for (auto kind : {FailureKind::sdc, FailureKind::hang, FailureKind::straggler, FailureKind::machine_lost, FailureKind::unknown})
+  for (auto kind :
+       {FailureKind::sdc, FailureKind::hang, FailureKind::straggler, FailureKind::machine_lost, FailureKind::unknown})
     (void)select_checkpoint(*l, kind, std::nullopt);
   // Drive the state machine from the loaded state: a new checkpoint, then a few cycles.
   Ledger work = *l;

@@ -1,9 +1,10 @@
 // Fuzz target: the hash manifest reader (DIR/scout-ckpt.json), the layout it
 // implies, and the comparison of the manifest with its own digests.
+#include "lib/checkpoint/manifest.hpp"
+
 #include <set>
 
 #include "fuzz/targets/fuzz_support.hpp"
-#include "lib/checkpoint/manifest.hpp"
 
 using namespace scout;
 

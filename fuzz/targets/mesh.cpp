@@ -1,9 +1,10 @@
 // Fuzz target: mesh specs (--mesh, SCOUT_MESH, a manifest's mesh) with an
 // optional --order on the second line, and the groups derived from them.
+#include "lib/topology/mesh.hpp"
+
 #include <set>
 
 #include "fuzz/targets/fuzz_support.hpp"
-#include "lib/topology/mesh.hpp"
 
 using namespace scout;
 

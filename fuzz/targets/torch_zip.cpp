@@ -1,9 +1,10 @@
 // libFuzzer target: a whole torch.save file (zip directory, local headers,
 // data.pkl, tensor views) read and hashed from an in-memory file.
-#include <cstddef>
-#include <cstdint>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
 
 #include "lib/checkpoint/checkpoint_file.hpp"
 

@@ -50,7 +50,9 @@ struct Mirror {
   bool failed = false;  // a collective in flight since in_flight was last 0 completed with an error
 };
 
-std::uint64_t now_ns(clockid_t clock) { return static_cast<std::uint64_t>(scout::clock_ns(clock)); }
+std::uint64_t now_ns(clockid_t clock) {
+  return static_cast<std::uint64_t>(scout::clock_ns(clock));
+}
 
 // Start time of `pid` in ticks since boot, 0 when unknown; `state` gets its state letter.
 std::uint64_t process_start_ticks(long pid, char* state) {

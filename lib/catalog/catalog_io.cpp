@@ -1,19 +1,19 @@
 #include "lib/catalog/catalog_io.hpp"
 
-#include "lib/common/schema.hpp"
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fcntl.h>
-#include <fmt/format.h>
 #include <set>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "lib/common/parse.hpp"
 #include "lib/common/json_input.hpp"
+#include "lib/common/parse.hpp"
+#include "lib/common/schema.hpp"
 #include "scout/config.hpp"
 
 namespace scout::catalog {
@@ -29,12 +29,14 @@ Result<std::int64_t> json_int(const nlohmann::json& j, std::string_view what, st
   std::int64_t v = 0;
   if (j.is_number_unsigned()) {
     const auto u = j.get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(hi)) return input_error(fmt::format("{} is {}", what, u), fmt::format("it must be between {} and {}", lo, hi));
+    if (u > static_cast<std::uint64_t>(hi))
+      return input_error(fmt::format("{} is {}", what, u), fmt::format("it must be between {} and {}", lo, hi));
     v = static_cast<std::int64_t>(u);
   } else {
     v = j.get<std::int64_t>();
   }
-  if (v < lo || v > hi) return input_error(fmt::format("{} is {}", what, v), fmt::format("it must be between {} and {}", lo, hi));
+  if (v < lo || v > hi)
+    return input_error(fmt::format("{} is {}", what, v), fmt::format("it must be between {} and {}", lo, hi));
   return v;
 }
 
@@ -50,18 +52,21 @@ Result<CountVector> kernel_counts_from_json(const nlohmann::json& kernels, std::
   for (Kernel k : k_all_kernels) {
     const std::string name(kernel_name(k));
     if (!kernels.contains(name) || !kernels[name].is_object())
-      return input_error(fmt::format("{}: kernel '{}' is missing", what, name), "every observation covers forward, input_grad and weight_grad");
+      return input_error(fmt::format("{}: kernel '{}' is missing", what, name),
+                         "every observation covers forward, input_grad and weight_grad");
     const auto& kj = kernels[name];
     if (!kj.contains("work_items")) return input_error(fmt::format("{}: {} has no work_items", what, name));
     auto w = json_int(kj["work_items"], fmt::format("{}: {}.work_items", what, name), 0, std::int64_t{1} << 50);
     if (!w) return w.error();
-    if (!kj.contains("roles") || !kj["roles"].is_object()) return input_error(fmt::format("{}: {} has no roles object", what, name));
+    if (!kj.contains("roles") || !kj["roles"].is_object())
+      return input_error(fmt::format("{}: {} has no roles object", what, name));
     std::uint64_t sum = 0;
     for (const auto& [role, count] : kj["roles"].items()) {
       const int index = parse_role_name(k, role);
       if (index < 0)
         return input_error(fmt::format("{}: '{}' is not a role of {}", what, role, name),
-                           "role names are written as 'first+m_tail+queue_repeat' (linear) or 'reduction_last+reduction_tail/tile_first' (weight_grad)",
+                           "role names are written as 'first+m_tail+queue_repeat' (linear) or "
+                           "'reduction_last+reduction_tail/tile_first' (weight_grad)",
                            "see scout-catalog(1), OBSERVATIONS");
       auto n = json_int(count, fmt::format("{}: {}.roles[{}]", what, name, role), 0, std::int64_t{1} << 50);
       if (!n) return n.error();
@@ -84,7 +89,8 @@ nlohmann::ordered_json rows_json(std::span<const std::int64_t> rows, bool unifor
 }  // namespace
 
 Result<std::vector<std::int64_t>> parse_rows_spec(std::string_view text) {
-  if (trim(text).empty()) return usage_error("--rows is empty", {}, "give a range or a list, e.g. --rows 1-3457 or --rows 31,32,63");
+  if (trim(text).empty())
+    return usage_error("--rows is empty", {}, "give a range or a list, e.g. --rows 1-3457 or --rows 31,32,63");
   // Fields become closed intervals, merged before any value is written: the
   // cost is one pass over the distinct row counts, whatever the overlaps.
   std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
@@ -113,7 +119,8 @@ Result<std::vector<std::int64_t>> parse_rows_spec(std::string_view text) {
     }
     if (lo < 1) return bad("a shape needs at least one row");
     if (hi > k_max_rows) return bad(fmt::format("row counts are at most {}", k_max_rows));
-    if (static_cast<std::size_t>(hi - lo) >= k_max_shapes) return bad(fmt::format("a catalog admits at most {} shapes", k_max_shapes));
+    if (static_cast<std::size_t>(hi - lo) >= k_max_shapes)
+      return bad(fmt::format("a catalog admits at most {} shapes", k_max_shapes));
     ranges.emplace_back(lo, hi);
   }
   std::sort(ranges.begin(), ranges.end());
@@ -130,8 +137,8 @@ Result<std::vector<std::int64_t>> parse_rows_spec(std::string_view text) {
       total += static_cast<std::size_t>(hi - lo) + 1;
     }
     if (total > k_max_shapes)
-      return usage_error(fmt::format("--rows names more than {} row counts", k_max_shapes), "a catalog admits at most that many shapes",
-                         "give a smaller range, e.g. --rows 1-3457");
+      return usage_error(fmt::format("--rows names more than {} row counts", k_max_shapes),
+                         "a catalog admits at most that many shapes", "give a smaller range, e.g. --rows 1-3457");
   }
   std::vector<std::int64_t> out;
   out.reserve(total);
@@ -140,9 +147,11 @@ Result<std::vector<std::int64_t>> parse_rows_spec(std::string_view text) {
   return out;
 }
 
-Result<RowVectors> parse_rows_file(std::string_view text, std::optional<std::int64_t> experts, std::string_view origin) {
+Result<RowVectors> parse_rows_file(std::string_view text, std::optional<std::int64_t> experts,
+                                   std::string_view origin) {
   std::vector<std::vector<std::int64_t>> vectors;
-  const std::string hint = "write one vector of per-expert row counts per line (e.g. 12,0,7,33), or a JSON array of such arrays";
+  const std::string hint =
+      "write one vector of per-expert row counts per line (e.g. 12,0,7,33), or a JSON array of such arrays";
   std::string_view body = trim(text);
   if (body.empty()) return input_error(fmt::format("{} is empty", origin), "it has no row vectors", hint);
   if (body.front() == '[' || body.front() == '{') {
@@ -161,11 +170,14 @@ Result<RowVectors> parse_rows_file(std::string_view text, std::optional<std::int
       std::vector<std::int64_t> v;
       for (std::size_t e = 0; e < shapes[i].size(); ++e) {
         auto r = json_int(shapes[i][e], fmt::format("{}: shape {} expert {}", origin, i + 1, e), 0, k_max_rows);
-        if (!r) return Error{ExitCode::bad_input, r.error().what, r.error().why, "row counts are integers from 0 (no tokens) upward"};
+        if (!r)
+          return Error{ExitCode::bad_input, r.error().what, r.error().why,
+                       "row counts are integers from 0 (no tokens) upward"};
         v.push_back(*r);
       }
       vectors.push_back(std::move(v));
-      if (vectors.size() > k_max_shapes) return input_error(fmt::format("{} has more than {} shapes", origin, k_max_shapes));
+      if (vectors.size() > k_max_shapes)
+        return input_error(fmt::format("{} has more than {} shapes", origin, k_max_shapes));
     }
   } else {
     auto lines = split(text, '\n');
@@ -186,23 +198,27 @@ Result<RowVectors> parse_rows_file(std::string_view text, std::optional<std::int
         v.push_back(*r);
       }
       vectors.push_back(std::move(v));
-      if (vectors.size() > k_max_shapes) return input_error(fmt::format("{} has more than {} shapes", origin, k_max_shapes));
+      if (vectors.size() > k_max_shapes)
+        return input_error(fmt::format("{} has more than {} shapes", origin, k_max_shapes));
     }
   }
   if (vectors.empty()) return input_error(fmt::format("{} has no row vectors", origin), {}, hint);
   RowVectors out;
   out.experts = experts ? *experts : static_cast<std::int64_t>(vectors.front().size());
   if (out.experts < 1 || out.experts > k_max_experts)
-    return input_error(fmt::format("{}: vectors have {} entries", origin, out.experts), fmt::format("a kernel serves 1 to {} experts", k_max_experts), hint);
+    return input_error(fmt::format("{}: vectors have {} entries", origin, out.experts),
+                       fmt::format("a kernel serves 1 to {} experts", k_max_experts), hint);
   std::set<std::vector<std::int64_t>> seen;
   for (std::size_t i = 0; i < vectors.size(); ++i) {
     const auto& v = vectors[i];
     if (static_cast<std::int64_t>(v.size()) != out.experts)
-      return input_error(fmt::format("{}: shape {} has {} row counts but the kernel serves {} experts", origin, i + 1, v.size(), out.experts),
-                         "every vector has one row count per expert", experts ? "fix the file or --experts" : "fix the file");
+      return input_error(fmt::format("{}: shape {} has {} row counts but the kernel serves {} experts", origin, i + 1,
+                                     v.size(), out.experts),
+                         "every vector has one row count per expert",
+                         experts ? "fix the file or --experts" : "fix the file");
     if (std::all_of(v.begin(), v.end(), [](std::int64_t r) { return r == 0; }))
-      return input_error(fmt::format("{}: shape {} has no rows for any expert", origin, i + 1), "a shape without work has nothing to replay",
-                         "drop it from the file");
+      return input_error(fmt::format("{}: shape {} has no rows for any expert", origin, i + 1),
+                         "a shape without work has nothing to replay", "drop it from the file");
     if (!seen.insert(v).second) {
       ++out.duplicates;
       continue;
@@ -217,16 +233,25 @@ Result<KernelConfig> kernel_config_from_json(const nlohmann::json& j, std::strin
   auto field = [&](const char* key) -> const nlohmann::json* { return j.contains(key) ? &j[key] : nullptr; };
   KernelConfig c;
   if (const auto* name = field("name"); !name || !name->is_string() || name->get<std::string>() != k_kernel_name)
-    return input_error(fmt::format("{}: the kernel is not '{}'", what, k_kernel_name), "this scout models only that kernel");
-  if (const auto* mv = field("model_version"); !mv || !mv->is_number_integer() || mv->get<std::int64_t>() != k_model_version)
-    return input_error(fmt::format("{}: the execution-path model version is not {}", what, k_model_version), "it was made by another model");
+    return input_error(fmt::format("{}: the kernel is not '{}'", what, k_kernel_name),
+                       "this scout models only that kernel");
+  if (const auto* mv = field("model_version");
+      !mv || !mv->is_number_integer() || mv->get<std::int64_t>() != k_model_version)
+    return input_error(fmt::format("{}: the execution-path model version is not {}", what, k_model_version),
+                       "it was made by another model");
   const auto* tile = field("tile");
   if (!tile || !tile->is_object()) return input_error(fmt::format("{}: the kernel has no tile object", what));
-  struct F { const nlohmann::json* j; const char* key; std::int64_t* dst; std::int64_t lo, hi; };
-  const F fields[] = {{tile, "m", &c.tile_m, 1, k_max_tile},        {tile, "n", &c.tile_n, 1, k_max_tile},
-                      {tile, "k", &c.tile_k, 1, k_max_tile},        {&j, "sms", &c.sms, 1, k_max_sms},
-                      {&j, "hidden", &c.hidden, 1, k_max_features}, {&j, "output_dim", &c.output_dim, 1, k_max_features},
-                      {&j, "experts", &c.experts, 1, k_max_experts}};
+  struct F {
+    const nlohmann::json* j;
+    const char* key;
+    std::int64_t* dst;
+    std::int64_t lo, hi;
+  };
+  const F fields[] = {
+      {tile, "m", &c.tile_m, 1, k_max_tile},        {tile, "n", &c.tile_n, 1, k_max_tile},
+      {tile, "k", &c.tile_k, 1, k_max_tile},        {&j, "sms", &c.sms, 1, k_max_sms},
+      {&j, "hidden", &c.hidden, 1, k_max_features}, {&j, "output_dim", &c.output_dim, 1, k_max_features},
+      {&j, "experts", &c.experts, 1, k_max_experts}};
   for (const F& f : fields) {
     if (!f.j->contains(f.key)) return input_error(fmt::format("{}: the kernel has no '{}'", what, f.key));
     auto v = json_int((*f.j)[f.key], fmt::format("{}: kernel {}", what, f.key), f.lo, f.hi);
@@ -261,7 +286,8 @@ nlohmann::ordered_json kernel_counts_json(const CountVector& counts, Kernel kern
 }
 
 Result<Observations> parse_observations(std::string_view text, const KernelConfig& config, std::string_view origin) {
-  const std::string hint = "give the JSON an instrumented run wrote (schema scout.catalog.observations, see scout-catalog(1))";
+  const std::string hint =
+      "give the JSON an instrumented run wrote (schema scout.catalog.observations, see scout-catalog(1))";
   auto j = parse_json(text, origin, hint);
   if (!j) return j.error();
   if (auto s = check_schema(*j, k_observations_schema, 1, origin, hint); !s) return s.error();
@@ -271,11 +297,13 @@ Result<Observations> parse_observations(std::string_view text, const KernelConfi
   const KernelConfig& o = *kc;
   if (o.tile_m != config.tile_m || o.tile_n != config.tile_n || o.tile_k != config.tile_k || o.sms != config.sms ||
       o.hidden != config.hidden || o.output_dim != config.output_dim || o.experts != config.experts)
-    return input_error(fmt::format("{} was measured with another kernel configuration", origin),
-                       fmt::format("observed tile {}x{}x{}, {} SMs, H={}, O={}, E={}; building for tile {}x{}x{}, {} SMs, H={}, O={}, E={}", o.tile_m,
-                                   o.tile_n, o.tile_k, o.sms, o.hidden, o.output_dim, o.experts, config.tile_m, config.tile_n, config.tile_k,
-                                   config.sms, config.hidden, config.output_dim, config.experts),
-                       "measure with the configuration of the catalog, or change the build flags to match");
+    return input_error(
+        fmt::format("{} was measured with another kernel configuration", origin),
+        fmt::format(
+            "observed tile {}x{}x{}, {} SMs, H={}, O={}, E={}; building for tile {}x{}x{}, {} SMs, H={}, O={}, E={}",
+            o.tile_m, o.tile_n, o.tile_k, o.sms, o.hidden, o.output_dim, o.experts, config.tile_m, config.tile_n,
+            config.tile_k, config.sms, config.hidden, config.output_dim, config.experts),
+        "measure with the configuration of the catalog, or change the build flags to match");
   if (!j->contains("observations") || !(*j)["observations"].is_array())
     return input_error(fmt::format("{} has no \"observations\" array", origin), {}, hint);
   Observations out;
@@ -292,12 +320,14 @@ Result<Observations> parse_observations(std::string_view text, const KernelConfi
       rows.push_back(*r);
     }
     if (static_cast<std::int64_t>(rows.size()) != config.experts)
-      return input_error(fmt::format("{} has {} row counts for {} experts", what, rows.size(), config.experts), {}, hint);
+      return input_error(fmt::format("{} has {} row counts for {} experts", what, rows.size(), config.experts), {},
+                         hint);
     if (!ob.contains("kernels")) return input_error(fmt::format("{} has no \"kernels\"", what), {}, hint);
     auto counts = kernel_counts_from_json(ob["kernels"], what);
     if (!counts) return counts.error();
     if (!out.emplace(std::move(rows), *counts).second)
-      return input_error(fmt::format("{} repeats the rows of an earlier observation", what), "each shape is observed once", "merge or drop it");
+      return input_error(fmt::format("{} repeats the rows of an earlier observation", what),
+                         "each shape is observed once", "merge or drop it");
   }
   return out;
 }
@@ -331,17 +361,20 @@ nlohmann::ordered_json catalog_to_json(const Environment& env, const KernelConfi
                       {"shapes", c.shapes},
                       {"source", p.rows_source},
                       {"duplicates_ignored", p.duplicates}};
-  j["observations"] = {{"file", p.observations_file.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.observations_file)},
-                       {"given", p.observations_given},
-                       {"applied", c.observed_shapes},
-                       {"differ_from_model", c.observed_differ},
-                       {"outside_shape_space", p.observations_given - std::min<std::size_t>(p.observations_given, c.observed_shapes)}};
+  j["observations"] = {
+      {"file",
+       p.observations_file.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.observations_file)},
+      {"given", p.observations_given},
+      {"applied", c.observed_shapes},
+      {"differ_from_model", c.observed_differ},
+      {"outside_shape_space", p.observations_given - std::min<std::size_t>(p.observations_given, c.observed_shapes)}};
   j["regimes"] = nlohmann::ordered_json::array();
   std::vector<std::int64_t> scratch;
   for (const Regime& r : c.regimes) {
     nlohmann::ordered_json rj;
     nlohmann::ordered_json fp;
-    for (Kernel k : k_all_kernels) fp[std::string(kernel_name(k))] = pressure_name(r.fingerprint.pressures[static_cast<std::size_t>(k)]);
+    for (Kernel k : k_all_kernels)
+      fp[std::string(kernel_name(k))] = pressure_name(r.fingerprint.pressures[static_cast<std::size_t>(k)]);
     rj["fingerprint"] = fp;
     rj["label"] = fingerprint_label(r.fingerprint);
     rj["members"] = r.members;
@@ -354,7 +387,8 @@ nlohmann::ordered_json catalog_to_json(const Environment& env, const KernelConfi
       nlohmann::ordered_json rep;
       rep["rows"] = rows_json(rows, space.is_uniform());
       rep["covers"] = r.representative_covers[i];
-      for (Kernel k : k_all_kernels) rep["kernels"][std::string(kernel_name(k))] = kernel_counts_json(r.representative_counts[i], k);
+      for (Kernel k : k_all_kernels)
+        rep["kernels"][std::string(kernel_name(k))] = kernel_counts_json(r.representative_counts[i], k);
       rj["replay"].push_back(std::move(rep));
     }
     j["regimes"].push_back(std::move(rj));
@@ -376,10 +410,12 @@ Result<LoadedCatalog> parse_catalog(std::string_view text, std::string_view orig
   if (auto s = check_schema(*j, k_catalog_schema, k_catalog_schema_major, origin, k_rebuild); !s) return s.error();
   LoadedCatalog out;
   out.schema_version = (*j)["schema_version"].get<std::string>();
-  if (j->contains("created_at") && (*j)["created_at"].is_string()) out.created_at = (*j)["created_at"].get<std::string>();
+  if (j->contains("created_at") && (*j)["created_at"].is_string())
+    out.created_at = (*j)["created_at"].get<std::string>();
   if (!j->contains("environment")) return input_error(fmt::format("{} has no environment", origin), {}, k_rebuild);
   auto env = environment_from_json((*j)["environment"]);
-  if (!env) return Error{ExitCode::bad_input, fmt::format("{}: {}", origin, env.error().what), env.error().why, k_rebuild};
+  if (!env)
+    return Error{ExitCode::bad_input, fmt::format("{}: {}", origin, env.error().what), env.error().why, k_rebuild};
   out.environment = *env;
   if (!j->contains("kernel")) return input_error(fmt::format("{} has no kernel configuration", origin), {}, k_rebuild);
   auto kc = kernel_config_from_json((*j)["kernel"], origin);
@@ -397,8 +433,8 @@ Result<LoadedCatalog> parse_catalog(std::string_view text, std::string_view orig
   out.representatives = t["representatives"].get<std::uint64_t>();
   out.regimes = (*j)["regimes"].size();
   if (out.representatives > out.shapes || (out.shapes > 0 && out.representatives == 0))
-    return input_error(fmt::format("{}: {} representatives for {} shapes", origin, out.representatives, out.shapes), "the totals are inconsistent",
-                       k_rebuild);
+    return input_error(fmt::format("{}: {} representatives for {} shapes", origin, out.representatives, out.shapes),
+                       "the totals are inconsistent", k_rebuild);
   return out;
 }
 

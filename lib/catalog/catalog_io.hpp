@@ -3,12 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "lib/catalog/compress.hpp"
 #include "lib/catalog/environment.hpp"
@@ -67,9 +66,9 @@ Result<KernelConfig> kernel_config_from_json(const nlohmann::json& j, std::strin
 // What a catalog records about how it was built.
 struct CatalogProvenance {
   std::string created_at;
-  std::string rows_source;          // "--rows 1-3457" or the rows file's path
-  std::size_t duplicates = 0;       // repeated vectors dropped from the rows file
-  std::string observations_file;    // "" when none
+  std::string rows_source;        // "--rows 1-3457" or the rows file's path
+  std::size_t duplicates = 0;     // repeated vectors dropped from the rows file
+  std::string observations_file;  // "" when none
   std::size_t observations_given = 0;
 };
 

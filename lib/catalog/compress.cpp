@@ -1,7 +1,8 @@
 #include "lib/catalog/compress.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <numeric>
 
 namespace scout::catalog {
@@ -33,8 +34,11 @@ std::span<const std::int64_t> ShapeSpace::rows(std::size_t index, std::vector<st
 
 Status ShapeSpace::validate() const {
   if (m_experts < 1 || m_experts > k_max_experts)
-    return usage_error(fmt::format("experts per kernel is {}", m_experts), fmt::format("it must be between 1 and {}", k_max_experts));
-  if (m_values.empty()) return input_error("the shape space is empty", {}, "give --rows (e.g. 1-3457) or a --rows-file with at least one shape");
+    return usage_error(fmt::format("experts per kernel is {}", m_experts),
+                       fmt::format("it must be between 1 and {}", k_max_experts));
+  if (m_values.empty())
+    return input_error("the shape space is empty", {},
+                       "give --rows (e.g. 1-3457) or a --rows-file with at least one shape");
   if (!m_uniform && m_values.size() % static_cast<std::size_t>(m_experts) != 0)
     return internal_error("heterogeneous shape space is not a whole number of vectors");
   std::vector<std::int64_t> scratch;
@@ -48,13 +52,14 @@ Status ShapeSpace::validate() const {
       any = any || r[e] > 0;
     }
     if (!any)
-      return input_error(fmt::format("shape {} has no rows for any expert", i + 1), "a shape without work has nothing to replay",
-                         "drop it from the shape space");
+      return input_error(fmt::format("shape {} has no rows for any expert", i + 1),
+                         "a shape without work has nothing to replay", "drop it from the shape space");
   }
   return Ok{};
 }
 
-CountVector shape_counts(const KernelConfig& config, std::span<const std::int64_t> rows, const Observations* observations) {
+CountVector shape_counts(const KernelConfig& config, std::span<const std::int64_t> rows,
+                         const Observations* observations) {
   if (observations && !observations->empty()) {
     auto it = observations->find(std::vector<std::int64_t>(rows.begin(), rows.end()));
     if (it != observations->end()) return it->second;
@@ -77,11 +82,13 @@ struct Key {
 Result<Compression> compress(const KernelConfig& config, const ShapeSpace& space, const Observations* observations) {
   if (auto s = validate(config); !s) return s.error();
   if (space.experts() != config.experts)
-    return usage_error(fmt::format("the shape space has {} experts per shape but the kernel serves {}", space.experts(), config.experts),
+    return usage_error(fmt::format("the shape space has {} experts per shape but the kernel serves {}", space.experts(),
+                                   config.experts),
                        {}, "make --experts match the length of the row vectors");
   if (auto s = space.validate(); !s) return s.error();
   if (space.size() > k_max_shapes)
-    return input_error(fmt::format("the shape space has {} shapes", space.size()), fmt::format("at most {} are supported", k_max_shapes),
+    return input_error(fmt::format("the shape space has {} shapes", space.size()),
+                       fmt::format("at most {} are supported", k_max_shapes),
                        "split the shape space into several catalogs");
 
   Compression out;
@@ -100,9 +107,10 @@ Result<Compression> compress(const KernelConfig& config, const ShapeSpace& space
         c = it->second;
       }
     }
-    for (int d = 0; d < k_count_dims; ++d) used[static_cast<std::size_t>(d)] = used[static_cast<std::size_t>(d)] || c[static_cast<std::size_t>(d)] != 0;
-    keys[i] = Key{total_work_items(c), std::accumulate(rows.begin(), rows.end(), std::int64_t{0}), static_cast<std::uint32_t>(i),
-                  static_cast<std::uint8_t>(fingerprint_of(c, config.sms).id())};
+    for (int d = 0; d < k_count_dims; ++d)
+      used[static_cast<std::size_t>(d)] = used[static_cast<std::size_t>(d)] || c[static_cast<std::size_t>(d)] != 0;
+    keys[i] = Key{total_work_items(c), std::accumulate(rows.begin(), rows.end(), std::int64_t{0}),
+                  static_cast<std::uint32_t>(i), static_cast<std::uint8_t>(fingerprint_of(c, config.sms).id())};
   }
   std::vector<int> dims;
   for (int d = 0; d < k_count_dims; ++d)
@@ -155,7 +163,8 @@ Result<Compression> compress(const KernelConfig& config, const ShapeSpace& space
     // Present representatives ascending by shape order (rows for sorted spaces).
     std::vector<std::size_t> order(regime.representatives.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return regime.representatives[a] < regime.representatives[b]; });
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return regime.representatives[a] < regime.representatives[b]; });
     Regime sorted = regime;
     for (std::size_t k = 0; k < order.size(); ++k) {
       sorted.representatives[k] = regime.representatives[order[k]];

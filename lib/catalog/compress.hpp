@@ -42,7 +42,9 @@ class ShapeSpace {
   // Heterogeneous space: `vectors` holds shapes * experts row counts, shape-major.
   static ShapeSpace heterogeneous(std::int64_t experts, std::vector<std::int64_t> vectors);
 
-  std::size_t size() const { return m_uniform ? m_values.size() : m_values.size() / static_cast<std::size_t>(m_experts); }
+  std::size_t size() const {
+    return m_uniform ? m_values.size() : m_values.size() / static_cast<std::size_t>(m_experts);
+  }
   std::int64_t experts() const { return m_experts; }
   bool is_uniform() const { return m_uniform; }
   // The row vector of shape `index`; `scratch` backs it for uniform spaces.
@@ -62,8 +64,8 @@ using Observations = std::map<std::vector<std::int64_t>, CountVector>;
 // One fingerprint class of the catalog.
 struct Regime {
   Fingerprint fingerprint;
-  std::uint64_t members = 0;              // shapes in the class
-  std::uint64_t obligations = 0;          // work items of all members (all covered)
+  std::uint64_t members = 0;                 // shapes in the class
+  std::uint64_t obligations = 0;             // work items of all members (all covered)
   std::vector<std::size_t> representatives;  // shape indices, ascending by rows
   std::vector<CountVector> representative_counts;
   std::vector<std::uint64_t> representative_covers;  // members first covered by each representative
@@ -74,17 +76,19 @@ struct Compression {
   std::vector<Regime> regimes;  // ascending by fingerprint id
   std::uint64_t shapes = 0;
   std::uint64_t representatives = 0;
-  std::uint64_t obligations = 0;       // work items over every admitted shape
-  std::uint64_t replay_work_items = 0; // work items of the representatives
-  std::uint64_t observed_shapes = 0;   // shapes whose counts came from observations
-  std::uint64_t observed_differ = 0;   // of those, how many differ from the model
+  std::uint64_t obligations = 0;        // work items over every admitted shape
+  std::uint64_t replay_work_items = 0;  // work items of the representatives
+  std::uint64_t observed_shapes = 0;    // shapes whose counts came from observations
+  std::uint64_t observed_differ = 0;    // of those, how many differ from the model
 };
 
 // Counts of shape `rows`: the observation when one covers it, else the model.
-CountVector shape_counts(const KernelConfig& config, std::span<const std::int64_t> rows, const Observations* observations);
+CountVector shape_counts(const KernelConfig& config, std::span<const std::int64_t> rows,
+                         const Observations* observations);
 
 // Compresses `space` under `config`; `observations` (may be null) replace the
 // model's counts for the shapes they name. Fails only on invalid input.
-Result<Compression> compress(const KernelConfig& config, const ShapeSpace& space, const Observations* observations = nullptr);
+Result<Compression> compress(const KernelConfig& config, const ShapeSpace& space,
+                             const Observations* observations = nullptr);
 
 }  // namespace scout::catalog

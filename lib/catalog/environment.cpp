@@ -10,26 +10,40 @@ namespace scout::catalog {
 
 std::string_view env_field_name(EnvField field) {
   switch (field) {
-    case EnvField::gpu_model: return "gpu_model";
-    case EnvField::sm_count: return "sm_count";
-    case EnvField::compute_capability: return "compute_capability";
-    case EnvField::driver: return "driver";
-    case EnvField::cuda: return "cuda";
-    case EnvField::nccl: return "nccl";
-    case EnvField::torch: return "torch";
+    case EnvField::gpu_model:
+      return "gpu_model";
+    case EnvField::sm_count:
+      return "sm_count";
+    case EnvField::compute_capability:
+      return "compute_capability";
+    case EnvField::driver:
+      return "driver";
+    case EnvField::cuda:
+      return "cuda";
+    case EnvField::nccl:
+      return "nccl";
+    case EnvField::torch:
+      return "torch";
   }
   return "gpu_model";
 }
 
 std::string_view env_field_flag(EnvField field) {
   switch (field) {
-    case EnvField::gpu_model: return "--gpu-model";
-    case EnvField::sm_count: return "--sm-count";
-    case EnvField::compute_capability: return "--compute-capability";
-    case EnvField::driver: return "--driver";
-    case EnvField::cuda: return "--cuda";
-    case EnvField::nccl: return "--nccl";
-    case EnvField::torch: return "--torch";
+    case EnvField::gpu_model:
+      return "--gpu-model";
+    case EnvField::sm_count:
+      return "--sm-count";
+    case EnvField::compute_capability:
+      return "--compute-capability";
+    case EnvField::driver:
+      return "--driver";
+    case EnvField::cuda:
+      return "--cuda";
+    case EnvField::nccl:
+      return "--nccl";
+    case EnvField::torch:
+      return "--torch";
   }
   return "--gpu-model";
 }
@@ -38,10 +52,11 @@ namespace {
 
 Status check_value(EnvField field, const std::string& value, std::string_view origin) {
   auto bad = [&](std::string why) {
-    return Error{origin == "flag" ? ExitCode::usage : ExitCode::bad_input,
-                 fmt::format("{} '{}' is not valid", origin == "flag" ? std::string(env_field_flag(field)) : std::string(env_field_name(field)),
-                             value),
-                 std::move(why), "give a version such as 12.4, a model name, or 'none'"};
+    return Error{
+        origin == "flag" ? ExitCode::usage : ExitCode::bad_input,
+        fmt::format("{} '{}' is not valid",
+                    origin == "flag" ? std::string(env_field_flag(field)) : std::string(env_field_name(field)), value),
+        std::move(why), "give a version such as 12.4, a model name, or 'none'"};
   };
   if (value.empty() || value.size() > 200) return bad("it must have 1 to 200 characters");
   if (trim(value) != value) return bad("it starts or ends with white space");
@@ -68,8 +83,8 @@ Status validate_overrides(const EnvOverrides& overrides) {
 Environment detect_environment(const EnvOverrides& overrides) {
   Environment env;
   auto given = [&](EnvField f) { return overrides[static_cast<std::size_t>(f)].has_value(); };
-  const bool need_gpu = !given(EnvField::gpu_model) || !given(EnvField::sm_count) || !given(EnvField::compute_capability) ||
-                        !given(EnvField::driver) || !given(EnvField::cuda);
+  const bool need_gpu = !given(EnvField::gpu_model) || !given(EnvField::sm_count) ||
+                        !given(EnvField::compute_capability) || !given(EnvField::driver) || !given(EnvField::cuda);
   GpuInfo gpu;
   if (need_gpu) gpu = query_gpu();
   if (need_gpu && !gpu.present) env.detection_note = gpu.why_absent;
@@ -111,7 +126,9 @@ nlohmann::ordered_json to_json(const Environment& env) {
 }
 
 Result<Environment> environment_from_json(const nlohmann::json& j) {
-  if (!j.is_object()) return input_error("the catalog's environment is not an object", {}, "rebuild the catalog with 'scout catalog build'");
+  if (!j.is_object())
+    return input_error("the catalog's environment is not an object", {},
+                       "rebuild the catalog with 'scout catalog build'");
   Environment env;
   for (EnvField f : k_env_fields) {
     const std::string key(env_field_name(f));

@@ -11,12 +11,11 @@
 #pragma once
 
 #include <array>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "lib/common/error.hpp"
 
@@ -25,9 +24,9 @@ namespace scout::catalog {
 inline constexpr std::string_view k_none = "none";
 
 enum class EnvField { gpu_model = 0, sm_count, compute_capability, driver, cuda, nccl, torch };
-inline constexpr std::array<EnvField, 7> k_env_fields{EnvField::gpu_model, EnvField::sm_count, EnvField::compute_capability,
-                                                      EnvField::driver,    EnvField::cuda,     EnvField::nccl,
-                                                      EnvField::torch};
+inline constexpr std::array<EnvField, 7> k_env_fields{
+    EnvField::gpu_model, EnvField::sm_count, EnvField::compute_capability, EnvField::driver, EnvField::cuda,
+    EnvField::nccl,      EnvField::torch};
 // JSON key of a field, e.g. "compute_capability".
 std::string_view env_field_name(EnvField field);
 // Command-line flag that overrides a field, e.g. "--compute-capability".
@@ -37,9 +36,9 @@ std::string_view env_field_flag(EnvField field);
 using EnvOverrides = std::array<std::optional<std::string>, 7>;
 
 struct Environment {
-  std::array<std::string, 7> values;                  // "none" when absent
-  std::array<std::string, 7> sources;                 // "detected", "flag" or "absent"
-  std::string detection_note;                         // why no GPU was detected, if none was
+  std::array<std::string, 7> values;   // "none" when absent
+  std::array<std::string, 7> sources;  // "detected", "flag" or "absent"
+  std::string detection_note;          // why no GPU was detected, if none was
 
   const std::string& get(EnvField f) const { return values[static_cast<std::size_t>(f)]; }
 };

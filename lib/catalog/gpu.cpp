@@ -46,7 +46,8 @@ std::string nccl_header_version() {
   return fmt::format("{}.{}.{}", code / 1000, (code / 100) % 10, code % 100);
 }
 
-Result<InstrumentedRun> run_instrumented_grouped_gemm(const KernelConfig& config, std::span<const std::int64_t> rows, std::uint64_t seed) {
+Result<InstrumentedRun> run_instrumented_grouped_gemm(const KernelConfig& config, std::span<const std::int64_t> rows,
+                                                      std::uint64_t seed) {
   if (auto s = validate(config); !s) return s.error();
   if (static_cast<std::int64_t>(rows.size()) != config.experts)
     return usage_error(fmt::format("{} row counts for {} experts", rows.size(), config.experts));
@@ -63,11 +64,14 @@ Result<InstrumentedRun> run_instrumented_grouped_gemm(const KernelConfig& config
   gpu_abi::RunResult r;
   gpu_abi::run_instrumented(p, &r);
   if (r.status != 0)
-    return unavailable_error("the instrumented grouped GEMM did not run", r.error, "run it on a machine with a CUDA GPU and driver");
+    return unavailable_error("the instrumented grouped GEMM did not run", r.error,
+                             "run it on a machine with a CUDA GPU and driver");
   InstrumentedRun out;
   out.items.reserve(r.items.size());
   for (const auto& rec : r.items) {
-    if (!rec.written) return internal_error("the instrumented kernel skipped a work item", fmt::format("kernel {} slot {}", rec.kernel, rec.slot));
+    if (!rec.written)
+      return internal_error("the instrumented kernel skipped a work item",
+                            fmt::format("kernel {} slot {}", rec.kernel, rec.slot));
     WorkItem w;
     w.kernel = static_cast<Kernel>(rec.kernel);
     w.expert = rec.expert;
@@ -77,10 +81,11 @@ Result<InstrumentedRun> run_instrumented_grouped_gemm(const KernelConfig& config
     w.tile = rec.tile;
     w.chunk = rec.chunk;
     if (w.kernel == Kernel::weight_grad) {
-      w.role = role_index(WeightGradRole{rec.tail_a != 0, static_cast<Position>(rec.position_a), static_cast<Position>(rec.position_b),
-                                         rec.queue_repeat != 0});
+      w.role = role_index(WeightGradRole{rec.tail_a != 0, static_cast<Position>(rec.position_a),
+                                         static_cast<Position>(rec.position_b), rec.queue_repeat != 0});
     } else {
-      w.role = role_index(LinearRole{rec.tail_a != 0, rec.tail_b != 0, static_cast<Position>(rec.position_a), rec.queue_repeat != 0});
+      w.role = role_index(
+          LinearRole{rec.tail_a != 0, rec.tail_b != 0, static_cast<Position>(rec.position_a), rec.queue_repeat != 0});
     }
     out.items.push_back(w);
     out.smids.push_back(rec.smid);
@@ -100,9 +105,12 @@ GpuInfo query_gpu() {
   return g;
 }
 
-std::string nccl_header_version() { return {}; }
+std::string nccl_header_version() {
+  return {};
+}
 
-Result<InstrumentedRun> run_instrumented_grouped_gemm(const KernelConfig&, std::span<const std::int64_t>, std::uint64_t) {
+Result<InstrumentedRun> run_instrumented_grouped_gemm(const KernelConfig&, std::span<const std::int64_t>,
+                                                      std::uint64_t) {
   return unavailable_error("the instrumented grouped GEMM is not available", "this scout was built without CUDA",
                            "rebuild with CUDA (-DSCOUT_WITH_CUDA=ON) on a machine with the toolkit");
 }

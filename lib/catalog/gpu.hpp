@@ -34,14 +34,15 @@ std::string nccl_header_version();
 // One run of the instrumented kernel: the work items it recorded (in model
 // terms) and its numerical error against a CPU reference.
 struct InstrumentedRun {
-  std::vector<WorkItem> items;       // all three kernels
-  std::vector<std::int32_t> smids;   // the SM each item ran on, same order
+  std::vector<WorkItem> items;      // all three kernels
+  std::vector<std::int32_t> smids;  // the SM each item ran on, same order
   std::array<double, 3> max_abs_error{};
   std::array<double, 3> max_abs_reference{};
 };
 
 // Runs the instrumented grouped GEMM for `rows` (config.experts entries) on
 // device 0 with seeded data; unavailable_error without a GPU or CUDA build.
-Result<InstrumentedRun> run_instrumented_grouped_gemm(const KernelConfig& config, std::span<const std::int64_t> rows, std::uint64_t seed);
+Result<InstrumentedRun> run_instrumented_grouped_gemm(const KernelConfig& config, std::span<const std::int64_t> rows,
+                                                      std::uint64_t seed);
 
 }  // namespace scout::catalog

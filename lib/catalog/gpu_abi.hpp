@@ -11,13 +11,13 @@ namespace scout::catalog::gpu_abi {
 
 // What the CUDA runtime reports about device 0 and the installed driver.
 struct DeviceInfo {
-  int status = -1;             // 0: a device was found; otherwise the cudaError_t code
-  char error[256] = {};        // cudaGetErrorString of `status` when it is not 0
-  char name[256] = {};         // e.g. "NVIDIA A100-SXM4-80GB"
+  int status = -1;       // 0: a device was found; otherwise the cudaError_t code
+  char error[256] = {};  // cudaGetErrorString of `status` when it is not 0
+  char name[256] = {};   // e.g. "NVIDIA A100-SXM4-80GB"
   int sm_count = 0;
   int cc_major = 0, cc_minor = 0;
-  int driver_version = 0;      // cudaDriverGetVersion: 1000 * major + 10 * minor, 0 without a driver
-  int runtime_version = 0;     // cudaRuntimeGetVersion of the runtime scout was linked with
+  int driver_version = 0;   // cudaDriverGetVersion: 1000 * major + 10 * minor, 0 without a driver
+  int runtime_version = 0;  // cudaRuntimeGetVersion of the runtime scout was linked with
 };
 
 // Fills `out` for device 0; never throws, never aborts without a driver.

@@ -1,7 +1,8 @@
 #include "lib/catalog/model.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "lib/common/parse.hpp"
 
@@ -9,10 +10,14 @@ namespace scout::catalog {
 
 namespace {
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; }
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return a <= 0 ? 0 : (a + b - 1) / b;
+}
 
 // Number of t in [0, z) with t % m == r (0 <= r < m).
-std::int64_t count_mod_below(std::int64_t z, std::int64_t m, std::int64_t r) { return z <= r ? 0 : (z - r + m - 1) / m; }
+std::int64_t count_mod_below(std::int64_t z, std::int64_t m, std::int64_t r) {
+  return z <= r ? 0 : (z - r + m - 1) / m;
+}
 
 // Number of t in [x, y) with t % m == r.
 std::int64_t count_mod(std::int64_t x, std::int64_t y, std::int64_t m, std::int64_t r) {
@@ -21,7 +26,8 @@ std::int64_t count_mod(std::int64_t x, std::int64_t y, std::int64_t m, std::int6
 
 Status check_range(std::string_view what, std::int64_t value, std::int64_t lo, std::int64_t hi, std::string_view hint) {
   if (value < lo || value > hi)
-    return usage_error(fmt::format("{} is {}", what, value), fmt::format("it must be between {} and {}", lo, hi), std::string(hint));
+    return usage_error(fmt::format("{} is {}", what, value), fmt::format("it must be between {} and {}", lo, hi),
+                       std::string(hint));
   return Ok{};
 }
 
@@ -32,7 +38,8 @@ struct LinearExpert {
   bool m_tail = false, n_tail = false;
 };
 
-void add_linear_range(CountVector& c, Kernel kernel, const LinearExpert& e, std::int64_t x, std::int64_t y, Position position) {
+void add_linear_range(CountVector& c, Kernel kernel, const LinearExpert& e, std::int64_t x, std::int64_t y,
+                      Position position) {
   for (int rep = 0; rep < 2; ++rep) {
     const std::int64_t x1 = rep ? std::max(x, e.q) : x;
     const std::int64_t y1 = rep ? y : std::min(y, e.q);
@@ -87,7 +94,11 @@ void add_weight_grad(CountVector& c, const KernelConfig& cfg, std::span<const st
     const bool tail = r % cfg.tile_k != 0;
     c[kernel_offset(k)] += static_cast<std::uint64_t>(tiles * chunks);
     // The reduction chunks every output tile walks, by (tail, position).
-    struct Chunks { bool tail; Position position; std::int64_t count; };
+    struct Chunks {
+      bool tail;
+      Position position;
+      std::int64_t count;
+    };
     std::array<Chunks, 3> pattern{};
     std::size_t n_pattern = 0;
     if (chunks == 1) {
@@ -127,7 +138,10 @@ Status validate(const KernelConfig& c) {
   if (auto s = check_range("tile M", c.tile_m, 1, k_max_tile, tile_hint); !s) return s;
   if (auto s = check_range("tile N", c.tile_n, 1, k_max_tile, tile_hint); !s) return s;
   if (auto s = check_range("tile K", c.tile_k, 1, k_max_tile, tile_hint); !s) return s;
-  if (auto s = check_range("the number of SMs (persistent CTAs)", c.sms, 1, k_max_sms, "give --sms, e.g. --sms 108 for an A100"); !s) return s;
+  if (auto s = check_range("the number of SMs (persistent CTAs)", c.sms, 1, k_max_sms,
+                           "give --sms, e.g. --sms 108 for an A100");
+      !s)
+    return s;
   if (auto s = check_range("hidden", c.hidden, 1, k_max_features, "give --hidden H"); !s) return s;
   if (auto s = check_range("output dim", c.output_dim, 1, k_max_features, "give --output-dim O"); !s) return s;
   if (auto s = check_range("experts per kernel", c.experts, 1, k_max_experts, "give --experts E"); !s) return s;
@@ -137,15 +151,16 @@ Status validate(const KernelConfig& c) {
 Result<KernelConfig> parse_tile(std::string_view text, KernelConfig base) {
   auto parts = split(text, 'x');
   if (parts.size() != 3)
-    return usage_error(fmt::format("tile '{}' is not MxNxK", text), "expected three sizes separated by 'x'", "e.g. --tile 64x64x32");
+    return usage_error(fmt::format("tile '{}' is not MxNxK", text), "expected three sizes separated by 'x'",
+                       "e.g. --tile 64x64x32");
   std::array<std::int64_t, 3> v{};
   const char* names[3] = {"tile M", "tile N", "tile K"};
   for (int i = 0; i < 3; ++i) {
     auto x = parse_int(trim(parts[static_cast<std::size_t>(i)]), names[i]);
     if (!x) return usage_error(x.error().what, x.error().why, "e.g. --tile 64x64x32");
     if (*x < 1 || *x > k_max_tile)
-      return usage_error(fmt::format("{} is {}", names[i], *x), fmt::format("tile sizes must be between 1 and {}", k_max_tile),
-                         "e.g. --tile 64x64x32");
+      return usage_error(fmt::format("{} is {}", names[i], *x),
+                         fmt::format("tile sizes must be between 1 and {}", k_max_tile), "e.g. --tile 64x64x32");
     v[static_cast<std::size_t>(i)] = *x;
   }
   base.tile_m = v[0];
@@ -156,19 +171,26 @@ Result<KernelConfig> parse_tile(std::string_view text, KernelConfig base) {
 
 std::string_view kernel_name(Kernel kernel) {
   switch (kernel) {
-    case Kernel::forward: return "forward";
-    case Kernel::input_grad: return "input_grad";
-    case Kernel::weight_grad: return "weight_grad";
+    case Kernel::forward:
+      return "forward";
+    case Kernel::input_grad:
+      return "input_grad";
+    case Kernel::weight_grad:
+      return "weight_grad";
   }
   return "forward";
 }
 
 std::string_view position_name(Position position) {
   switch (position) {
-    case Position::single: return "single";
-    case Position::first: return "first";
-    case Position::last: return "last";
-    case Position::interior: return "interior";
+    case Position::single:
+      return "single";
+    case Position::first:
+      return "first";
+    case Position::last:
+      return "last";
+    case Position::interior:
+      return "interior";
   }
   return "single";
 }
@@ -194,8 +216,9 @@ WeightGradRole weight_grad_role(int index) {
 std::string role_name(Kernel kernel, int index) {
   if (kernel == Kernel::weight_grad) {
     WeightGradRole r = weight_grad_role(index);
-    return fmt::format("reduction_{}{}/tile_{}{}", position_name(r.reduction_position), r.reduction_tail ? "+reduction_tail" : "",
-                       position_name(r.tile_position), r.queue_repeat ? "+queue_repeat" : "");
+    return fmt::format("reduction_{}{}/tile_{}{}", position_name(r.reduction_position),
+                       r.reduction_tail ? "+reduction_tail" : "", position_name(r.tile_position),
+                       r.queue_repeat ? "+queue_repeat" : "");
   }
   LinearRole r = linear_role(index);
   return fmt::format("{}{}{}{}", position_name(r.position), r.m_tail ? "+m_tail" : "", r.n_tail ? "+n_tail" : "",
@@ -210,9 +233,12 @@ int parse_role_name(Kernel kernel, std::string_view name) {
 
 std::string_view pressure_name(Pressure pressure) {
   switch (pressure) {
-    case Pressure::underfilled: return "underfilled";
-    case Pressure::one_repeat: return "one_repeat";
-    case Pressure::multi_repeat: return "multi_repeat";
+    case Pressure::underfilled:
+      return "underfilled";
+    case Pressure::one_repeat:
+      return "one_repeat";
+    case Pressure::multi_repeat:
+      return "multi_repeat";
   }
   return "underfilled";
 }
@@ -220,7 +246,8 @@ std::string_view pressure_name(Pressure pressure) {
 Result<Pressure> parse_pressure(std::string_view name) {
   for (Pressure p : {Pressure::underfilled, Pressure::one_repeat, Pressure::multi_repeat})
     if (pressure_name(p) == name) return p;
-  return input_error(fmt::format("unknown pressure class '{}'", name), "expected underfilled, one_repeat or multi_repeat");
+  return input_error(fmt::format("unknown pressure class '{}'", name),
+                     "expected underfilled, one_repeat or multi_repeat");
 }
 
 Fingerprint fingerprint_from_id(int id) {
@@ -232,7 +259,8 @@ Fingerprint fingerprint_from_id(int id) {
 }
 
 std::string fingerprint_label(const Fingerprint& f) {
-  return fmt::format("{}/{}/{}", pressure_name(f.pressures[0]), pressure_name(f.pressures[1]), pressure_name(f.pressures[2]));
+  return fmt::format("{}/{}/{}", pressure_name(f.pressures[0]), pressure_name(f.pressures[1]),
+                     pressure_name(f.pressures[2]));
 }
 
 std::uint64_t total_work_items(const CountVector& c) {
@@ -262,7 +290,8 @@ bool covers(const CountVector& a, const CountVector& b) {
 std::vector<WorkItem> enumerate_work_items(const KernelConfig& cfg, std::span<const std::int64_t> rows, Kernel kernel) {
   std::vector<WorkItem> items;
   if (kernel == Kernel::weight_grad) {
-    const std::int64_t tm = ceil_div(cfg.hidden, cfg.tile_m), tn = ceil_div(cfg.output_dim, cfg.tile_n), tiles = tm * tn;
+    const std::int64_t tm = ceil_div(cfg.hidden, cfg.tile_m), tn = ceil_div(cfg.output_dim, cfg.tile_n),
+                       tiles = tm * tn;
     // The persistent loop: CTA b takes output-tile slots b, b + sms, ...
     const std::int64_t slots = tiles * static_cast<std::int64_t>(rows.size());
     for (std::int64_t cta = 0; cta < cfg.sms; ++cta) {
@@ -272,7 +301,7 @@ std::vector<WorkItem> enumerate_work_items(const KernelConfig& cfg, std::span<co
         const std::int64_t chunks = ceil_div(r, cfg.tile_k);
         for (std::int64_t k = 0; k < chunks; ++k) {
           const std::int64_t depth = std::min(cfg.tile_k, r - k * cfg.tile_k);
-          WeightGradRole role{depth < cfg.tile_k, position_of(k, chunks), position_of(t, tiles), it > 0};
+          WeightGradRole role{depth<cfg.tile_k, position_of(k, chunks), position_of(t, tiles), it> 0};
           items.push_back({kernel, e, slot, cta, it, t, k, role_index(role)});
         }
       }
@@ -298,7 +327,7 @@ std::vector<WorkItem> enumerate_work_items(const KernelConfig& cfg, std::span<co
       const std::int64_t m = t / tn, c = t % tn;
       const std::int64_t height = std::min(cfg.tile_m, r - m * cfg.tile_m);
       const std::int64_t width = std::min(cfg.tile_n, n - c * cfg.tile_n);
-      LinearRole role{height < cfg.tile_m, width < cfg.tile_n, position_of(t, tiles), it > 0};
+      LinearRole role{height < cfg.tile_m, width<cfg.tile_n, position_of(t, tiles), it> 0};
       items.push_back({kernel, e, slot, cta, it, t, 0, role_index(role)});
     }
   }

@@ -48,10 +48,10 @@ struct KernelConfig {
   std::int64_t tile_m = 64;
   std::int64_t tile_n = 64;
   std::int64_t tile_k = 32;
-  std::int64_t sms = 108;          // persistent CTAs (grid size), usually the SM count
-  std::int64_t hidden = 128;       // H: input features of forward
-  std::int64_t output_dim = 128;   // O: output features of forward
-  std::int64_t experts = 1;        // E: experts served by one kernel invocation
+  std::int64_t sms = 108;         // persistent CTAs (grid size), usually the SM count
+  std::int64_t hidden = 128;      // H: input features of forward
+  std::int64_t output_dim = 128;  // O: output features of forward
+  std::int64_t experts = 1;       // E: experts served by one kernel invocation
 };
 
 // Upper bounds that keep every count inside 64 bits with room to spare.
@@ -109,7 +109,9 @@ constexpr int role_index(const LinearRole& r) {
   return (((r.m_tail ? 2 : 0) + (r.n_tail ? 1 : 0)) * 4 + static_cast<int>(r.position)) * 2 + (r.queue_repeat ? 1 : 0);
 }
 constexpr int role_index(const WeightGradRole& r) {
-  return (((r.reduction_tail ? 4 : 0) + static_cast<int>(r.reduction_position)) * 4 + static_cast<int>(r.tile_position)) * 2 +
+  return (((r.reduction_tail ? 4 : 0) + static_cast<int>(r.reduction_position)) * 4 +
+          static_cast<int>(r.tile_position)) *
+             2 +
          (r.queue_repeat ? 1 : 0);
 }
 // Inverses of role_index: the role with dense index `index`.
@@ -123,7 +125,9 @@ std::string role_name(Kernel kernel, int index);
 int parse_role_name(Kernel kernel, std::string_view name);
 
 // Number of roles of `kernel`.
-constexpr int role_count(Kernel kernel) { return kernel == Kernel::weight_grad ? k_weight_grad_roles : k_linear_roles; }
+constexpr int role_count(Kernel kernel) {
+  return kernel == Kernel::weight_grad ? k_weight_grad_roles : k_linear_roles;
+}
 
 // c(shape): per kernel, [work items, role counts...], kernels in k_all_kernels order.
 inline constexpr int k_count_dims = 3 + 2 * k_linear_roles + k_weight_grad_roles;
@@ -134,7 +138,9 @@ constexpr int kernel_offset(Kernel kernel) {
   return kernel == Kernel::forward ? 0 : kernel == Kernel::input_grad ? 1 + k_linear_roles : 2 + 2 * k_linear_roles;
 }
 // Index of (kernel, role) in a CountVector.
-constexpr int count_index(Kernel kernel, int role) { return kernel_offset(kernel) + 1 + role; }
+constexpr int count_index(Kernel kernel, int role) {
+  return kernel_offset(kernel) + 1 + role;
+}
 
 // How a kernel's work items load the persistent grid (see the file comment).
 enum class Pressure { underfilled = 0, one_repeat = 1, multi_repeat = 2 };
@@ -166,7 +172,9 @@ Fingerprint fingerprint_from_id(int id);
 std::string fingerprint_label(const Fingerprint& fingerprint);
 
 // Work items of `kernel` in a vector.
-inline std::uint64_t work_items(const CountVector& counts, Kernel kernel) { return counts[kernel_offset(kernel)]; }
+inline std::uint64_t work_items(const CountVector& counts, Kernel kernel) {
+  return counts[kernel_offset(kernel)];
+}
 // Work items of all three kernels (the replay obligations of one shape).
 std::uint64_t total_work_items(const CountVector& counts);
 // F(shape) of a count vector under `sms`.
@@ -195,7 +203,8 @@ struct WorkItem {
 // Every work item of `kernel` by explicit simulation of the scheduler (the
 // reference the closed form and the GPU kernel are checked against). Cost is
 // proportional to the number of items: for tests and small shapes.
-std::vector<WorkItem> enumerate_work_items(const KernelConfig& config, std::span<const std::int64_t> rows, Kernel kernel);
+std::vector<WorkItem> enumerate_work_items(const KernelConfig& config, std::span<const std::int64_t> rows,
+                                           Kernel kernel);
 
 // Counts `items` into a count vector (work items and roles per kernel).
 CountVector count_items(const std::vector<WorkItem>& items);

@@ -36,12 +36,12 @@ const pickle::Policy& dcp_pickle_policy();
 
 // One chunk of a DCP checkpoint as its metadata describes it.
 struct DcpItem {
-  std::string name;            // fqn, or fqn@[offsets] for a chunk of a sharded tensor
+  std::string name;  // fqn, or fqn@[offsets] for a chunk of a sharded tensor
   std::string fqn;
-  bool tensor = true;          // false: a bytes item (a torch.save payload of a non-tensor value)
+  bool tensor = true;  // false: a bytes item (a torch.save payload of a non-tensor value)
   DType dtype = DType::u8;
   std::vector<std::int64_t> sizes;  // chunk sizes
-  std::string file;            // relative path of the .distcp file
+  std::string file;                 // relative path of the .distcp file
   std::uint64_t offset = 0;
   std::uint64_t length = 0;
 };
@@ -52,7 +52,8 @@ Result<std::vector<DcpItem>> parse_dcp_metadata(std::span<const std::byte> bytes
 // Parses a Hugging Face index JSON text into (tensor name, shard file) pairs;
 // bad input naming `label` for invalid JSON, a missing weight_map, or shard
 // names that leave the directory.
-Result<std::vector<std::pair<std::string, std::string>>> parse_hf_index(const std::string& text, const std::string& label);
+Result<std::vector<std::pair<std::string, std::string>>> parse_hf_index(const std::string& text,
+                                                                        const std::string& label);
 
 // Digests every tensor (and value) of the checkpoint directory `dir`, sorted by
 // name, each with the file that holds it (TensorDigest::source).

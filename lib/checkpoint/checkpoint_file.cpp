@@ -1,21 +1,22 @@
 #include "lib/checkpoint/checkpoint_file.hpp"
 
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <fcntl.h>
-#include <fmt/format.h>
-#include <memory>
-#include <atomic>
-#include <mutex>
-#include <sys/stat.h>
-#include <thread>
-#include <cstdlib>
 #include <map>
-#include <unistd.h>
+#include <memory>
+#include <mutex>
+#include <thread>
 
 #include "lib/checkpoint/checkpoint_dir.hpp"
 #include "lib/checkpoint/torch_file.hpp"
@@ -26,19 +27,26 @@ namespace scout::checkpoint {
 
 std::string_view file_format_name(FileFormat format) {
   switch (format) {
-    case FileFormat::safetensors: return "safetensors";
-    case FileFormat::torch_zip: return "torch";
-    case FileFormat::torch_legacy: return "torch-legacy";
-    case FileFormat::dcp: return "dcp";
-    case FileFormat::hf_sharded: return "safetensors-sharded";
-    case FileFormat::unknown: break;
+    case FileFormat::safetensors:
+      return "safetensors";
+    case FileFormat::torch_zip:
+      return "torch";
+    case FileFormat::torch_legacy:
+      return "torch-legacy";
+    case FileFormat::dcp:
+      return "dcp";
+    case FileFormat::hf_sharded:
+      return "safetensors-sharded";
+    case FileFormat::unknown:
+      break;
   }
   return "unknown";
 }
 
 Result<FileFormat> detect_format(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return input_error(fmt::format("cannot open {}", path), std::strerror(errno), "check the path and permissions");
+  if (fd < 0)
+    return input_error(fmt::format("cannot open {}", path), std::strerror(errno), "check the path and permissions");
   unsigned char head[8] = {};
   ssize_t n = ::pread(fd, head, sizeof head, 0);
   ::close(fd);
@@ -123,15 +131,17 @@ class HashPool {
 struct Piece {
   std::uint64_t offset = 0;
   std::uint64_t size = 0;
-  std::size_t segment = 0;  // index into State::segments
-  std::size_t part = 0;     // index of the piece within its segment
-  bool crc = false;         // its segment's CRC-32 is checked
+  std::size_t segment = 0;        // index into State::segments
+  std::size_t part = 0;           // index of the piece within its segment
+  bool crc = false;               // its segment's CRC-32 is checked
   std::vector<ByteRange> slices;  // parts of ranges inside the piece
 };
 
 }  // namespace
 
-unsigned hashing_threads_alive() { return HashPool::instance().live(); }
+unsigned hashing_threads_alive() {
+  return HashPool::instance().live();
+}
 
 struct RangeHashJob::State {
   int fd = -1;
@@ -169,7 +179,8 @@ struct RangeHashJob::State {
         const ByteRange& s = p.slices[i];
         const std::uint64_t a = std::max(at, s.offset), b = std::min(at + n, s.offset + s.size);
         if (a >= b) continue;
-        local[i] ^= hash::partial_sum(std::span(data + (a - at), static_cast<std::size_t>(b - a)), s.first_word + (a - s.offset) / 8);
+        local[i] ^= hash::partial_sum(std::span(data + (a - at), static_cast<std::size_t>(b - a)),
+                                      s.first_word + (a - s.offset) / 8);
       }
     };
     // Blocks pread into a buffer that stays in the core's cache for the CRC
@@ -190,16 +201,19 @@ struct RangeHashJob::State {
   }
 };
 
-RangeHashJob::RangeHashJob(int fd, std::string label, ProgressFn progress, unsigned in_flight) : m_state(std::make_shared<State>()) {
+RangeHashJob::RangeHashJob(int fd, std::string label, ProgressFn progress, unsigned in_flight)
+    : m_state(std::make_shared<State>()) {
   m_state->fd = fd;
   m_state->label = std::move(label);
   m_state->progress = std::move(progress);
   m_state->in_flight = in_flight == 0 ? default_hash_threads() + 2 : in_flight;
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) == 0) m_state->file_size = static_cast<std::uint64_t>(st.st_size);
 }
 
-RangeHashJob::~RangeHashJob() { (void)wait(); }
+RangeHashJob::~RangeHashJob() {
+  (void)wait();
+}
 
 std::size_t RangeHashJob::new_target() {
   std::lock_guard lock(m_state->mutex);
@@ -207,12 +221,13 @@ std::size_t RangeHashJob::new_target() {
   return m_state->sums.size() - 1;
 }
 
-std::size_t RangeHashJob::add(std::uint64_t offset, std::uint64_t size, std::span<const ByteRange> ranges, std::optional<std::uint32_t> crc,
-                              std::string entry) {
+std::size_t RangeHashJob::add(std::uint64_t offset, std::uint64_t size, std::span<const ByteRange> ranges,
+                              std::optional<std::uint32_t> crc, std::string entry) {
   State& st = *m_state;
   if (offset > st.file_size || size > st.file_size - offset) {
     // A mapping past the end would fault: refuse, as a short read.
-    st.fail(fmt::format("read failed at byte {}: file truncated ({} bytes)", std::min(offset + size, st.file_size), st.file_size));
+    st.fail(fmt::format("read failed at byte {}: file truncated ({} bytes)", std::min(offset + size, st.file_size),
+                        st.file_size));
     return k_no_segment;
   }
   // Ranges that start a whole number of words into the segment share its
@@ -273,7 +288,8 @@ Status RangeHashJob::wait() {
   std::unique_lock lock(st.mutex);
   st.cv.wait(lock, [&] { return st.queued == 0; });
   if (!st.error.empty())
-    return input_error(fmt::format("{}: {}", st.label, st.error), {}, "the file is incomplete; re-copy it or use another replica");
+    return input_error(fmt::format("{}: {}", st.label, st.error), {},
+                       "the file is incomplete; re-copy it or use another replica");
   return Ok{};
 }
 
@@ -292,8 +308,9 @@ std::optional<CrcFailure> RangeHashJob::crc_failure(std::size_t segment) const {
   return CrcFailure{s.entry, {}, {}, s.expected, c};
 }
 
-Status hash_ranges_pipelined(int fd, const std::string& label, const std::vector<ByteRange>& ranges, std::vector<std::uint64_t>& sums,
-                             const ProgressFn& progress, unsigned threads, std::size_t /*chunk_bytes*/) {
+Status hash_ranges_pipelined(int fd, const std::string& label, const std::vector<ByteRange>& ranges,
+                             std::vector<std::uint64_t>& sums, const ProgressFn& progress, unsigned threads,
+                             std::size_t /*chunk_bytes*/) {
   RangeHashJob job(fd, label, progress, threads == 0 ? 0 : threads + 2);
   std::vector<std::size_t> target_of(sums.size());
   for (auto& t : target_of) t = job.new_target();
@@ -311,11 +328,13 @@ Status hash_ranges_pipelined(int fd, const std::string& label, const std::vector
 Result<std::vector<TensorDigest>> hash_safetensors_pipelined(const SafetensorsHeader& h, const ProgressFn& progress,
                                                              std::size_t /*chunk_bytes*/, std::size_t buffers) {
   int fd = ::open(h.path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return input_error(fmt::format("cannot open {}", h.path), std::strerror(errno), "check the path and permissions");
-  struct stat st{};
+  if (fd < 0)
+    return input_error(fmt::format("cannot open {}", h.path), std::strerror(errno), "check the path and permissions");
+  struct stat st {};
   if (::fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) != h.file_size) {
     ::close(fd);
-    return input_error(fmt::format("{}: file changed size while reading", h.path), {}, "retry when no writer is active");
+    return input_error(fmt::format("{}: file changed size while reading", h.path), {},
+                       "retry when no writer is active");
   }
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   std::vector<std::uint64_t> sums(h.tensors.size(), 0);
@@ -336,14 +355,15 @@ Result<std::vector<TensorDigest>> hash_safetensors_pipelined(const SafetensorsHe
   out.reserve(h.tensors.size());
   for (std::size_t i = 0; i < h.tensors.size(); ++i) {
     const auto& e = h.tensors[i];
-    out.push_back({e.name, e.dtype, e.shape, e.byte_size(), hash::finalize(sums[i], e.dtype, e.shape, e.byte_size()), {}, false});
+    out.push_back(
+        {e.name, e.dtype, e.shape, e.byte_size(), hash::finalize(sums[i], e.dtype, e.shape, e.byte_size()), {}, false});
   }
   std::sort(out.begin(), out.end(), [](const TensorDigest& a, const TensorDigest& b) { return a.name < b.name; });
   return out;
 }
 
-Result<PendingArchive> queue_torch_archive(int fd, std::uint64_t base, std::uint64_t length, const std::string& label, RangeHashJob& job,
-                                           unsigned threads) {
+Result<PendingArchive> queue_torch_archive(int fd, std::uint64_t base, std::uint64_t length, const std::string& label,
+                                           RangeHashJob& job, unsigned threads) {
   auto archive = read_torch_archive(fd, base, length, label);
   if (!archive) return archive.error();
   PendingArchive out;
@@ -363,15 +383,17 @@ Result<PendingArchive> queue_torch_archive(int fd, std::uint64_t base, std::uint
       // rarely large) and hashed in the view's logical order.
       std::vector<std::byte> storage(static_cast<std::size_t>(t.storage_bytes));
       if (!read_exact(fd, storage.data(), storage.size(), t.storage_data))
-        return input_error(fmt::format("{}: cannot read the storage of '{}' (bytes {}..{})", label, t.name, t.storage_data,
-                                       t.storage_data + t.storage_bytes),
+        return input_error(fmt::format("{}: cannot read the storage of '{}' (bytes {}..{})", label, t.name,
+                                       t.storage_data, t.storage_data + t.storage_bytes),
                            "file truncated", "the file is incomplete; re-copy it or use another replica");
       d.hash = hash::hash_strided(t.dtype, t.shape, t.strides, storage.data() + t.storage_offset * es, threads);
     }
     out.digests.push_back(std::move(d));
   }
-  // Every storage is read once, whole, and checked against its CRC-32; the contiguous views in it are hashed on the way.
-  for (const auto& s : archive->storages) out.checks.emplace_back(job.add(s.data, s.bytes, ranges_of[s.data], s.crc32, s.entry), names_of[s.data]);
+  // Every storage is read once, whole, and checked against its CRC-32; the contiguous views in it are hashed on the
+  // way.
+  for (const auto& s : archive->storages)
+    out.checks.emplace_back(job.add(s.data, s.bytes, ranges_of[s.data], s.crc32, s.entry), names_of[s.data]);
   if (archive->pickle_crc_actual != archive->pickle_crc_expected) {
     CrcFailure f{archive->pickle_entry, {}, {}, archive->pickle_crc_expected, archive->pickle_crc_actual};
     for (const auto& t : archive->tensors) f.tensors.push_back(t.name);
@@ -379,17 +401,20 @@ Result<PendingArchive> queue_torch_archive(int fd, std::uint64_t base, std::uint
     std::sort(f.tensors.begin(), f.tensors.end());
     out.pickle_failure = std::move(f);
   }
-  for (const auto& e : archive->other_crc_failures) out.other_failures.push_back(CrcFailure{e.entry, {}, {}, e.expected, e.actual});
+  for (const auto& e : archive->other_crc_failures)
+    out.other_failures.push_back(CrcFailure{e.entry, {}, {}, e.expected, e.actual});
   for (const auto& l : archive->leaves) {
     TensorDigest d{l.name, DType::u8, {}, l.text.size(), 0, {}, false};
-    d.hash = hash::hash_tensor(DType::u8, {}, std::span(reinterpret_cast<const std::byte*>(l.text.data()), l.text.size()));
+    d.hash =
+        hash::hash_tensor(DType::u8, {}, std::span(reinterpret_cast<const std::byte*>(l.text.data()), l.text.size()));
     d.value = true;
     out.digests.push_back(std::move(d));
   }
   return out;
 }
 
-std::vector<TensorDigest> complete_torch_archive(PendingArchive&& pending, const RangeHashJob& job, std::vector<CrcFailure>* crc_failures) {
+std::vector<TensorDigest> complete_torch_archive(PendingArchive&& pending, const RangeHashJob& job,
+                                                 std::vector<CrcFailure>* crc_failures) {
   for (const auto& [digest, target] : pending.sums) {
     auto& d = pending.digests[digest];
     d.hash = hash::finalize(job.sum(target), d.dtype, d.shape, d.bytes);
@@ -404,12 +429,14 @@ std::vector<TensorDigest> complete_torch_archive(PendingArchive&& pending, const
         crc_failures->push_back(std::move(*f));
       }
   }
-  std::sort(pending.digests.begin(), pending.digests.end(), [](const TensorDigest& a, const TensorDigest& b) { return a.name < b.name; });
+  std::sort(pending.digests.begin(), pending.digests.end(),
+            [](const TensorDigest& a, const TensorDigest& b) { return a.name < b.name; });
   return std::move(pending.digests);
 }
 
-Result<std::vector<TensorDigest>> digest_torch_archive(int fd, std::uint64_t base, std::uint64_t length, const std::string& label,
-                                                        const ProgressFn& progress, unsigned threads) {
+Result<std::vector<TensorDigest>> digest_torch_archive(int fd, std::uint64_t base, std::uint64_t length,
+                                                       const std::string& label, const ProgressFn& progress,
+                                                       unsigned threads) {
   RangeHashJob job(fd, label, progress, threads == 0 ? 0 : threads + 2);
   auto pending = queue_torch_archive(fd, base, length, label, job, threads);
   auto ok = job.wait();
@@ -419,19 +446,20 @@ Result<std::vector<TensorDigest>> digest_torch_archive(int fd, std::uint64_t bas
 }
 
 Result<FileDigest> digest_file(const std::string& path, const ProgressFn& progress, unsigned threads) {
-  struct stat dst{};
+  struct stat dst {};
   if (::stat(path.c_str(), &dst) == 0 && S_ISDIR(dst.st_mode)) return digest_directory(path, progress, threads);
   auto format = detect_format(path);
   if (!format) return format.error();
   FileDigest d;
   d.path = path;
   d.format = *format;
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) == 0) d.size = static_cast<std::uint64_t>(st.st_size);
   switch (*format) {
     case FileFormat::torch_zip: {
       int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) return input_error(fmt::format("cannot open {}", path), std::strerror(errno), "check the path and permissions");
+      if (fd < 0)
+        return input_error(fmt::format("cannot open {}", path), std::strerror(errno), "check the path and permissions");
       ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
       Result<PendingArchive> pending = PendingArchive{};
       Status ok = Ok{};
@@ -447,7 +475,8 @@ Result<FileDigest> digest_file(const std::string& path, const ProgressFn& progre
       return d;
     }
     case FileFormat::torch_legacy:
-      return input_error(fmt::format("{}: legacy (pre-zip) torch.save format", path), "scout reads only the zip format torch.save writes by default since torch 1.6",
+      return input_error(fmt::format("{}: legacy (pre-zip) torch.save format", path),
+                         "scout reads only the zip format torch.save writes by default since torch 1.6",
                          "re-save it with torch.save(dict(model.state_dict()), f) from torch >= 1.6 without "
                          "_use_new_zipfile_serialization=False, or as safetensors");
     case FileFormat::dcp:
@@ -455,11 +484,13 @@ Result<FileDigest> digest_file(const std::string& path, const ProgressFn& progre
     case FileFormat::unknown:
       return input_error(fmt::format("{}: file is {} bytes, too short to be a checkpoint", path, d.size), {},
                          "the file is empty or truncated; re-copy it or use another replica");
-    case FileFormat::safetensors: break;
+    case FileFormat::safetensors:
+      break;
   }
   auto header = read_safetensors_header(path);
   if (!header) return header.error();
-  auto t = hash_safetensors_pipelined(*header, progress, std::size_t{4} << 20, (threads == 0 ? default_hash_threads() : threads) + 2);
+  auto t = hash_safetensors_pipelined(*header, progress, std::size_t{4} << 20,
+                                      (threads == 0 ? default_hash_threads() : threads) + 2);
   if (!t) return t.error();
   d.tensors = std::move(*t);
   return d;

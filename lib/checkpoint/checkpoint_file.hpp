@@ -48,18 +48,17 @@ struct FileDigest {
 // Bytes done so far for one file (called from the hashing thread).
 using ProgressFn = std::function<void(std::uint64_t done)>;
 
-// Validates and hashes the file at `path` (a directory: lib/checkpoint/checkpoint_dir.hpp), streamed (bounded memory, reading
-// overlapped with hashing); a strided torch view's storage is read whole
-// into memory and hashed in the view's order. Errors: bad input (exit 4) naming the file and
-// the problem, with how to fix it.
-// `threads` hash this file's chunks (0: every core; digest_files gives each
-// of its concurrent files a share).
+// Validates and hashes the file at `path` (a directory: lib/checkpoint/checkpoint_dir.hpp), streamed (bounded memory,
+// reading overlapped with hashing); a strided torch view's storage is read whole into memory and hashed in the view's
+// order. Errors: bad input (exit 4) naming the file and the problem, with how to fix it. `threads` hash this file's
+// chunks (0: every core; digest_files gives each of its concurrent files a share).
 Result<FileDigest> digest_file(const std::string& path, const ProgressFn& progress = {}, unsigned threads = 0);
 
 // Like hash_safetensors, but through a RangeHashJob (reading overlapped with
 // hashing on every core). `chunk_bytes` and `buffers` are kept for callers;
 // the job sizes its own pieces.
-Result<std::vector<TensorDigest>> hash_safetensors_pipelined(const SafetensorsHeader& header, const ProgressFn& progress = {},
+Result<std::vector<TensorDigest>> hash_safetensors_pipelined(const SafetensorsHeader& header,
+                                                             const ProgressFn& progress = {},
                                                              std::size_t chunk_bytes = std::size_t{8} << 20,
                                                              std::size_t buffers = 3);
 
@@ -102,8 +101,8 @@ class RangeHashJob {
   // reported by crc_failures().
   // Returns the segment's id for crc_failure (k_no_segment when refused: the
   // bytes lie past the file's end, which wait() reports).
-  std::size_t add(std::uint64_t offset, std::uint64_t size, std::span<const ByteRange> ranges, std::optional<std::uint32_t> crc = {},
-                  std::string entry = {});
+  std::size_t add(std::uint64_t offset, std::uint64_t size, std::span<const ByteRange> ranges,
+                  std::optional<std::uint32_t> crc = {}, std::string entry = {});
   static constexpr std::size_t k_no_segment = static_cast<std::size_t>(-1);
   // Waits for every piece. Bad input naming the label when the file ended
   // early or could not be read.
@@ -122,32 +121,35 @@ class RangeHashJob {
 // XORs into `sums[target]` the word sum (hash::partial_sum) of every range
 // of the open file `fd` through a RangeHashJob. Bad input naming `label` when
 // the file ends early.
-Status hash_ranges_pipelined(int fd, const std::string& label, const std::vector<ByteRange>& ranges, std::vector<std::uint64_t>& sums,
-                             const ProgressFn& progress = {}, unsigned threads = 0, std::size_t chunk_bytes = std::size_t{4} << 20);
+Status hash_ranges_pipelined(int fd, const std::string& label, const std::vector<ByteRange>& ranges,
+                             std::vector<std::uint64_t>& sums, const ProgressFn& progress = {}, unsigned threads = 0,
+                             std::size_t chunk_bytes = std::size_t{4} << 20);
 
 // A torch.save archive whose storages are queued on a RangeHashJob:
 // complete_torch_archive turns it into digests once the job is done.
 struct PendingArchive {
-  std::vector<TensorDigest> digests;                      // hashes of streamed tensors filled in by complete_torch_archive
-  std::vector<std::pair<std::size_t, std::size_t>> sums;  // (digest index, job target)
+  std::vector<TensorDigest> digests;  // hashes of streamed tensors filled in by complete_torch_archive
+  std::vector<std::pair<std::size_t, std::size_t>> sums;                 // (digest index, job target)
   std::vector<std::pair<std::size_t, std::vector<std::string>>> checks;  // (job segment of a storage, tensors in it)
-  std::optional<CrcFailure> pickle_failure;               // data.pkl's CRC differs
-  std::vector<CrcFailure> other_failures;                 // other small entries' CRCs differ (no tensor in them)
+  std::optional<CrcFailure> pickle_failure;                              // data.pkl's CRC differs
+  std::vector<CrcFailure> other_failures;  // other small entries' CRCs differ (no tensor in them)
 };
 
 // Reads the archive in bytes [base, base + length) of `fd` and queues its
 // storage entries (each checked against its CRC-32) on `job`; strided views
 // are hashed at once from their storage, read whole into memory.
-Result<PendingArchive> queue_torch_archive(int fd, std::uint64_t base, std::uint64_t length, const std::string& label, RangeHashJob& job,
-                                           unsigned threads = 0);
+Result<PendingArchive> queue_torch_archive(int fd, std::uint64_t base, std::uint64_t length, const std::string& label,
+                                           RangeHashJob& job, unsigned threads = 0);
 // The digests, sorted by name, after job.wait() succeeded; entries whose
 // CRC-32 failed are appended to `crc_failures` (when given).
-std::vector<TensorDigest> complete_torch_archive(PendingArchive&& pending, const RangeHashJob& job, std::vector<CrcFailure>* crc_failures);
+std::vector<TensorDigest> complete_torch_archive(PendingArchive&& pending, const RangeHashJob& job,
+                                                 std::vector<CrcFailure>* crc_failures);
 
 // Digests (sorted by name) of the torch.save archive in bytes [base, base +
 // length) of `fd`: its tensors by their logical bytes, and its non-tensor
 // values (TensorDigest::value) by their canonical text.
-Result<std::vector<TensorDigest>> digest_torch_archive(int fd, std::uint64_t base, std::uint64_t length, const std::string& label,
-                                                        const ProgressFn& progress = {}, unsigned threads = 0);
+Result<std::vector<TensorDigest>> digest_torch_archive(int fd, std::uint64_t base, std::uint64_t length,
+                                                       const std::string& label, const ProgressFn& progress = {},
+                                                       unsigned threads = 0);
 
 }  // namespace scout::checkpoint

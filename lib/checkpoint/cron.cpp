@@ -1,15 +1,17 @@
 #include "lib/checkpoint/cron.hpp"
 
-#include <cmath>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <cmath>
 #include <optional>
 
 #include "lib/checkpoint/verdicts.hpp"
 
 namespace scout::checkpoint {
 
-Result<CronOutcome> run_cron_pass(const CronRequest& o, const std::vector<std::string>& roots, const LedgerStore& store) {
+Result<CronOutcome> run_cron_pass(const CronRequest& o, const std::vector<std::string>& roots,
+                                  const LedgerStore& store) {
   auto loaded = store.load(o.job, true);
   if (!loaded) return loaded.error();
   Ledger known = std::move(*loaded);
@@ -35,7 +37,8 @@ Result<CronOutcome> run_cron_pass(const CronRequest& o, const std::vector<std::s
     CheckpointState state = CheckpointState::invalid;
     nlohmann::json entry = {{"id", id}};
     auto layout = resolve_layout(one, id, manifest);
-    Result<VerifyReport> report = layout ? Result<VerifyReport>(internal_error("unset")) : Result<VerifyReport>(layout.error());
+    Result<VerifyReport> report =
+        layout ? Result<VerifyReport>(internal_error("unset")) : Result<VerifyReport>(layout.error());
     if (layout) {
       VerifyOptions vo;
       vo.jobs = o.jobs;
@@ -109,13 +112,21 @@ Result<CronOutcome> run_cron_pass(const CronRequest& o, const std::vector<std::s
   for (const auto& r : results) intact += r["result"] == "intact";
   std::vector<std::string> invalid;
   for (const auto& r : results)
-    if (r["result"] == "invalid" || r["result"] == "inconclusive") invalid.push_back(fmt::format("{} {}", r["result"].get<std::string>(), r["id"].get<std::string>()));
-  v.summary = fmt::format("{} new checkpoint(s) checked, {} intact; latest {}, verified {}", stats.checked, intact,
-                          known.latest() ? known.latest()->id : "none", known.verified() ? known.verified()->id : "none");
-  if (!bad.empty()) v.summary += fmt::format("; CORRUPT: {} (scout verify-ckpt ack --job {} ID once handled)", fmt::join(bad, ", "), o.job);
+    if (r["result"] == "invalid" || r["result"] == "inconclusive")
+      invalid.push_back(fmt::format("{} {}", r["result"].get<std::string>(), r["id"].get<std::string>()));
+  v.summary =
+      fmt::format("{} new checkpoint(s) checked, {} intact; latest {}, verified {}", stats.checked, intact,
+                  known.latest() ? known.latest()->id : "none", known.verified() ? known.verified()->id : "none");
+  if (!bad.empty())
+    v.summary +=
+        fmt::format("; CORRUPT: {} (scout verify-ckpt ack --job {} ID once handled)", fmt::join(bad, ", "), o.job);
   if (!invalid.empty()) v.summary += fmt::format("; {}", fmt::join(invalid, "; "));
-  v.details = {{"action", "cron"}, {"checkpoints", results}, {"ledger", ledger_summary(known, store.path())}, {"outstanding", outstanding},
-               {"bytes_read", stats.bytes}, {"seconds", std::round(stats.seconds * 1000.0) / 1000.0}};
+  v.details = {{"action", "cron"},
+               {"checkpoints", results},
+               {"ledger", ledger_summary(known, store.path())},
+               {"outstanding", outstanding},
+               {"bytes_read", stats.bytes},
+               {"seconds", std::round(stats.seconds * 1000.0) / 1000.0}};
   stats.exit_code = code;
   CronOutcome out;
   out.verdict = std::move(v);

@@ -27,16 +27,17 @@ struct CronRequest {
 };
 
 struct CronOutcome {
-  Verdict verdict;               // details.action "cron"; no side outputs
-  int exit_code = 0;             // 1 corrupt (now or outstanding), 4 invalid, 3 inconclusive, else 0
-  Ledger ledger;                 // as last written
-  RunStats stats;                // for the Prometheus textfile (exit_code included)
+  Verdict verdict;    // details.action "cron"; no side outputs
+  int exit_code = 0;  // 1 corrupt (now or outstanding), 4 invalid, 3 inconclusive, else 0
+  Ledger ledger;      // as last written
+  RunStats stats;     // for the Prometheus textfile (exit_code included)
 };
 
 // Runs the pass over the checkpoints under `roots` (discover_checkpoints),
 // with the ledger in `store`. A checkpoint that cannot be read as one (bad input,
 // usage) is recorded invalid; unavailable and internal errors end the pass
 // with nothing recorded for that checkpoint.
-Result<CronOutcome> run_cron_pass(const CronRequest& request, const std::vector<std::string>& roots, const LedgerStore& store);
+Result<CronOutcome> run_cron_pass(const CronRequest& request, const std::vector<std::string>& roots,
+                                  const LedgerStore& store);
 
 }  // namespace scout::checkpoint

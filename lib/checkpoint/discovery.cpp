@@ -1,11 +1,12 @@
 #include "lib/checkpoint/discovery.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fmt/format.h>
 
 #include "lib/checkpoint/checkpoint_dir.hpp"
 
@@ -13,10 +14,13 @@ namespace scout::checkpoint {
 
 namespace fs = std::filesystem;
 
-Result<CheckpointLayout> resolve_layout(const LayoutRequest& o, const std::string& dir, std::optional<Manifest>& manifest) {
+Result<CheckpointLayout> resolve_layout(const LayoutRequest& o, const std::string& dir,
+                                        std::optional<Manifest>& manifest) {
   if (!o.replicas.empty()) return layout_from_replicas(o.replicas);
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return input_error(fmt::format("{} is not a directory", dir), {}, "give a checkpoint directory or --replicas FILE...");
+  if (!fs::is_directory(dir, ec))
+    return input_error(fmt::format("{} is not a directory", dir), {},
+                       "give a checkpoint directory or --replicas FILE...");
   const bool has_manifest = fs::exists(fs::path(dir) / k_manifest_file_name, ec);
   if (has_manifest && !o.no_manifest) {
     auto m = read_manifest(dir);
@@ -27,8 +31,10 @@ Result<CheckpointLayout> resolve_layout(const LayoutRequest& o, const std::strin
   // A DCP or sharded-safetensors directory alone: one copy, checked on its own.
   if (o.mesh.empty() && detect_directory_format(dir)) return layout_single_copy(dir);
   if (o.mesh.empty())
-    return usage_error(fmt::format("{}: no --mesh and no {} to say which files are replicas", dir, k_manifest_file_name), {},
-                       "give --mesh (e.g. --mesh dp=4,tp=2), --replicas FILE..., or write a manifest with 'scout verify-ckpt manifest write'");
+    return usage_error(
+        fmt::format("{}: no --mesh and no {} to say which files are replicas", dir, k_manifest_file_name), {},
+        "give --mesh (e.g. --mesh dp=4,tp=2), --replicas FILE..., or write a manifest with 'scout verify-ckpt manifest "
+        "write'");
   return layout_from_directory(dir, o.mesh, o.pattern);
 }
 
@@ -66,7 +72,8 @@ Result<std::vector<std::string>> discover_checkpoints(const std::vector<std::str
   for (const auto& d : roots) {
     std::error_code ec;
     fs::path p = fs::absolute(d, ec).lexically_normal();
-    if (!fs::is_directory(p, ec)) return input_error(fmt::format("{} is not a directory", d), {}, "give checkpoint directories or their parent");
+    if (!fs::is_directory(p, ec))
+      return input_error(fmt::format("{} is not a directory", d), {}, "give checkpoint directories or their parent");
     if (!p.has_filename()) p = p.parent_path();
     if (looks_like_checkpoint(p.string())) {
       found.push_back(p.string());
@@ -91,10 +98,13 @@ double seconds_since_modified(const std::string& dir) {
 
 Result<std::string> default_ledger_path(const std::string& job, const std::string& ledger) {
   if (!ledger.empty()) return ledger;
-  if (job.empty()) return usage_error("no ledger given", "--ledger and --job are both absent", "give --job J (default ledger path) or --ledger FILE");
+  if (job.empty())
+    return usage_error("no ledger given", "--ledger and --job are both absent",
+                       "give --job J (default ledger path) or --ledger FILE");
   for (char c : job)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
-      return usage_error(fmt::format("--job '{}' has characters not allowed in a file name", job), {}, "use letters, digits, '-', '_', '.' or give --ledger");
+      return usage_error(fmt::format("--job '{}' has characters not allowed in a file name", job), {},
+                         "use letters, digits, '-', '_', '.' or give --ledger");
   const char* base = std::getenv("SCOUT_STATE_DIR");
   return (fs::path(base && *base ? base : "/var/lib/scout") / "verify-ckpt" / (job + ".ledger.json")).string();
 }

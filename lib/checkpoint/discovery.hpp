@@ -27,7 +27,8 @@ struct LayoutRequest {
 // `dir` when present (read into `manifest` to compare against) and no mesh is
 // given; else the mesh with the naming pattern. No mesh and no manifest is a
 // usage error; `dir` not a directory is bad input.
-Result<CheckpointLayout> resolve_layout(const LayoutRequest& request, const std::string& dir, std::optional<Manifest>& manifest);
+Result<CheckpointLayout> resolve_layout(const LayoutRequest& request, const std::string& dir,
+                                        std::optional<Manifest>& manifest);
 
 // True when `dir` holds a manifest or a checkpoint file.
 bool looks_like_checkpoint(const std::string& dir);

@@ -1,19 +1,21 @@
 #include "lib/checkpoint/durable_file.hpp"
 
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <thread>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
 
 namespace scout::checkpoint {
 
 namespace {
 
-Error io_error(const std::string& what, int err, std::string hint = "check free space and permissions of the directory") {
+Error io_error(const std::string& what, int err,
+               std::string hint = "check free space and permissions of the directory") {
   return unavailable_error(what, std::strerror(err), std::move(hint));
 }
 

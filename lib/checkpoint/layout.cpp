@@ -1,9 +1,10 @@
 #include "lib/checkpoint/layout.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fmt/format.h>
 #include <map>
 #include <regex>
 #include <set>
@@ -22,7 +23,8 @@ std::size_t CheckpointLayout::file_count() const {
 
 bool is_checkpoint_file_name(const std::string& name) {
   for (const char* ext : {".safetensors", ".pt", ".pth", ".bin"})
-    if (name.size() > std::strlen(ext) && name.compare(name.size() - std::strlen(ext), std::string::npos, ext) == 0) return true;
+    if (name.size() > std::strlen(ext) && name.compare(name.size() - std::strlen(ext), std::string::npos, ext) == 0)
+      return true;
   return false;
 }
 
@@ -84,21 +86,25 @@ std::string coords_label(const Mesh& mesh, std::int64_t rank) {
 
 }  // namespace
 
-Result<CheckpointLayout> layout_from_directory(const std::string& dir, const std::string& mesh_spec, const std::string& pattern) {
+Result<CheckpointLayout> layout_from_directory(const std::string& dir, const std::string& mesh_spec,
+                                               const std::string& pattern) {
   auto mesh = Mesh::parse(mesh_spec);
   if (!mesh) return usage_error(fmt::format("--mesh: {}", mesh.error().what), mesh.error().why, mesh.error().hint);
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return input_error(fmt::format("{} is not a directory", dir), {}, "give the checkpoint directory");
+  if (!fs::is_directory(dir, ec))
+    return input_error(fmt::format("{} is not a directory", dir), {}, "give the checkpoint directory");
 
   std::regex re;
   if (pattern.empty()) {
     re = std::regex(R"(^(.*?rank[_-]?)([0-9]+)(.*)$)", std::regex::icase);
   } else {
     auto at = pattern.find("{rank}");
-    if (at == std::string::npos || pattern.find("{rank}", at + 1) != std::string::npos || pattern.find('/') != std::string::npos)
+    if (at == std::string::npos || pattern.find("{rank}", at + 1) != std::string::npos ||
+        pattern.find('/') != std::string::npos)
       return usage_error(fmt::format("--pattern '{}' must contain {{rank}} exactly once and no '/'", pattern), {},
                          "e.g. --pattern 'model_rank{rank}.safetensors'");
-    re = std::regex("^(" + regex_escape(pattern.substr(0, at)) + ")([0-9]+)(" + regex_escape(pattern.substr(at + 6)) + ")$");
+    re = std::regex("^(" + regex_escape(pattern.substr(0, at)) + ")([0-9]+)(" + regex_escape(pattern.substr(at + 6)) +
+                    ")$");
   }
 
   // role -> rank -> file
@@ -119,16 +125,18 @@ Result<CheckpointLayout> layout_from_directory(const std::string& dir, const std
     std::int64_t rank = std::stoll(digits);
     std::string role = m[1].str() + "{rank}" + m[3].str();
     if (rank >= mesh->world_size())
-      return input_error(fmt::format("{}/{} is for rank {} but the mesh {} has {} ranks", dir, name, rank, mesh->spec(), mesh->world_size()),
+      return input_error(fmt::format("{}/{} is for rank {} but the mesh {} has {} ranks", dir, name, rank, mesh->spec(),
+                                     mesh->world_size()),
                          {}, "give the mesh the job was saved with (--mesh)");
     auto [it, fresh] = roles[role].try_emplace(rank, (fs::path(dir) / name).string());
     if (!fresh)
-      return input_error(fmt::format("{}: rank {} has two files for {}: {} and {}", dir, rank, role, it->second, name), {},
-                         "remove the stray copy or give --pattern");
+      return input_error(fmt::format("{}: rank {} has two files for {}: {} and {}", dir, rank, role, it->second, name),
+                         {}, "remove the stray copy or give --pattern");
   }
   if (roles.empty())
     return input_error(fmt::format("{}: no per-rank checkpoint files found", dir),
-                       pattern.empty() ? "expected names with 'rank<N>' ending in .safetensors, .pt, .pth or .bin" : "no file matches --pattern",
+                       pattern.empty() ? "expected names with 'rank<N>' ending in .safetensors, .pt, .pth or .bin"
+                                       : "no file matches --pattern",
                        "give --pattern 'NAME{rank}.EXT' or write a manifest with 'scout verify-ckpt manifest write'");
 
   CheckpointLayout layout;
@@ -138,14 +146,16 @@ Result<CheckpointLayout> layout_from_directory(const std::string& dir, const std
   for (const auto& [role, files] : roles) {
     for (std::int64_t r = 0; r < mesh->world_size(); ++r)
       if (!files.count(r))
-        return input_error(fmt::format("{}: missing shard: rank {} has no {} ({} of {} ranks present)", dir, r, role, files.size(),
-                                       mesh->world_size()),
-                           "every rank of the mesh must have saved its file", "the checkpoint is incomplete; wait for the save to finish or use an older checkpoint");
+        return input_error(fmt::format("{}: missing shard: rank {} has no {} ({} of {} ranks present)", dir, r, role,
+                                       files.size(), mesh->world_size()),
+                           "every rank of the mesh must have saved its file",
+                           "the checkpoint is incomplete; wait for the save to finish or use an older checkpoint");
     std::vector<std::vector<std::int64_t>> groups;
     if (mesh->peer_kind() == PeerKind::replica) {
       groups = mesh->peer_groups();
     } else {
-      for (std::int64_t r = 0; r < mesh->world_size(); ++r) groups.push_back({r});  // no replicas: each shard is one copy
+      for (std::int64_t r = 0; r < mesh->world_size(); ++r)
+        groups.push_back({r});  // no replicas: each shard is one copy
     }
     for (const auto& g : groups) {
       ReplicaSet set;

@@ -24,9 +24,9 @@ namespace scout::checkpoint {
 bool is_checkpoint_file_name(const std::string& name);
 
 struct CheckpointLayout {
-  std::string dir;      // checkpoint directory; empty for explicit replicas
-  std::string source;   // "replicas", "pattern", "manifest" or "single_copy"
-  std::string mesh;     // canonical mesh spec; empty when none
+  std::string dir;     // checkpoint directory; empty for explicit replicas
+  std::string source;  // "replicas", "pattern", "manifest" or "single_copy"
+  std::string mesh;    // canonical mesh spec; empty when none
   std::vector<ReplicaSet> sets;
   std::size_t file_count() const;
 };
@@ -47,6 +47,7 @@ CheckpointLayout layout_single_copy(const std::string& dir);
 // placeholder. Bad input, naming the directory, the role and the rank: a
 // rank with no file (missing shard), a rank outside the mesh, two files for
 // one rank and role, no checkpoint files at all.
-Result<CheckpointLayout> layout_from_directory(const std::string& dir, const std::string& mesh_spec, const std::string& pattern = {});
+Result<CheckpointLayout> layout_from_directory(const std::string& dir, const std::string& mesh_spec,
+                                               const std::string& pattern = {});
 
 }  // namespace scout::checkpoint

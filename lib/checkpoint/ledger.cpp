@@ -1,16 +1,16 @@
 #include "lib/checkpoint/ledger.hpp"
 
-#include "lib/common/schema.hpp"
+#include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
 #include <filesystem>
-#include <fmt/format.h>
-#include <sys/stat.h>
 
-#include "lib/report/verdict.hpp"
 #include "lib/common/json_input.hpp"
+#include "lib/common/schema.hpp"
+#include "lib/report/verdict.hpp"
 
 namespace scout::checkpoint {
 
@@ -86,8 +86,8 @@ const LedgerCheckpoint* Ledger::candidate() const {
   return nullptr;
 }
 
-LedgerChange ledger_add_checkpoint(Ledger& ledger, const std::string& id, CheckpointState state, const std::string& summary,
-                                   const std::string& now) {
+LedgerChange ledger_add_checkpoint(Ledger& ledger, const std::string& id, CheckpointState state,
+                                   const std::string& summary, const std::string& now) {
   LedgerChange change;
   if (ledger.find(id) && ledger.find(id)->id == id) {
     change.note = fmt::format("{} is already in the ledger", id);
@@ -105,8 +105,8 @@ LedgerChange ledger_add_checkpoint(Ledger& ledger, const std::string& id, Checkp
   return change;
 }
 
-LedgerChange ledger_recheck_invalid(Ledger& ledger, const std::string& id, CheckpointState state, const std::string& summary,
-                                    const std::string& now) {
+LedgerChange ledger_recheck_invalid(Ledger& ledger, const std::string& id, CheckpointState state,
+                                    const std::string& summary, const std::string& now) {
   LedgerChange change;
   for (auto& c : ledger.checkpoints) {
     if (c.id != id || c.state != CheckpointState::invalid) continue;
@@ -123,9 +123,11 @@ std::vector<const LedgerCheckpoint*> outstanding_corrupt(const Ledger& ledger) {
   std::vector<const LedgerCheckpoint*> out;
   for (const auto& c : ledger.checkpoints) {
     if (c.state != CheckpointState::corrupt || !c.acknowledged_at.empty()) continue;
-    const bool superseded = std::any_of(ledger.checkpoints.begin(), ledger.checkpoints.end(), [&](const LedgerCheckpoint& o) {
-      return o.seq > c.seq && (o.state == CheckpointState::pending || o.state == CheckpointState::verified || o.state == CheckpointState::superseded);
-    });
+    const bool superseded =
+        std::any_of(ledger.checkpoints.begin(), ledger.checkpoints.end(), [&](const LedgerCheckpoint& o) {
+          return o.seq > c.seq && (o.state == CheckpointState::pending || o.state == CheckpointState::verified ||
+                                   o.state == CheckpointState::superseded);
+        });
     if (!superseded) out.push_back(&c);
   }
   return out;
@@ -136,8 +138,8 @@ Result<LedgerChange> ledger_acknowledge(Ledger& ledger, const std::string& id, c
   for (auto& c : ledger.checkpoints) {
     if (c.id != id) continue;
     if (c.state != CheckpointState::corrupt)
-      return input_error(fmt::format("{} is {}, not corrupt", id, checkpoint_state_name(c.state)), "only corrupt findings are acknowledged",
-                         "see 'scout verify-ckpt status'");
+      return input_error(fmt::format("{} is {}, not corrupt", id, checkpoint_state_name(c.state)),
+                         "only corrupt findings are acknowledged", "see 'scout verify-ckpt status'");
     if (!c.acknowledged_at.empty()) {
       change.note = fmt::format("{} was already acknowledged at {}", id, c.acknowledged_at);
       return change;
@@ -147,14 +149,17 @@ Result<LedgerChange> ledger_acknowledge(Ledger& ledger, const std::string& id, c
     change.note = fmt::format("acknowledged corrupt checkpoint {}", id);
     return change;
   }
-  return input_error(fmt::format("{} is not in the ledger", id), {}, "give the id that 'scout verify-ckpt status' prints");
+  return input_error(fmt::format("{} is not in the ledger", id), {},
+                     "give the id that 'scout verify-ckpt status' prints");
 }
 
 Result<LedgerChange> ledger_apply_replay(Ledger& ledger, const ReplayCycle& r, const std::string& now) {
   LedgerChange change;
   if (ledger.last_cycle && r.cycle < *ledger.last_cycle)
-    return input_error(fmt::format("{}: replay cycle {} is older than the ledger's last cycle {}", r.source, r.cycle, *ledger.last_cycle),
-                       "replay verdicts must be recorded in cycle order", "record only newer cycles; this one is stale");
+    return input_error(fmt::format("{}: replay cycle {} is older than the ledger's last cycle {}", r.source, r.cycle,
+                                   *ledger.last_cycle),
+                       "replay verdicts must be recorded in cycle order",
+                       "record only newer cycles; this one is stale");
   if (ledger.last_cycle && r.cycle == *ledger.last_cycle) {
     change.note = fmt::format("replay cycle {} is already recorded", r.cycle);
     return change;  // idempotent re-ingestion (a cron re-run)
@@ -184,7 +189,8 @@ Result<LedgerChange> ledger_apply_replay(Ledger& ledger, const ReplayCycle& r, c
       if (promote) {
         for (auto& c : ledger.checkpoints) {
           if (c.seq >= promote->seq) continue;
-          if (c.state == CheckpointState::verified || c.state == CheckpointState::pending) c.state = CheckpointState::superseded;
+          if (c.state == CheckpointState::verified || c.state == CheckpointState::pending)
+            c.state = CheckpointState::superseded;
         }
         promote->state = CheckpointState::verified;
         promote->decided_by_cycle = r.cycle;
@@ -202,7 +208,8 @@ Result<LedgerChange> ledger_apply_replay(Ledger& ledger, const ReplayCycle& r, c
         c.decided_by_cycle = r.cycle;
         change.rejected.push_back(c.id);
       }
-      change.note = fmt::format("replay cycle {} found SDC evidence: {} unverified checkpoint(s) rejected", r.cycle, change.rejected.size());
+      change.note = fmt::format("replay cycle {} found SDC evidence: {} unverified checkpoint(s) rejected", r.cycle,
+                                change.rejected.size());
       break;
     case ReplayOutcome::unclear:
       ledger.clean_streak = 0;
@@ -219,8 +226,12 @@ Result<LedgerChange> ledger_apply_replay(Ledger& ledger, const ReplayCycle& r, c
 
 namespace {
 
-nlohmann::ordered_json opt(const std::optional<std::int64_t>& v) { return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr); }
-nlohmann::ordered_json id_or_null(const LedgerCheckpoint* c) { return c ? nlohmann::ordered_json(c->id) : nlohmann::ordered_json(nullptr); }
+nlohmann::ordered_json opt(const std::optional<std::int64_t>& v) {
+  return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+}
+nlohmann::ordered_json id_or_null(const LedgerCheckpoint* c) {
+  return c ? nlohmann::ordered_json(c->id) : nlohmann::ordered_json(nullptr);
+}
 
 }  // namespace
 
@@ -235,7 +246,8 @@ nlohmann::ordered_json ledger_to_json(const Ledger& l) {
                    {"clean_cycles", c.clean_cycles},
                    {"last_clean_cycle", opt(c.last_clean_cycle)},
                    {"decided_by_cycle", opt(c.decided_by_cycle)},
-                   {"acknowledged_at", c.acknowledged_at.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.acknowledged_at)}});
+                   {"acknowledged_at", c.acknowledged_at.empty() ? nlohmann::ordered_json(nullptr)
+                                                                 : nlohmann::ordered_json(c.acknowledged_at)}});
   nlohmann::ordered_json sweep = nullptr;
   if (l.last_full_sweep)
     sweep = {{"cycle", l.last_full_sweep->cycle},
@@ -251,15 +263,20 @@ nlohmann::ordered_json ledger_to_json(const Ledger& l) {
           {"latest", id_or_null(l.latest())},
           {"candidate", id_or_null(l.candidate())},
           {"verified", id_or_null(l.verified())},
-          {"replay", {{"last_cycle", opt(l.last_cycle)}, {"clean_streak", l.clean_streak}, {"cycles_seen", l.cycles_seen}, {"last_full_sweep", sweep}}},
+          {"replay",
+           {{"last_cycle", opt(l.last_cycle)},
+            {"clean_streak", l.clean_streak},
+            {"cycles_seen", l.cycles_seen},
+            {"last_full_sweep", sweep}}},
           {"checkpoints", std::move(cps)}};
 }
 
 namespace {
 
 Error bad_ledger(const std::string& path, const std::string& what) {
-  return input_error(fmt::format("{}: {}", path, what), "the ledger file is malformed",
-                     "restore it from a backup or move it aside (a new ledger forgets which checkpoints were verified)");
+  return input_error(
+      fmt::format("{}: {}", path, what), "the ledger file is malformed",
+      "restore it from a backup or move it aside (a new ledger forgets which checkpoints were verified)");
 }
 
 bool get_int(const nlohmann::json& j, const char* key, std::int64_t& out) {
@@ -283,7 +300,8 @@ bool get_opt_int(const nlohmann::json& j, const char* key, std::optional<std::in
 
 Result<Ledger> ledger_from_json(const nlohmann::json& j, const std::string& path) {
   if (!j.is_object()) return bad_ledger(path, "not a JSON object");
-  if (auto st = check_schema(j, k_ledger_schema, 1, path, "use the scout version that wrote it"); !st) return st.error();
+  if (auto st = check_schema(j, k_ledger_schema, 1, path, "use the scout version that wrote it"); !st)
+    return st.error();
   Ledger l;
   if (!j.contains("job") || !j["job"].is_string()) return bad_ledger(path, "job missing");
   l.job = j["job"].get<std::string>();
@@ -299,7 +317,8 @@ Result<Ledger> ledger_from_json(const nlohmann::json& j, const std::string& path
   if (r.contains("last_full_sweep") && r["last_full_sweep"].is_object()) {
     const auto& s = r["last_full_sweep"];
     FullSweep fs;
-    if (!get_int(s, "cycle", fs.cycle) || !s.contains("clean") || !s["clean"].is_boolean() || !get_int(s, "after_seq", fs.after_seq))
+    if (!get_int(s, "cycle", fs.cycle) || !s.contains("clean") || !s["clean"].is_boolean() ||
+        !get_int(s, "after_seq", fs.after_seq))
       return bad_ledger(path, "replay.last_full_sweep is incomplete");
     fs.clean = s["clean"].get<bool>();
     auto recorded = optional_string(s, "recorded_at");
@@ -319,7 +338,8 @@ Result<Ledger> ledger_from_json(const nlohmann::json& j, const std::string& path
     lc.id = c["id"].get<std::string>();
     if (!get_int(c, "seq", lc.seq) || lc.seq <= prev) return bad_ledger(path, where + ".seq missing or not ascending");
     prev = lc.seq;
-    auto st = c.contains("state") && c["state"].is_string() ? parse_checkpoint_state(c["state"].get<std::string>()) : std::nullopt;
+    auto st = c.contains("state") && c["state"].is_string() ? parse_checkpoint_state(c["state"].get<std::string>())
+                                                            : std::nullopt;
     if (!st) return bad_ledger(path, where + ".state missing or unknown");
     lc.state = *st;
     auto recorded = optional_string(c, "recorded_at");
@@ -328,8 +348,10 @@ Result<Ledger> ledger_from_json(const nlohmann::json& j, const std::string& path
     lc.recorded_at = *recorded;
     lc.summary = *summary;
     if (!get_int(c, "clean_cycles", lc.clean_cycles)) return bad_ledger(path, where + ".clean_cycles missing");
-    if (!get_opt_int(c, "last_clean_cycle", lc.last_clean_cycle)) return bad_ledger(path, where + ".last_clean_cycle missing");
-    if (!get_opt_int(c, "decided_by_cycle", lc.decided_by_cycle)) return bad_ledger(path, where + ".decided_by_cycle missing");
+    if (!get_opt_int(c, "last_clean_cycle", lc.last_clean_cycle))
+      return bad_ledger(path, where + ".last_clean_cycle missing");
+    if (!get_opt_int(c, "decided_by_cycle", lc.decided_by_cycle))
+      return bad_ledger(path, where + ".decided_by_cycle missing");
     if (c.contains("acknowledged_at") && !c["acknowledged_at"].is_null()) {
       if (!c["acknowledged_at"].is_string()) return bad_ledger(path, where + ".acknowledged_at is not a string");
       lc.acknowledged_at = c["acknowledged_at"].get<std::string>();
@@ -345,19 +367,26 @@ Result<ReplayCycle> parse_replay_verdict(const nlohmann::json& v, const std::str
                        "pass the JSON that 'scout replay' printed (see man scout-verify-ckpt, REPLAY VERDICTS)");
   };
   if (!v.is_object()) return bad("not a JSON object");
-  if (auto st = check_schema(v, "scout.verdict", 1, path, "pass the JSON that 'scout replay' printed"); !st) return st.error();
-  if (string_or(v, "command") != "replay") return bad(fmt::format("command is \"{}\", not \"replay\"", string_or(v, "command")));
+  if (auto st = check_schema(v, "scout.verdict", 1, path, "pass the JSON that 'scout replay' printed"); !st)
+    return st.error();
+  if (string_or(v, "command") != "replay")
+    return bad(fmt::format("command is \"{}\", not \"replay\"", string_or(v, "command")));
   if (!job.empty() && v.contains("job") && v["job"].is_string() && v["job"].get<std::string>() != job)
-    return input_error(fmt::format("{}: verdict is for job '{}', the ledger for '{}'", path, v["job"].get<std::string>(), job), {},
-                       "record each job's replay verdicts in its own ledger");
+    return input_error(
+        fmt::format("{}: verdict is for job '{}', the ledger for '{}'", path, v["job"].get<std::string>(), job), {},
+        "record each job's replay verdicts in its own ledger");
   if (!v.contains("status") || !v["status"].is_string()) return bad("status missing");
   const std::string status = v["status"].get<std::string>();
   ReplayCycle r;
   r.source = path;
-  if (status == "healthy") r.outcome = ReplayOutcome::clean;
-  else if (status == "attributed") r.outcome = ReplayOutcome::sdc;
-  else if (status == "inconclusive" || status == "group_stall") r.outcome = ReplayOutcome::unclear;
-  else return bad(fmt::format("status \"{}\" is unknown", status));
+  if (status == "healthy")
+    r.outcome = ReplayOutcome::clean;
+  else if (status == "attributed")
+    r.outcome = ReplayOutcome::sdc;
+  else if (status == "inconclusive" || status == "group_stall")
+    r.outcome = ReplayOutcome::unclear;
+  else
+    return bad(fmt::format("status \"{}\" is unknown", status));
   if (!v.contains("details") || !v["details"].is_object()) return bad("details missing");
   const auto& d = v["details"];
   // Algorithm 3 withholds promotion only for SDC and hang outcomes: a cycle
@@ -369,9 +398,12 @@ Result<ReplayCycle> parse_replay_verdict(const nlohmann::json& v, const std::str
     if (!d["numerics"].is_string()) return bad("details.numerics must be \"clean\", \"sdc\" or \"unclear\"");
     const std::string n = d["numerics"].get<std::string>();
     ReplayOutcome by_numbers = ReplayOutcome::unclear;
-    if (n == "clean") by_numbers = ReplayOutcome::clean;
-    else if (n == "sdc") by_numbers = ReplayOutcome::sdc;
-    else if (n != "unclear") return bad(fmt::format("details.numerics \"{}\" is unknown (clean, sdc or unclear)", n));
+    if (n == "clean")
+      by_numbers = ReplayOutcome::clean;
+    else if (n == "sdc")
+      by_numbers = ReplayOutcome::sdc;
+    else if (n != "unclear")
+      return bad(fmt::format("details.numerics \"{}\" is unknown (clean, sdc or unclear)", n));
     if (status == "healthy" && by_numbers != ReplayOutcome::clean)
       return bad(fmt::format("status healthy contradicts details.numerics \"{}\"", n));
     if (status == "attributed" && by_numbers == ReplayOutcome::unclear)
@@ -383,11 +415,13 @@ Result<ReplayCycle> parse_replay_verdict(const nlohmann::json& v, const std::str
     return bad("details.cycle must be a non-negative integer");
   r.cycle = d["cycle"].get<std::int64_t>();
   if (d.contains("checkpoint") && !d["checkpoint"].is_null()) {
-    if (!d["checkpoint"].is_string() || d["checkpoint"].get<std::string>().empty()) return bad("details.checkpoint must be a string or null");
+    if (!d["checkpoint"].is_string() || d["checkpoint"].get<std::string>().empty())
+      return bad("details.checkpoint must be a string or null");
     r.after = d["checkpoint"].get<std::string>();
   }
   if (d.contains("sweep")) {
-    if (!d["sweep"].is_string() || (d["sweep"] != "full" && d["sweep"] != "periodic")) return bad("details.sweep must be \"full\" or \"periodic\"");
+    if (!d["sweep"].is_string() || (d["sweep"] != "full" && d["sweep"] != "periodic"))
+      return bad("details.sweep must be \"full\" or \"periodic\"");
     r.full_sweep = d["sweep"] == "full";
   }
   return r;
@@ -413,8 +447,9 @@ Selection select_checkpoint(const Ledger& l, FailureKind failure, const std::opt
     case FailureKind::sdc:
     case FailureKind::machine_lost:
       use_verified("sdc_or_machine_lost_use_verified",
-                   failure == FailureKind::sdc ? "silent data corruption may have reached every unverified checkpoint"
-                                               : "a lost machine's shard cannot be inspected, so only a verified checkpoint is trusted");
+                   failure == FailureKind::sdc
+                       ? "silent data corruption may have reached every unverified checkpoint"
+                       : "a lost machine's shard cannot be inspected, so only a verified checkpoint is trusted");
       break;
     case FailureKind::straggler:
       use_latest("straggler_use_latest", "slowness carries no evidence of numerical corruption");
@@ -423,17 +458,22 @@ Selection select_checkpoint(const Ledger& l, FailureKind failure, const std::opt
     case FailureKind::unknown: {
       std::optional<FullSweep> full;
       if (sweep) {
-        full = FullSweep{sweep->cycle, sweep->outcome == ReplayOutcome::clean, latest ? latest->seq : 0, "", sweep->source};
+        full = FullSweep{sweep->cycle, sweep->outcome == ReplayOutcome::clean, latest ? latest->seq : 0, "",
+                         sweep->source};
       } else if (l.last_full_sweep && latest && l.last_full_sweep->after_seq >= latest->seq) {
         full = l.last_full_sweep;
       }
       if (full && full->clean)
-        use_latest("clean_full_sweep_use_latest", fmt::format("the full-catalog replay sweep (cycle {}) after the latest checkpoint is clean", full->cycle));
+        use_latest(
+            "clean_full_sweep_use_latest",
+            fmt::format("the full-catalog replay sweep (cycle {}) after the latest checkpoint is clean", full->cycle));
       else if (full)
-        use_verified("sweep_not_clean_use_verified", fmt::format("the full-catalog replay sweep (cycle {}) was not clean", full->cycle));
+        use_verified("sweep_not_clean_use_verified",
+                     fmt::format("the full-catalog replay sweep (cycle {}) was not clean", full->cycle));
       else
         use_verified("no_full_sweep_use_verified",
-                     "no full-catalog replay sweep has run since the latest checkpoint; run one and pass it with --sweep to resume from latest");
+                     "no full-catalog replay sweep has run since the latest checkpoint; run one and pass it with "
+                     "--sweep to resume from latest");
       break;
     }
   }
@@ -457,7 +497,8 @@ Result<Ledger> LedgerStore::load(const std::string& job, bool create) const {
   auto l = ledger_from_json(j, m_path);
   if (!l) return l.error();
   if (!job.empty() && l->job != job)
-    return input_error(fmt::format("{} is the ledger of job '{}', not '{}'", m_path, l->job, job), {}, "give each job its own --ledger");
+    return input_error(fmt::format("{} is the ledger of job '{}', not '{}'", m_path, l->job, job), {},
+                       "give each job its own --ledger");
   return l;
 }
 

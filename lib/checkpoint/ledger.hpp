@@ -39,11 +39,11 @@ std::string_view checkpoint_state_name(CheckpointState state);
 std::optional<CheckpointState> parse_checkpoint_state(std::string_view name);
 
 struct LedgerCheckpoint {
-  std::string id;          // absolute path of the checkpoint (directory or first file)
-  std::int64_t seq = 0;    // order of recording, from 1
+  std::string id;        // absolute path of the checkpoint (directory or first file)
+  std::int64_t seq = 0;  // order of recording, from 1
   std::string recorded_at;
   CheckpointState state = CheckpointState::pending;
-  std::string summary;     // integrity result in one sentence
+  std::string summary;                           // integrity result in one sentence
   std::int64_t clean_cycles = 0;                 // consecutive clean replay cycles after it
   std::optional<std::int64_t> last_clean_cycle;  // cycle number of the last of them
   std::optional<std::int64_t> decided_by_cycle;  // cycle that verified or rejected it
@@ -53,11 +53,11 @@ struct LedgerCheckpoint {
 // A replay outcome as the ledger uses it (parsed from a replay verdict).
 enum class ReplayOutcome { clean, sdc, unclear };
 struct ReplayCycle {
-  std::int64_t cycle = 0;             // monotonically increasing per job
+  std::int64_t cycle = 0;  // monotonically increasing per job
   ReplayOutcome outcome = ReplayOutcome::unclear;
-  bool full_sweep = false;            // a full-catalog sweep (details.sweep == "full")
-  std::optional<std::string> after;   // newest checkpoint saved before the cycle began (id, path or basename)
-  std::string source;                 // file it came from, for the record
+  bool full_sweep = false;           // a full-catalog sweep (details.sweep == "full")
+  std::optional<std::string> after;  // newest checkpoint saved before the cycle began (id, path or basename)
+  std::string source;                // file it came from, for the record
 };
 
 struct FullSweep {
@@ -87,21 +87,21 @@ struct Ledger {
 // What an update did, for the verdict.
 struct LedgerChange {
   bool changed = false;
-  std::string note;                       // one sentence
-  std::vector<std::string> verified;      // ids promoted
-  std::vector<std::string> rejected;      // ids rejected
+  std::string note;                   // one sentence
+  std::vector<std::string> verified;  // ids promoted
+  std::vector<std::string> rejected;  // ids rejected
 };
 
 // Appends checkpoint `id` with integrity `state` (pending for intact ones)
 // and `summary`. An id already present is left alone (changed = false).
-LedgerChange ledger_add_checkpoint(Ledger& ledger, const std::string& id, CheckpointState state, const std::string& summary,
-                                   const std::string& now);
+LedgerChange ledger_add_checkpoint(Ledger& ledger, const std::string& id, CheckpointState state,
+                                   const std::string& summary, const std::string& now);
 
 // Replaces the integrity result of `id` when it is recorded as invalid (a
 // checkpoint re-checked with --recheck-invalid after its writer finished);
 // any other state is left alone (changed = false).
-LedgerChange ledger_recheck_invalid(Ledger& ledger, const std::string& id, CheckpointState state, const std::string& summary,
-                                    const std::string& now);
+LedgerChange ledger_recheck_invalid(Ledger& ledger, const std::string& id, CheckpointState state,
+                                    const std::string& summary, const std::string& now);
 
 // Corrupt checkpoints still to be reported: not acknowledged and not
 // superseded (no later checkpoint recorded intact: pending, verified or
@@ -125,7 +125,8 @@ Result<Ledger> ledger_from_json(const nlohmann::json& json, const std::string& p
 
 // Parses a replay verdict (scout.verdict, command "replay"; see
 // man scout-verify-ckpt, REPLAY VERDICTS). Bad input naming the field.
-Result<ReplayCycle> parse_replay_verdict(const nlohmann::json& verdict, const std::string& path, const std::string& job);
+Result<ReplayCycle> parse_replay_verdict(const nlohmann::json& verdict, const std::string& path,
+                                         const std::string& job);
 
 // Which checkpoint to restart from for a failure kind (Algorithm 3, CheckpointRetrieval).
 enum class FailureKind { sdc, hang, straggler, machine_lost, unknown };
@@ -134,9 +135,9 @@ std::string_view failure_kind_name(FailureKind kind);
 
 struct Selection {
   const LedgerCheckpoint* checkpoint = nullptr;  // null when nothing can be chosen
-  std::string role;    // "verified" or "latest"
-  std::string rule;    // the retrieval rule applied, e.g. "sdc_or_machine_lost_use_verified"
-  std::string reason;  // one sentence for people
+  std::string role;                              // "verified" or "latest"
+  std::string rule;                              // the retrieval rule applied, e.g. "sdc_or_machine_lost_use_verified"
+  std::string reason;                            // one sentence for people
 };
 
 // `sweep`: a full-catalog replay sweep run for this failure (optional); when
@@ -148,7 +149,8 @@ Selection select_checkpoint(const Ledger& ledger, FailureKind failure, const std
 class LedgerStore {
  public:
   // `path`: the ledger file; `lock_timeout`: how long to wait for the lock.
-  LedgerStore(std::string path, std::chrono::milliseconds lock_timeout) : m_path(std::move(path)), m_timeout(lock_timeout) {}
+  LedgerStore(std::string path, std::chrono::milliseconds lock_timeout)
+      : m_path(std::move(path)), m_timeout(lock_timeout) {}
 
   // Reads the ledger; a missing file gives an empty ledger for `job` when
   // `create` is set, bad input otherwise. A ledger of another job is bad input.

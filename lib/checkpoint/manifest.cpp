@@ -1,14 +1,14 @@
 #include "lib/checkpoint/manifest.hpp"
 
-#include "lib/common/schema.hpp"
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
-#include <fmt/format.h>
 #include <map>
 
 #include "lib/checkpoint/durable_file.hpp"
 #include "lib/common/json_input.hpp"
+#include "lib/common/schema.hpp"
 #include "lib/hash/tensor_hash.hpp"
 #include "lib/report/verdict.hpp"
 
@@ -24,9 +24,14 @@ nlohmann::ordered_json manifest_to_json(const CheckpointLayout& layout, const st
       const auto& d = digests.at(k);
       nlohmann::ordered_json tensors = nlohmann::ordered_json::array();
       for (const auto& t : d.tensors)
-        tensors.push_back({{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"bytes", t.bytes}, {"hash", hash_hex(t.hash)}});
+        tensors.push_back({{"name", t.name},
+                           {"dtype", dtype_name(t.dtype)},
+                           {"shape", t.shape},
+                           {"bytes", t.bytes},
+                           {"hash", hash_hex(t.hash)}});
       files.push_back({{"path", fs::path(set.files[i].path).filename().string()},
-                       {"rank", set.files[i].rank >= 0 ? nlohmann::ordered_json(set.files[i].rank) : nlohmann::ordered_json(nullptr)},
+                       {"rank", set.files[i].rank >= 0 ? nlohmann::ordered_json(set.files[i].rank)
+                                                       : nlohmann::ordered_json(nullptr)},
                        {"shard", set.shard},
                        {"replica", i},
                        {"format", file_format_name(d.format)},
@@ -57,18 +62,22 @@ Result<Manifest> read_manifest(const std::string& dir) {
   if (!text) return text.error();
   nlohmann::json j = parse_json_input(*text);
   if (j.is_discarded() || !j.is_object()) return bad_manifest(path, "not a JSON object");
-  if (auto st = check_schema(j, k_manifest_schema, 1, path, "use the scout version that wrote it, or rewrite the manifest"); !st)
+  if (auto st =
+          check_schema(j, k_manifest_schema, 1, path, "use the scout version that wrote it, or rewrite the manifest");
+      !st)
     return st.error();
   if (!j.contains("hash_spec_version") || j["hash_spec_version"] != hash::k_hash_spec_version)
-    return input_error(fmt::format("{}: hash_spec_version differs from this scout's ({})", path, hash::k_hash_spec_version),
-                       "hashes of another specification cannot be compared", "rewrite the manifest with this scout");
+    return input_error(
+        fmt::format("{}: hash_spec_version differs from this scout's ({})", path, hash::k_hash_spec_version),
+        "hashes of another specification cannot be compared", "rewrite the manifest with this scout");
   Manifest m;
   m.dir = dir;
   auto created = optional_string(j, "created_at");
   if (!created) return bad_manifest(path, "created_at is not a string");
   m.created_at = *created;
   if (j.contains("mesh") && j["mesh"].is_string()) m.mesh = j["mesh"].get<std::string>();
-  if (!j.contains("files") || !j["files"].is_array() || j["files"].empty()) return bad_manifest(path, "files must be a non-empty array");
+  if (!j.contains("files") || !j["files"].is_array() || j["files"].empty())
+    return bad_manifest(path, "files must be a non-empty array");
   for (std::size_t i = 0; i < j["files"].size(); ++i) {
     const auto& f = j["files"][i];
     const std::string where = fmt::format("files[{}]", i);
@@ -81,19 +90,23 @@ Result<Manifest> read_manifest(const std::string& dir) {
     if (f.contains("rank") && f["rank"].is_number_integer()) mf.rank = f["rank"].get<std::int64_t>();
     if (!f.contains("shard") || !f["shard"].is_string()) return bad_manifest(path, where + ".shard missing");
     mf.shard = f["shard"].get<std::string>();
-    if (!f.contains("replica") || !f["replica"].is_number_unsigned()) return bad_manifest(path, where + ".replica missing");
+    if (!f.contains("replica") || !f["replica"].is_number_unsigned())
+      return bad_manifest(path, where + ".replica missing");
     mf.replica = f["replica"].get<std::size_t>();
     mf.digest.path = (fs::path(dir) / mf.path).string();
-    if (f.contains("size") && !f["size"].is_number_unsigned()) return bad_manifest(path, where + ".size is not a byte count");
+    if (f.contains("size") && !f["size"].is_number_unsigned())
+      return bad_manifest(path, where + ".size is not a byte count");
     mf.digest.size = f.contains("size") ? f["size"].get<std::uint64_t>() : 0;
     if (!f.contains("tensors") || !f["tensors"].is_array()) return bad_manifest(path, where + ".tensors missing");
     for (std::size_t t = 0; t < f["tensors"].size(); ++t) {
       const auto& e = f["tensors"][t];
       const std::string tw = fmt::format("{}.tensors[{}]", where, t);
-      if (!e.is_object() || !e.contains("name") || !e["name"].is_string()) return bad_manifest(path, tw + ".name missing");
+      if (!e.is_object() || !e.contains("name") || !e["name"].is_string())
+        return bad_manifest(path, tw + ".name missing");
       TensorDigest d;
       d.name = e["name"].get<std::string>();
-      auto dt = e.contains("dtype") && e["dtype"].is_string() ? parse_dtype(e["dtype"].get<std::string>()) : std::nullopt;
+      auto dt =
+          e.contains("dtype") && e["dtype"].is_string() ? parse_dtype(e["dtype"].get<std::string>()) : std::nullopt;
       if (!dt) return bad_manifest(path, tw + ".dtype missing or unknown");
       d.dtype = *dt;
       if (!e.contains("shape") || !e["shape"].is_array()) return bad_manifest(path, tw + ".shape missing");
@@ -103,12 +116,14 @@ Result<Manifest> read_manifest(const std::string& dir) {
       }
       if (!e.contains("bytes") || !e["bytes"].is_number_unsigned()) return bad_manifest(path, tw + ".bytes missing");
       d.bytes = e["bytes"].get<std::uint64_t>();
-      auto h = e.contains("hash") && e["hash"].is_string() ? parse_hash_hex(e["hash"].get<std::string>()) : std::nullopt;
+      auto h =
+          e.contains("hash") && e["hash"].is_string() ? parse_hash_hex(e["hash"].get<std::string>()) : std::nullopt;
       if (!h) return bad_manifest(path, tw + ".hash must be \"0x\" and 16 hex digits");
       d.hash = *h;
       mf.digest.tensors.push_back(std::move(d));
     }
-    std::sort(mf.digest.tensors.begin(), mf.digest.tensors.end(), [](const TensorDigest& a, const TensorDigest& b) { return a.name < b.name; });
+    std::sort(mf.digest.tensors.begin(), mf.digest.tensors.end(),
+              [](const TensorDigest& a, const TensorDigest& b) { return a.name < b.name; });
     m.files.push_back(std::move(mf));
   }
   return m;
@@ -127,7 +142,8 @@ CheckpointLayout layout_from_manifest(const Manifest& manifest) {
   }
   for (const auto& shard : order) {
     auto files = by_shard[shard];
-    std::stable_sort(files.begin(), files.end(), [](const ManifestFile* a, const ManifestFile* b) { return a->replica < b->replica; });
+    std::stable_sort(files.begin(), files.end(),
+                     [](const ManifestFile* a, const ManifestFile* b) { return a->replica < b->replica; });
     ReplicaSet set;
     set.shard = shard;
     for (const auto* f : files) set.files.push_back({f->digest.path, f->rank});
@@ -136,28 +152,33 @@ CheckpointLayout layout_from_manifest(const Manifest& manifest) {
   return layout;
 }
 
-Result<std::vector<ManifestMismatch>> compare_with_manifest(const Manifest& manifest, const std::vector<FileDigest>& digests) {
+Result<std::vector<ManifestMismatch>> compare_with_manifest(const Manifest& manifest,
+                                                            const std::vector<FileDigest>& digests) {
   std::map<std::string, const FileDigest*> fresh;
   for (const auto& d : digests) fresh[d.path] = &d;
   std::vector<ManifestMismatch> out;
   for (const auto& f : manifest.files) {
     auto it = fresh.find(f.digest.path);
     if (it == fresh.end())
-      return input_error(fmt::format("{}: missing shard: {} is listed in the manifest but was not read", manifest.dir, f.path));
+      return input_error(
+          fmt::format("{}: missing shard: {} is listed in the manifest but was not read", manifest.dir, f.path));
     const auto& want = f.digest.tensors;
     const auto& got = it->second->tensors;
     std::size_t a = 0, b = 0;
     while (a < want.size() || b < got.size()) {
       if (b >= got.size() || (a < want.size() && want[a].name < got[b].name))
-        return input_error(fmt::format("{}: tensor '{}' is in the manifest but missing from the file", f.digest.path, want[a].name), {},
-                           "the file was replaced or truncated; restore it from a replica");
+        return input_error(
+            fmt::format("{}: tensor '{}' is in the manifest but missing from the file", f.digest.path, want[a].name),
+            {}, "the file was replaced or truncated; restore it from a replica");
       if (a >= want.size() || got[b].name < want[a].name)
-        return input_error(fmt::format("{}: tensor '{}' is in the file but not in the manifest", f.digest.path, got[b].name), {},
-                           "the file was replaced after the manifest was written; rewrite the manifest if that was intended");
+        return input_error(
+            fmt::format("{}: tensor '{}' is in the file but not in the manifest", f.digest.path, got[b].name), {},
+            "the file was replaced after the manifest was written; rewrite the manifest if that was intended");
       if (want[a].dtype != got[b].dtype || want[a].shape != got[b].shape)
-        return input_error(fmt::format("{}: tensor '{}' changed dtype or shape since the manifest was written ({} -> {})", f.digest.path,
-                                       want[a].name, dtype_name(want[a].dtype), dtype_name(got[b].dtype)),
-                           {}, "restore the file from a replica");
+        return input_error(
+            fmt::format("{}: tensor '{}' changed dtype or shape since the manifest was written ({} -> {})",
+                        f.digest.path, want[a].name, dtype_name(want[a].dtype), dtype_name(got[b].dtype)),
+            {}, "restore the file from a replica");
       if (want[a].hash != got[b].hash) out.push_back({f.digest.path, f.rank, want[a].name, want[a].hash, got[b].hash});
       ++a;
       ++b;

@@ -57,6 +57,7 @@ struct ManifestMismatch {
 // Compares fresh digests with the manifest's. Bad input when a file or tensor
 // the manifest lists is missing or extra, or dtype/shape changed; returns the
 // tensors whose hash changed (bit rot or tampering).
-Result<std::vector<ManifestMismatch>> compare_with_manifest(const Manifest& manifest, const std::vector<FileDigest>& digests);
+Result<std::vector<ManifestMismatch>> compare_with_manifest(const Manifest& manifest,
+                                                            const std::vector<FileDigest>& digests);
 
 }  // namespace scout::checkpoint

@@ -1,8 +1,9 @@
 #include "lib/checkpoint/prometheus.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
-#include <fmt/format.h>
 #include <utility>
 
 #include "lib/common/file.hpp"
@@ -12,10 +13,14 @@ namespace scout::checkpoint {
 std::string prometheus_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -28,20 +33,28 @@ std::string prometheus_text(const Ledger& l, const std::optional<RunStats>& run,
   };
   metric("scout_ckpt_ledger_revision", "Revision of the verify-ckpt ledger.", static_cast<double>(l.revision));
   t += "# HELP scout_ckpt_checkpoints Checkpoints in the ledger by state.\n# TYPE scout_ckpt_checkpoints gauge\n";
-  for (auto s : {CheckpointState::pending, CheckpointState::verified, CheckpointState::superseded, CheckpointState::rejected,
-                 CheckpointState::corrupt, CheckpointState::inconclusive, CheckpointState::invalid}) {
-    auto n = std::count_if(l.checkpoints.begin(), l.checkpoints.end(), [s](const LedgerCheckpoint& c) { return c.state == s; });
+  for (auto s :
+       {CheckpointState::pending, CheckpointState::verified, CheckpointState::superseded, CheckpointState::rejected,
+        CheckpointState::corrupt, CheckpointState::inconclusive, CheckpointState::invalid}) {
+    auto n = std::count_if(l.checkpoints.begin(), l.checkpoints.end(),
+                           [s](const LedgerCheckpoint& c) { return c.state == s; });
     t += fmt::format("scout_ckpt_checkpoints{{job=\"{}\",state=\"{}\"}} {}\n", job, checkpoint_state_name(s), n);
   }
-  t += "# HELP scout_ckpt_info The latest, candidate and verified checkpoints (value: ledger sequence number).\n# TYPE scout_ckpt_info gauge\n";
-  for (auto [role, c] : {std::pair{"latest", l.latest()}, std::pair{"candidate", l.candidate()}, std::pair{"verified", l.verified()}})
-    if (c) t += fmt::format("scout_ckpt_info{{job=\"{}\",role=\"{}\",checkpoint=\"{}\"}} {}\n", job, role, prometheus_escape(c->id), c->seq);
+  t += "# HELP scout_ckpt_info The latest, candidate and verified checkpoints (value: ledger sequence number).\n# TYPE "
+       "scout_ckpt_info gauge\n";
+  for (auto [role, c] :
+       {std::pair{"latest", l.latest()}, std::pair{"candidate", l.candidate()}, std::pair{"verified", l.verified()}})
+    if (c)
+      t += fmt::format("scout_ckpt_info{{job=\"{}\",role=\"{}\",checkpoint=\"{}\"}} {}\n", job, role,
+                       prometheus_escape(c->id), c->seq);
   metric("scout_ckpt_verified_present", "1 when a verified checkpoint exists.", l.verified() ? 1 : 0);
   metric("scout_ckpt_candidate_clean_cycles", "Consecutive clean replay cycles after the candidate (2 verifies it).",
          l.candidate() ? static_cast<double>(l.candidate()->clean_cycles) : 0.0);
-  metric("scout_ckpt_replay_last_cycle", "Last replay cycle recorded (-1: none).", l.last_cycle ? static_cast<double>(*l.last_cycle) : -1.0);
+  metric("scout_ckpt_replay_last_cycle", "Last replay cycle recorded (-1: none).",
+         l.last_cycle ? static_cast<double>(*l.last_cycle) : -1.0);
   if (run) {
-    metric("scout_ckpt_last_run_timestamp_seconds", "When verify-ckpt last ran.", static_cast<double>(now_unix_seconds));
+    metric("scout_ckpt_last_run_timestamp_seconds", "When verify-ckpt last ran.",
+           static_cast<double>(now_unix_seconds));
     metric("scout_ckpt_last_run_exit_code", "Exit code of the last verify-ckpt run.", run->exit_code);
     metric("scout_ckpt_last_run_checked", "Checkpoints checked by the last run.", static_cast<double>(run->checked));
     metric("scout_ckpt_last_run_bytes", "Bytes hashed by the last run.", static_cast<double>(run->bytes));
@@ -51,7 +64,8 @@ std::string prometheus_text(const Ledger& l, const std::optional<RunStats>& run,
 }
 
 Status write_prometheus(const std::string& file, const Ledger& l, const std::optional<RunStats>& run) {
-  const auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto now =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   return atomic_write_file(file, prometheus_text(l, run, now));
 }
 

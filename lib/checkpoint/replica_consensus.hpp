@@ -37,8 +37,8 @@ struct TensorDisagreement {
 
 struct ShardVerdict {
   std::string shard;
-  std::size_t tensors = 0;     // tensors compared (each held by every replica)
-  std::uint64_t bytes = 0;     // logical bytes per replica
+  std::size_t tensors = 0;                        // tensors compared (each held by every replica)
+  std::uint64_t bytes = 0;                        // logical bytes per replica
   std::vector<TensorDisagreement> disagreements;  // tensors whose replicas differ, by name
 };
 
@@ -50,7 +50,11 @@ Result<ShardVerdict> compare_replicas(const ReplicaSet& set, const std::vector<F
 
 // The one spelling of a 64-bit hash in documents lives in lib/common/hex.hpp;
 // these names are kept for the checkpoint code's callers.
-inline std::string hash_hex(std::uint64_t hash) { return hex64(hash); }
-inline std::optional<std::uint64_t> parse_hash_hex(std::string_view text) { return parse_hex64(text); }
+inline std::string hash_hex(std::uint64_t hash) {
+  return hex64(hash);
+}
+inline std::optional<std::uint64_t> parse_hash_hex(std::string_view text) {
+  return parse_hex64(text);
+}
 
 }  // namespace scout::checkpoint

@@ -1,16 +1,17 @@
 #include "lib/checkpoint/safetensors.hpp"
 
-#include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/hash/tensor_hash.hpp"
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
 #include "lib/common/json_input.hpp"
+#include "lib/hash/tensor_hash.hpp"
 
 namespace scout::checkpoint {
 
@@ -25,14 +26,16 @@ struct Fd {
 };
 
 Error bad(const std::string& path, std::string what, std::string hint = {}) {
-  return input_error(fmt::format("{}: {}", path, what), {},
-                     hint.empty() ? "the file is not a valid safetensors file; re-save or re-copy it" : std::move(hint));
+  return input_error(
+      fmt::format("{}: {}", path, what), {},
+      hint.empty() ? "the file is not a valid safetensors file; re-save or re-copy it" : std::move(hint));
 }
 
 Result<int> open_file(const std::string& path, std::uint64_t& size) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return input_error(fmt::format("cannot open {}", path), std::strerror(errno), "check the path and permissions");
-  struct stat st{};
+  if (fd < 0)
+    return input_error(fmt::format("cannot open {}", path), std::strerror(errno), "check the path and permissions");
+  struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     return input_error(fmt::format("{} is not a regular file", path));
@@ -62,14 +65,17 @@ Result<SafetensorsHeader> read_safetensors_header(const std::string& path) {
   auto opened = open_file(path, h.file_size);
   if (!opened) return opened.error();
   Fd fd{*opened};
-  if (h.file_size < 8) return bad(path, fmt::format("file is {} bytes, too short for a safetensors header length", h.file_size));
+  if (h.file_size < 8)
+    return bad(path, fmt::format("file is {} bytes, too short for a safetensors header length", h.file_size));
   unsigned char len_bytes[8];
   if (!read_exact(fd.fd, len_bytes, 8, 0)) return bad(path, "cannot read the header length");
   for (int i = 7; i >= 0; --i) h.header_size = (h.header_size << 8) | len_bytes[i];
   if (h.header_size == 0 || h.header_size > k_max_safetensors_header)
-    return bad(path, fmt::format("header length {} is invalid (must be 1..{})", h.header_size, k_max_safetensors_header));
+    return bad(path,
+               fmt::format("header length {} is invalid (must be 1..{})", h.header_size, k_max_safetensors_header));
   if (h.header_size > h.file_size - 8)
-    return bad(path, fmt::format("header length {} exceeds the file ({} bytes): truncated or not safetensors", h.header_size, h.file_size));
+    return bad(path, fmt::format("header length {} exceeds the file ({} bytes): truncated or not safetensors",
+                                 h.header_size, h.file_size));
   h.data_offset = 8 + h.header_size;
   std::string text(h.header_size, '\0');
   if (!read_exact(fd.fd, text.data(), text.size(), 8)) return bad(path, "cannot read the JSON header");
@@ -90,16 +96,19 @@ Result<SafetensorsHeader> read_safetensors_header(const std::string& path) {
     if (!t.is_object()) return bad(path, fmt::format("tensor '{}': entry is not an object", name));
     TensorEntry e;
     e.name = name;
-    if (!t.contains("dtype") || !t["dtype"].is_string()) return bad(path, fmt::format("tensor '{}': dtype missing", name));
+    if (!t.contains("dtype") || !t["dtype"].is_string())
+      return bad(path, fmt::format("tensor '{}': dtype missing", name));
     auto dt = parse_dtype(t["dtype"].get<std::string>());
     if (!dt) return bad(path, fmt::format("tensor '{}': unknown dtype '{}'", name, t["dtype"].get<std::string>()));
     e.dtype = *dt;
-    if (!t.contains("shape") || !t["shape"].is_array()) return bad(path, fmt::format("tensor '{}': shape missing", name));
+    if (!t.contains("shape") || !t["shape"].is_array())
+      return bad(path, fmt::format("tensor '{}': shape missing", name));
     if (t["shape"].size() > 16) return bad(path, fmt::format("tensor '{}': rank {} above 16", name, t["shape"].size()));
     std::uint64_t elements = 1;
     bool overflow = false;
     for (const auto& d : t["shape"]) {
-      if (!d.is_number_unsigned()) return bad(path, fmt::format("tensor '{}': shape has a non-integer or negative size", name));
+      if (!d.is_number_unsigned())
+        return bad(path, fmt::format("tensor '{}': shape has a non-integer or negative size", name));
       std::uint64_t v = d.get<std::uint64_t>();
       if (v > (std::uint64_t{1} << 62)) overflow = true;
       e.shape.push_back(static_cast<std::int64_t>(v));
@@ -113,13 +122,16 @@ Result<SafetensorsHeader> read_safetensors_header(const std::string& path) {
       return bad(path, fmt::format("tensor '{}': data_offsets must be [begin, end]", name));
     e.begin = off[0].get<std::uint64_t>();
     e.end = off[1].get<std::uint64_t>();
-    if (e.end < e.begin) return bad(path, fmt::format("tensor '{}': data_offsets end {} before begin {}", name, e.end, e.begin));
+    if (e.end < e.begin)
+      return bad(path, fmt::format("tensor '{}': data_offsets end {} before begin {}", name, e.end, e.begin));
     std::uint64_t expect = elements * dtype_size(e.dtype);
     if (e.byte_size() != expect)
       return bad(path, fmt::format("tensor '{}': data_offsets span {} bytes but {} x {} needs {}", name, e.byte_size(),
                                    dtype_name(e.dtype), elements, expect));
     if (e.end > data_size)
-      return bad(path, fmt::format("tensor '{}': data ends at {} but the data section has {} bytes: file truncated", name, e.end, data_size),
+      return bad(path,
+                 fmt::format("tensor '{}': data ends at {} but the data section has {} bytes: file truncated", name,
+                             e.end, data_size),
                  "the file is incomplete; re-copy it or use another replica");
     h.tensors.push_back(std::move(e));
   }
@@ -130,8 +142,8 @@ Result<SafetensorsHeader> read_safetensors_header(const std::string& path) {
     const auto& prev = h.tensors[i - 1];
     const auto& cur = h.tensors[i];
     if (cur.begin < prev.end && cur.byte_size() > 0 && prev.byte_size() > 0)
-      return bad(path, fmt::format("tensors '{}' and '{}' overlap (bytes {}..{} and {}..{})", prev.name, cur.name, prev.begin, prev.end,
-                                   cur.begin, cur.end));
+      return bad(path, fmt::format("tensors '{}' and '{}' overlap (bytes {}..{} and {}..{})", prev.name, cur.name,
+                                   prev.begin, prev.end, cur.begin, cur.end));
   }
   return h;
 }
@@ -142,7 +154,9 @@ Status stream_safetensors(const SafetensorsHeader& h, const ChunkSink& sink, std
   auto opened = open_file(h.path, size);
   if (!opened) return opened.error();
   Fd fd{*opened};
-  if (size != h.file_size) return bad(h.path, fmt::format("file changed size while reading ({} -> {} bytes)", h.file_size, size), "retry when no writer is active");
+  if (size != h.file_size)
+    return bad(h.path, fmt::format("file changed size while reading ({} -> {} bytes)", h.file_size, size),
+               "retry when no writer is active");
   ::posix_fadvise(fd.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   chunk_bytes = std::max<std::size_t>(chunk_bytes, 4096);
   std::vector<std::byte> buf(chunk_bytes);
@@ -153,7 +167,8 @@ Status stream_safetensors(const SafetensorsHeader& h, const ChunkSink& sink, std
     while (pos < e.end) {
       std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, e.end - pos));
       if (!read_exact(fd.fd, buf.data(), n, h.data_offset + pos))
-        return bad(h.path, fmt::format("tensor '{}': read failed at byte {}: file truncated", e.name, h.data_offset + pos));
+        return bad(h.path,
+                   fmt::format("tensor '{}': read failed at byte {}: file truncated", e.name, h.data_offset + pos));
       sink(e, std::span<const std::byte>(buf.data(), n));
       pos += n;
       done += n;
@@ -163,7 +178,8 @@ Status stream_safetensors(const SafetensorsHeader& h, const ChunkSink& sink, std
   return Ok{};
 }
 
-Result<std::vector<TensorDigest>> hash_safetensors(const SafetensorsHeader& h, const std::function<void(std::uint64_t)>& progress) {
+Result<std::vector<TensorDigest>> hash_safetensors(const SafetensorsHeader& h,
+                                                   const std::function<void(std::uint64_t)>& progress) {
   std::vector<TensorDigest> out;
   out.reserve(h.tensors.size());
   std::vector<hash::TensorHasher> hashers;

@@ -34,8 +34,8 @@ struct TensorEntry {
 struct SafetensorsHeader {
   std::string path;
   std::uint64_t file_size = 0;
-  std::uint64_t header_size = 0;   // N
-  std::uint64_t data_offset = 0;   // 8 + N
+  std::uint64_t header_size = 0;     // N
+  std::uint64_t data_offset = 0;     // 8 + N
   std::vector<TensorEntry> tensors;  // in data order (ascending begin)
   std::map<std::string, std::string> metadata;
 };

@@ -1,7 +1,8 @@
 #include "lib/checkpoint/torch_file.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -33,10 +34,10 @@ struct StorageClass {
   DType dtype;
 };
 constexpr StorageClass k_storages[] = {
-    {"FloatStorage", DType::f32}, {"DoubleStorage", DType::f64}, {"HalfStorage", DType::f16},
-    {"BFloat16Storage", DType::bf16}, {"LongStorage", DType::i64}, {"IntStorage", DType::i32},
-    {"ShortStorage", DType::i16}, {"CharStorage", DType::i8}, {"ByteStorage", DType::u8},
-    {"BoolStorage", DType::boolean}, {"ComplexFloatStorage", DType::c64}, {"ComplexDoubleStorage", DType::c128},
+    {"FloatStorage", DType::f32},     {"DoubleStorage", DType::f64},       {"HalfStorage", DType::f16},
+    {"BFloat16Storage", DType::bf16}, {"LongStorage", DType::i64},         {"IntStorage", DType::i32},
+    {"ShortStorage", DType::i16},     {"CharStorage", DType::i8},          {"ByteStorage", DType::u8},
+    {"BoolStorage", DType::boolean},  {"ComplexFloatStorage", DType::c64}, {"ComplexDoubleStorage", DType::c128},
 };
 
 struct DTypeName {
@@ -44,38 +45,78 @@ struct DTypeName {
   DType dtype;
 };
 constexpr DTypeName k_dtypes[] = {
-    {"float32", DType::f32}, {"float", DType::f32}, {"float64", DType::f64}, {"double", DType::f64},
-    {"float16", DType::f16}, {"half", DType::f16}, {"bfloat16", DType::bf16}, {"int64", DType::i64},
-    {"long", DType::i64}, {"int32", DType::i32}, {"int", DType::i32}, {"int16", DType::i16},
-    {"short", DType::i16}, {"int8", DType::i8}, {"uint8", DType::u8}, {"bool", DType::boolean},
-    {"uint16", DType::u16}, {"uint32", DType::u32}, {"uint64", DType::u64}, {"complex64", DType::c64},
-    {"cfloat", DType::c64}, {"complex128", DType::c128}, {"cdouble", DType::c128},
-    {"float8_e4m3fn", DType::f8_e4m3}, {"float8_e5m2", DType::f8_e5m2}, {"float8_e4m3fnuz", DType::f8_e4m3fnuz},
-    {"float8_e5m2fnuz", DType::f8_e5m2fnuz}, {"float8_e8m0fnu", DType::f8_e8m0},
+    {"float32", DType::f32},
+    {"float", DType::f32},
+    {"float64", DType::f64},
+    {"double", DType::f64},
+    {"float16", DType::f16},
+    {"half", DType::f16},
+    {"bfloat16", DType::bf16},
+    {"int64", DType::i64},
+    {"long", DType::i64},
+    {"int32", DType::i32},
+    {"int", DType::i32},
+    {"int16", DType::i16},
+    {"short", DType::i16},
+    {"int8", DType::i8},
+    {"uint8", DType::u8},
+    {"bool", DType::boolean},
+    {"uint16", DType::u16},
+    {"uint32", DType::u32},
+    {"uint64", DType::u64},
+    {"complex64", DType::c64},
+    {"cfloat", DType::c64},
+    {"complex128", DType::c128},
+    {"cdouble", DType::c128},
+    {"float8_e4m3fn", DType::f8_e4m3},
+    {"float8_e5m2", DType::f8_e5m2},
+    {"float8_e4m3fnuz", DType::f8_e4m3fnuz},
+    {"float8_e5m2fnuz", DType::f8_e5m2fnuz},
+    {"float8_e8m0fnu", DType::f8_e8m0},
 };
 
 pickle::Policy make_policy() {
   pickle::Policy p;
-  for (const char* g : {"collections.OrderedDict", "builtins.set", "builtins.frozenset", "_codecs.encode",
-                        "torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_tensor_v3", "torch._utils._rebuild_parameter",
-                        "torch._utils._rebuild_parameter_with_state", "torch._tensor._rebuild_from_type_v2", "torch.Tensor",
-                        "torch.nn.parameter.Parameter", "torch.storage.UntypedStorage", "torch.Size", "torch.device",
-                        "argparse.Namespace", "builtins.slice", "builtins.complex", "builtins.bytearray",
-                        "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar", "numpy.dtype",
-                        "torch.serialization._get_layout", "builtins.getattr", "pathlib.PosixPath"})
+  for (const char* g : {"collections.OrderedDict",
+                        "builtins.set",
+                        "builtins.frozenset",
+                        "_codecs.encode",
+                        "torch._utils._rebuild_tensor_v2",
+                        "torch._utils._rebuild_tensor_v3",
+                        "torch._utils._rebuild_parameter",
+                        "torch._utils._rebuild_parameter_with_state",
+                        "torch._tensor._rebuild_from_type_v2",
+                        "torch.Tensor",
+                        "torch.nn.parameter.Parameter",
+                        "torch.storage.UntypedStorage",
+                        "torch.Size",
+                        "torch.device",
+                        "argparse.Namespace",
+                        "builtins.slice",
+                        "builtins.complex",
+                        "builtins.bytearray",
+                        "numpy.core.multiarray.scalar",
+                        "numpy._core.multiarray.scalar",
+                        "numpy.dtype",
+                        "torch.serialization._get_layout",
+                        "builtins.getattr",
+                        "pathlib.PosixPath"})
     p.allowed_globals.insert(g);
   for (const auto& s : k_storages) p.allowed_globals.insert(std::string("torch.") + s.name);
   for (const auto& d : k_dtypes) p.allowed_globals.insert(std::string("torch.") + d.name);
   return p;
 }
 
-bool is_int(const pickle::Value* v) { return v && v->kind == pickle::Kind::integer; }
+bool is_int(const pickle::Value* v) {
+  return v && v->kind == pickle::Kind::integer;
+}
 
 Result<std::vector<std::int64_t>> int_tuple(const pickle::Value* v, const std::string& what) {
   if (!v) return input_error(what + " is missing");
   const pickle::Value* t = v;
   if (t->kind == pickle::Kind::object && t->class_name() == "torch.Size" && !t->items.empty()) t = t->items[0];
-  if (t->kind != pickle::Kind::tuple && t->kind != pickle::Kind::list) return input_error(what + " is not a tuple of ints");
+  if (t->kind != pickle::Kind::tuple && t->kind != pickle::Kind::list)
+    return input_error(what + " is not a tuple of ints");
   std::vector<std::int64_t> out;
   for (const auto* i : t->items) {
     if (!is_int(i) || i->integer < 0) return input_error(what + " holds a value that is not a non-negative int");
@@ -86,16 +127,20 @@ Result<std::vector<std::int64_t>> int_tuple(const pickle::Value* v, const std::s
 
 std::string key_text(const pickle::Value& k) {
   switch (k.kind) {
-    case pickle::Kind::string: return k.text;
-    case pickle::Kind::integer: return std::to_string(k.integer);
-    default: return pickle::render(k, 80);
+    case pickle::Kind::string:
+      return k.text;
+    case pickle::Kind::integer:
+      return std::to_string(k.integer);
+    default:
+      return pickle::render(k, 80);
   }
 }
 
 class Flattener {
  public:
   using Resolve = std::function<Result<std::pair<std::uint64_t, std::uint64_t>>(const std::string& key)>;
-  Flattener(const std::string& label, TorchArchive& out, const Resolve& resolve) : m_label(label), m_out(out), m_resolve(resolve) {}
+  Flattener(const std::string& label, TorchArchive& out, const Resolve& resolve)
+      : m_label(label), m_out(out), m_resolve(resolve) {}
 
   Status walk(const pickle::Value& v, const std::string& name, int depth) {
     if (depth > 64) return bad(name, "nesting deeper than 64 levels");
@@ -130,11 +175,13 @@ class Flattener {
   const Resolve& m_resolve;
 
   static bool is_tensor_class(const std::string& c) {
-    return c == "torch._utils._rebuild_tensor_v2" || c == "torch._utils._rebuild_tensor_v3" || c == "torch._utils._rebuild_parameter" ||
-           c == "torch._utils._rebuild_parameter_with_state" || c == "torch._tensor._rebuild_from_type_v2";
+    return c == "torch._utils._rebuild_tensor_v2" || c == "torch._utils._rebuild_tensor_v3" ||
+           c == "torch._utils._rebuild_parameter" || c == "torch._utils._rebuild_parameter_with_state" ||
+           c == "torch._tensor._rebuild_from_type_v2";
   }
   Error bad(const std::string& name, const std::string& why) const {
-    return input_error(fmt::format("{}: '{}': {}", m_label, name, why), {}, "the file is damaged or was not written by torch.save");
+    return input_error(fmt::format("{}: '{}': {}", m_label, name, why), {},
+                       "the file is damaged or was not written by torch.save");
   }
 
   Status tensor(const pickle::Value& v, const std::string& name, int depth) {
@@ -153,7 +200,8 @@ class Flattener {
       inner.kind = pickle::Kind::object;
       inner.text = a[0]->text;
       inner.items = a[2]->items;
-      if (!is_tensor_class(inner.text)) return bad(name, fmt::format("tensor rebuilt by {}, which scout does not read", inner.text));
+      if (!is_tensor_class(inner.text))
+        return bad(name, fmt::format("tensor rebuilt by {}, which scout does not read", inner.text));
       return tensor(inner, name, depth + 1);
     }
     const bool v3 = c == "torch._utils._rebuild_tensor_v3";
@@ -171,7 +219,8 @@ class Flattener {
     const std::string& cls = pid[1]->text;
     std::uint64_t storage_elem_bytes = 1;
     if (v3) {
-      if (a[6]->kind != pickle::Kind::global || a[6]->text.rfind("torch.", 0) != 0) return bad(name, "tensor dtype is not a torch dtype");
+      if (a[6]->kind != pickle::Kind::global || a[6]->text.rfind("torch.", 0) != 0)
+        return bad(name, "tensor dtype is not a torch dtype");
       auto dt = torch_dtype(std::string_view(a[6]->text).substr(6));
       if (!dt) return bad(name, fmt::format("dtype {} is not one scout hashes", a[6]->text));
       t.dtype = *dt;
@@ -204,20 +253,23 @@ class Flattener {
     t.storage_bytes = where->second;
     const std::uint64_t declared = static_cast<std::uint64_t>(pid[4]->integer);
     if (declared > t.storage_bytes / storage_elem_bytes)
-      return bad(name, fmt::format("storage {} declares {} elements but its entry holds {} bytes", t.storage_key, declared, t.storage_bytes));
+      return bad(name, fmt::format("storage {} declares {} elements but its entry holds {} bytes", t.storage_key,
+                                   declared, t.storage_bytes));
     // Extent of the view, overflow-checked: (offset + sum (size-1)*stride + 1) * element size.
     const std::uint64_t es = dtype_size(t.dtype);
     std::uint64_t numel = 1, last = t.storage_offset;
     for (std::size_t i = 0; i < t.shape.size(); ++i) {
       std::uint64_t d = static_cast<std::uint64_t>(t.shape[i]), s = static_cast<std::uint64_t>(t.strides[i]), step = 0;
       if (__builtin_mul_overflow(numel, d, &numel)) return bad(name, "size overflows");
-      if (d > 0 && (__builtin_mul_overflow(d - 1, s, &step) || __builtin_add_overflow(last, step, &last))) return bad(name, "stride overflows");
+      if (d > 0 && (__builtin_mul_overflow(d - 1, s, &step) || __builtin_add_overflow(last, step, &last)))
+        return bad(name, "stride overflows");
     }
     std::uint64_t need = 0;
     if (numel > 0 && (__builtin_add_overflow(last, std::uint64_t{1}, &need) || __builtin_mul_overflow(need, es, &need)))
       return bad(name, "view overflows");
     if (numel > 0 && need > t.storage_bytes)
-      return bad(name, fmt::format("view needs {} bytes of storage {} but it holds {}", need, t.storage_key, t.storage_bytes));
+      return bad(
+          name, fmt::format("view needs {} bytes of storage {} but it holds {}", need, t.storage_key, t.storage_bytes));
     std::uint64_t total = 0;
     if (__builtin_mul_overflow(numel, es, &total)) return bad(name, "size overflows");
     m_out.tensors.push_back(std::move(t));
@@ -238,7 +290,8 @@ const pickle::Policy& torch_pickle_policy() {
   return p;
 }
 
-Status flatten_torch_value(const pickle::Value& root, const std::string& label, TorchArchive& out, const Flattener::Resolve& resolve) {
+Status flatten_torch_value(const pickle::Value& root, const std::string& label, TorchArchive& out,
+                           const Flattener::Resolve& resolve) {
   Flattener f(label, out, resolve);
   auto st = f.walk(root, "", 0);
   if (!st) return st;
@@ -248,8 +301,8 @@ Status flatten_torch_value(const pickle::Value& root, const std::string& label, 
   std::sort(names.begin(), names.end());
   for (std::size_t i = 1; i < names.size(); ++i)
     if (names[i] == names[i - 1])
-      return input_error(fmt::format("{}: two values are named '{}'", label, names[i]), "nested keys flattened with dots collide",
-                         "use keys without dots, or unique keys");
+      return input_error(fmt::format("{}: two values are named '{}'", label, names[i]),
+                         "nested keys flattened with dots collide", "use keys without dots, or unique keys");
   return Ok{};
 }
 
@@ -265,22 +318,28 @@ Result<TorchArchive> read_torch_archive(int fd, std::uint64_t base, std::uint64_
     }
   }
   if (!pkl)
-    return input_error(fmt::format("{}: zip archive without <name>/data.pkl", label), "it is a zip file but not a torch.save checkpoint",
+    return input_error(fmt::format("{}: zip archive without <name>/data.pkl", label),
+                       "it is a zip file but not a torch.save checkpoint",
                        "give files written by torch.save or safetensors");
   TorchArchive out;
   out.prefix = pkl->name.substr(0, pkl->name.find('/'));
-  if (pkl->method != 0) return input_error(fmt::format("{}: data.pkl is compressed (method {})", label, pkl->method), "torch.save stores entries uncompressed");
-  if (pkl->size > torch_pickle_policy().max_bytes) return input_error(fmt::format("{}: data.pkl of {} bytes is too large", label, pkl->size));
+  if (pkl->method != 0)
+    return input_error(fmt::format("{}: data.pkl is compressed (method {})", label, pkl->method),
+                       "torch.save stores entries uncompressed");
+  if (pkl->size > torch_pickle_policy().max_bytes)
+    return input_error(fmt::format("{}: data.pkl of {} bytes is too large", label, pkl->size));
   std::vector<std::byte> bytes(static_cast<std::size_t>(pkl->size));
-  if (!read_exact(fd, bytes.data(), bytes.size(), pkl->data_offset)) return input_error(fmt::format("{}: cannot read data.pkl", label));
+  if (!read_exact(fd, bytes.data(), bytes.size(), pkl->data_offset))
+    return input_error(fmt::format("{}: cannot read data.pkl", label));
   out.pickle_entry = pkl->name;
   out.pickle_crc_expected = pkl->crc32;
   out.pickle_crc_actual = hash::crc32(bytes);
   auto doc = pickle::parse(bytes, torch_pickle_policy());
   if (!doc) {
     const Error& e = doc.error();
-    return input_error(fmt::format("{}: {}", label, e.what), "scout reads torch.save files without running their code",
-                       "save tensors, containers and plain values; convert other objects (e.g. with .state_dict() or vars())");
+    return input_error(
+        fmt::format("{}: {}", label, e.what), "scout reads torch.save files without running their code",
+        "save tensors, containers and plain values; convert other objects (e.g. with .state_dict() or vars())");
   }
   std::map<std::string, const ZipEntry*> storages;
   const std::string data_prefix = out.prefix + "/data/";
@@ -300,11 +359,13 @@ Result<TorchArchive> read_torch_archive(int fd, std::uint64_t base, std::uint64_
   for (const auto& e : zip->entries) {
     if (&e == pkl || used.count(&e) || e.method != 0 || e.size > (std::uint64_t{1} << 20)) continue;
     std::vector<std::byte> small(static_cast<std::size_t>(e.size));
-    if (!read_exact(fd, small.data(), small.size(), e.data_offset)) return input_error(fmt::format("{}: cannot read {}", label, e.name));
+    if (!read_exact(fd, small.data(), small.size(), e.data_offset))
+      return input_error(fmt::format("{}: cannot read {}", label, e.name));
     const std::uint32_t crc = hash::crc32(small);
     if (crc != e.crc32) out.other_crc_failures.push_back({e.name, e.crc32, crc});
   }
-  std::sort(out.storages.begin(), out.storages.end(), [](const TorchStorage& a, const TorchStorage& b) { return a.data < b.data; });
+  std::sort(out.storages.begin(), out.storages.end(),
+            [](const TorchStorage& a, const TorchStorage& b) { return a.data < b.data; });
   return out;
 }
 

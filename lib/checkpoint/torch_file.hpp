@@ -31,9 +31,9 @@ struct TorchTensor {
   DType dtype = DType::u8;
   std::vector<std::int64_t> shape;
   std::vector<std::int64_t> strides;
-  std::uint64_t storage_offset = 0;   // elements
-  std::string storage_key;            // data/<key> entry
-  std::uint64_t storage_data = 0;     // absolute file offset of the storage bytes
+  std::uint64_t storage_offset = 0;  // elements
+  std::string storage_key;           // data/<key> entry
+  std::uint64_t storage_data = 0;    // absolute file offset of the storage bytes
   std::uint64_t storage_bytes = 0;
   std::uint64_t numel() const;
   // True when the view's elements are the storage bytes in row-major order
@@ -49,14 +49,14 @@ struct TorchLeaf {
 
 // A storage entry that tensors of the archive use.
 struct TorchStorage {
-  std::string entry;         // e.g. "archive/data/0"
-  std::uint64_t data = 0;    // absolute file offset of its bytes
+  std::string entry;       // e.g. "archive/data/0"
+  std::uint64_t data = 0;  // absolute file offset of its bytes
   std::uint64_t bytes = 0;
-  std::uint32_t crc32 = 0;   // from the central directory
+  std::uint32_t crc32 = 0;  // from the central directory
 };
 
 struct TorchArchive {
-  std::string prefix;  // the archive's top folder, e.g. "archive"
+  std::string prefix;                // the archive's top folder, e.g. "archive"
   std::vector<TorchTensor> tensors;  // in pickle order
   std::vector<TorchLeaf> leaves;
   std::vector<TorchStorage> storages;  // those the tensors use, in file order
@@ -88,8 +88,9 @@ Result<TorchArchive> read_torch_archive(int fd, std::uint64_t base, std::uint64_
 // Flattens a parsed pickle value (a torch.save payload) into tensors and
 // leaves; `resolve` maps a storage key to (absolute data offset, bytes).
 // Exposed for torch.distributed.checkpoint, whose chunks are torch.save payloads.
-Status flatten_torch_value(const pickle::Value& root, const std::string& label, TorchArchive& out,
-                           const std::function<Result<std::pair<std::uint64_t, std::uint64_t>>(const std::string& key)>& resolve);
+Status flatten_torch_value(
+    const pickle::Value& root, const std::string& label, TorchArchive& out,
+    const std::function<Result<std::pair<std::uint64_t, std::uint64_t>>(const std::string& key)>& resolve);
 
 // torch dtype name ("float32", "bfloat16", "float8_e4m3fn"...) to DType.
 std::optional<DType> torch_dtype(std::string_view name);

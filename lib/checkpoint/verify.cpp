@@ -9,7 +9,8 @@
 
 namespace scout::checkpoint {
 
-Result<std::vector<FileDigest>> digest_files(const std::vector<std::string>& paths, unsigned jobs, const VerifyProgressFn& progress) {
+Result<std::vector<FileDigest>> digest_files(const std::vector<std::string>& paths, unsigned jobs,
+                                             const VerifyProgressFn& progress) {
   const std::size_t n = paths.size();
   // Default: 4 files at once even on fewer cores, so that the last files of
   // a set never leave a core idle (3 files on 2 cores finish together).
@@ -34,13 +35,16 @@ Result<std::vector<FileDigest>> digest_files(const std::vector<std::string>& pat
       std::size_t i = next.fetch_add(1);
       if (i >= n) return;
       std::uint64_t last = 0;  // this file's bytes already counted; touched by this thread only
-      auto r = digest_file(paths[i], [&](std::uint64_t d) {
-        std::uint64_t sum = done_total.fetch_add(d - last, std::memory_order_relaxed) + (d - last);
-        last = d;
-        if (!progress) return;
-        std::lock_guard lock(progress_mutex);
-        progress(sum, total);
-      }, per_file);
+      auto r = digest_file(
+          paths[i],
+          [&](std::uint64_t d) {
+            std::uint64_t sum = done_total.fetch_add(d - last, std::memory_order_relaxed) + (d - last);
+            last = d;
+            if (!progress) return;
+            std::lock_guard lock(progress_mutex);
+            progress(sum, total);
+          },
+          per_file);
       if (!r) failed.store(true);
       results[i] = std::move(r);
     }

@@ -26,11 +26,11 @@ struct VerifyOptions {
 
 struct VerifyReport {
   CheckpointLayout layout;
-  std::vector<FileDigest> digests;     // flattened in layout order
-  std::vector<ShardVerdict> shards;    // one per replica set
+  std::vector<FileDigest> digests;   // flattened in layout order
+  std::vector<ShardVerdict> shards;  // one per replica set
   bool manifest_checked = false;
   std::vector<ManifestMismatch> manifest_mismatches;
-  std::uint64_t bytes_read = 0;        // file bytes read
+  std::uint64_t bytes_read = 0;  // file bytes read
   double seconds = 0;
 };
 
@@ -41,6 +41,7 @@ Result<VerifyReport> verify_layout(const CheckpointLayout& layout, const VerifyO
 
 // Hashes the files of `paths` with `jobs` workers (0 = automatic); results in
 // input order. The first failing file (in input order) is the error.
-Result<std::vector<FileDigest>> digest_files(const std::vector<std::string>& paths, unsigned jobs, const VerifyProgressFn& progress);
+Result<std::vector<FileDigest>> digest_files(const std::vector<std::string>& paths, unsigned jobs,
+                                             const VerifyProgressFn& progress);
 
 }  // namespace scout::checkpoint

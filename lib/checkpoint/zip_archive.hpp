@@ -16,11 +16,11 @@ namespace scout::checkpoint {
 
 struct ZipEntry {
   std::string name;
-  std::uint16_t method = 0;          // 0 stored, 8 deflated
-  std::uint64_t size = 0;            // uncompressed bytes
+  std::uint16_t method = 0;  // 0 stored, 8 deflated
+  std::uint64_t size = 0;    // uncompressed bytes
   std::uint64_t compressed_size = 0;
   std::uint32_t crc32 = 0;
-  std::uint64_t data_offset = 0;     // absolute offset of the entry's bytes in the file
+  std::uint64_t data_offset = 0;  // absolute offset of the entry's bytes in the file
 };
 
 struct ZipArchive {

@@ -4,9 +4,10 @@
 // process use the monotonic clock (std::chrono::steady_clock).
 #pragma once
 
+#include <time.h>
+
 #include <chrono>
 #include <cstdint>
-#include <time.h>
 
 namespace scout {
 
@@ -18,10 +19,14 @@ inline std::int64_t clock_ns(clockid_t clock) {
 }
 
 // CLOCK_REALTIME now, in nanoseconds since the epoch.
-inline std::int64_t realtime_ns() { return clock_ns(CLOCK_REALTIME); }
+inline std::int64_t realtime_ns() {
+  return clock_ns(CLOCK_REALTIME);
+}
 
 // CLOCK_MONOTONIC now, in nanoseconds.
-inline std::int64_t monotonic_ns() { return clock_ns(CLOCK_MONOTONIC); }
+inline std::int64_t monotonic_ns() {
+  return clock_ns(CLOCK_MONOTONIC);
+}
 
 // The monotonic clock of deadlines and timeouts.
 using SteadyClock = std::chrono::steady_clock;

@@ -14,13 +14,20 @@ std::string Error::message() const {
 
 std::string_view exit_code_name(ExitCode code) {
   switch (code) {
-    case ExitCode::healthy: return "healthy";
-    case ExitCode::attributed: return "attributed";
-    case ExitCode::usage: return "usage";
-    case ExitCode::inconclusive: return "inconclusive";
-    case ExitCode::bad_input: return "bad_input";
-    case ExitCode::unavailable: return "unavailable";
-    case ExitCode::internal: return "internal";
+    case ExitCode::healthy:
+      return "healthy";
+    case ExitCode::attributed:
+      return "attributed";
+    case ExitCode::usage:
+      return "usage";
+    case ExitCode::inconclusive:
+      return "inconclusive";
+    case ExitCode::bad_input:
+      return "bad_input";
+    case ExitCode::unavailable:
+      return "unavailable";
+    case ExitCode::internal:
+      return "internal";
   }
   return "unknown";
 }

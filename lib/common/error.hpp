@@ -33,8 +33,8 @@ Error internal_error(std::string what, std::string why = {}, std::string hint = 
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : m_state(std::move(value)) {}          // NOLINT(google-explicit-constructor)
-  Result(Error error) : m_state(std::move(error)) {}      // NOLINT(google-explicit-constructor)
+  Result(T value) : m_state(std::move(value)) {}      // NOLINT(google-explicit-constructor)
+  Result(Error error) : m_state(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return std::holds_alternative<T>(m_state); }
   explicit operator bool() const { return ok(); }

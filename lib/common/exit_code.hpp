@@ -15,7 +15,9 @@ enum class ExitCode : int {
   internal = 70,     // a bug in scout
 };
 
-constexpr int to_int(ExitCode code) { return static_cast<int>(code); }
+constexpr int to_int(ExitCode code) {
+  return static_cast<int>(code);
+}
 
 // Short name of an exit code, e.g. "bad_input".
 std::string_view exit_code_name(ExitCode code);

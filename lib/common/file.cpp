@@ -1,12 +1,13 @@
 #include "lib/common/file.hpp"
 
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <random>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
 
 namespace scout {
 
@@ -72,7 +73,8 @@ Status atomic_write_file(const std::string& path, std::string_view content, unsi
 
 Result<std::string> read_small_file(const std::string& path, std::size_t limit) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return input_error(fmt::format("cannot open {}", path), std::strerror(errno), "check the path and its permissions");
+  if (fd < 0)
+    return input_error(fmt::format("cannot open {}", path), std::strerror(errno), "check the path and its permissions");
   struct stat st {};
   if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
     ::close(fd);

@@ -26,7 +26,10 @@ inline std::optional<std::uint64_t> parse_hex64(std::string_view text) {
   std::uint64_t v = 0;
   for (std::size_t i = 2; i < text.size(); ++i) {
     const char c = text[i];
-    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    int d = c >= '0' && c <= '9'   ? c - '0'
+            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+            : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                   : -1;
     if (d < 0) return std::nullopt;
     v = (v << 4) | static_cast<std::uint64_t>(d);
   }

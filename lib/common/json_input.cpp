@@ -12,11 +12,14 @@ bool nesting_within(std::string_view text, int limit) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
+    if (c == '"')
+      in_string = true;
     else if (c == '[' || c == '{') {
       if (++depth > limit) return false;
     } else if (c == ']' || c == '}') {
@@ -78,7 +81,8 @@ bool definite_cbor(std::span<const std::uint8_t> bytes) {
     --pending;
     const std::uint64_t left = bytes.size() - at;
     switch (major) {
-      case 2: case 3:  // byte and text strings: skip the payload
+      case 2:
+      case 3:  // byte and text strings: skip the payload
         if (value > left) return false;
         at += static_cast<std::size_t>(value);
         break;
@@ -90,8 +94,10 @@ bool definite_cbor(std::span<const std::uint8_t> bytes) {
         if (value > left / 2) return false;
         pending += 2 * value;
         break;
-      case 6: return false;  // tags
-      default: break;        // integers, simple values and floats carry no children
+      case 6:
+        return false;  // tags
+      default:
+        break;  // integers, simple values and floats carry no children
     }
   }
   return true;

@@ -1,8 +1,9 @@
 #include "lib/common/parse.hpp"
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <cmath>
-#include <fmt/format.h>
 
 namespace scout {
 
@@ -61,7 +62,8 @@ Result<std::vector<double>> parse_double_list(std::string_view text, std::string
   auto fields = split(text, ',');
   for (std::size_t i = 0; i < fields.size(); ++i) {
     if (trim(fields[i]).empty())
-      return input_error(fmt::format("{}: field {} is empty", what, i + 1), "expected comma-separated numbers such as 5,5,7");
+      return input_error(fmt::format("{}: field {} is empty", what, i + 1),
+                         "expected comma-separated numbers such as 5,5,7");
     auto v = parse_double(fields[i], fmt::format("{}: field {}", what, i + 1));
     if (!v) return v.error();
     out.push_back(*v);
@@ -77,7 +79,8 @@ Result<std::vector<std::int64_t>> parse_int_list(std::string_view text, std::str
   auto fields = split(text, ',');
   for (std::size_t i = 0; i < fields.size(); ++i) {
     std::string_view f = trim(fields[i]);
-    if (f.empty()) return input_error(fmt::format("{}: field {} is empty", what, i + 1), "expected a list such as 0,2,4-7");
+    if (f.empty())
+      return input_error(fmt::format("{}: field {} is empty", what, i + 1), "expected a list such as 0,2,4-7");
     std::size_t dash = f.find('-', 1);
     if (dash == std::string_view::npos) {
       auto v = parse_int(f, fmt::format("{}: field {}", what, i + 1));
@@ -93,7 +96,8 @@ Result<std::vector<std::int64_t>> parse_int_list(std::string_view text, std::str
     auto hi = parse_int(f.substr(dash + 1), fmt::format("{}: range end", what));
     if (!hi) return hi.error();
     if (*lo < 0 || *hi < *lo)
-      return input_error(fmt::format("{}: range '{}' is empty or negative", what, f), "write ranges as LOW-HIGH with 0 <= LOW <= HIGH");
+      return input_error(fmt::format("{}: range '{}' is empty or negative", what, f),
+                         "write ranges as LOW-HIGH with 0 <= LOW <= HIGH");
     if (*hi - *lo >= k_max_values - static_cast<std::int64_t>(out.size()))
       return input_error(fmt::format("{}: range '{}' is too large", what, f),
                          fmt::format("a list expands to at most {} values", k_max_values));

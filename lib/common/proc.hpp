@@ -4,22 +4,23 @@
 // uses it too.
 #pragma once
 
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
-#include <fcntl.h>
-#include <signal.h>
 #include <string_view>
-#include <unistd.h>
 
 namespace scout::proc {
 
 // The fields of /proc/<pid>/stat scout uses.
 struct Stat {
-  char state = '?';                // field 3: R, S, D, T, t, Z, X, ...
-  std::uint64_t start_ticks = 0;   // field 22: start time in clock ticks since boot
-  bool has_exit_status = false;    // field 52 present (Linux >= 3.5)
-  int exit_status = 0;             // field 52: the wait(2) status of an exited process
+  char state = '?';               // field 3: R, S, D, T, t, Z, X, ...
+  std::uint64_t start_ticks = 0;  // field 22: start time in clock ticks since boot
+  bool has_exit_status = false;   // field 52 present (Linux >= 3.5)
+  int exit_status = 0;            // field 52: the wait(2) status of an exited process
 };
 
 // Parses the text of /proc/<pid>/stat. The command name (field 2) may hold

@@ -7,29 +7,43 @@ namespace scout {
 
 std::string_view c3_status_name(C3Status status) {
   switch (status) {
-    case C3Status::agree: return "agree";
-    case C3Status::attributed: return "attributed";
-    case C3Status::inconclusive: return "inconclusive";
+    case C3Status::agree:
+      return "agree";
+    case C3Status::attributed:
+      return "attributed";
+    case C3Status::inconclusive:
+      return "inconclusive";
   }
   return "inconclusive";
 }
 
-std::string_view c3_mode_name(C3Mode mode) { return mode == C3Mode::exact ? "exact" : "statistical"; }
+std::string_view c3_mode_name(C3Mode mode) {
+  return mode == C3Mode::exact ? "exact" : "statistical";
+}
 
 std::string_view c3_reason_name(C3Reason reason) {
   switch (reason) {
-    case C3Reason::unanimous: return "unanimous";
-    case C3Reason::no_dispersion: return "no_dispersion";
-    case C3Reason::strict_minority: return "strict_minority";
-    case C3Reason::tie: return "no_strict_majority";
-    case C3Reason::majority_flagged: return "majority_flagged";
-    case C3Reason::bimodal: return "bimodal";
-    case C3Reason::too_few_peers: return "too_few_peers";
+    case C3Reason::unanimous:
+      return "unanimous";
+    case C3Reason::no_dispersion:
+      return "no_dispersion";
+    case C3Reason::strict_minority:
+      return "strict_minority";
+    case C3Reason::tie:
+      return "no_strict_majority";
+    case C3Reason::majority_flagged:
+      return "majority_flagged";
+    case C3Reason::bimodal:
+      return "bimodal";
+    case C3Reason::too_few_peers:
+      return "too_few_peers";
   }
   return "unknown";
 }
 
-std::int64_t C3Result::outlier_count() const { return std::count(outliers.begin(), outliers.end(), true); }
+std::int64_t C3Result::outlier_count() const {
+  return std::count(outliers.begin(), outliers.end(), true);
+}
 
 C3Result c3_exact(std::span<const std::uint64_t> keys) {
   C3Result r;
@@ -179,7 +193,8 @@ C3Result c3_statistical(std::span<const double> values, const StatisticalOptions
     std::sort(scratch.begin(), scratch.end());
     double within = 1.4826 * sorted_median(scratch);
     if (within <= 0) within = c3_floor_scale(r.median, options);
-    if (gap > effect && gap > options.kappa * within && gap > min_effect(std::min(std::fabs(lm), std::fabs(rm)), options)) {
+    if (gap > effect && gap > options.kappa * within &&
+        gap > min_effect(std::min(std::fabs(lm), std::fabs(rm)), options)) {
       if (left.size() == right.size()) {
         r.status = C3Status::inconclusive;
         r.reason = C3Reason::bimodal;

@@ -21,13 +21,13 @@ std::string_view c3_mode_name(C3Mode mode);
 
 // Why a C3 run ended the way it did; stable strings for JSON.
 enum class C3Reason {
-  unanimous,          // exact: every value equal
-  no_dispersion,      // statistical: nothing deviates beyond the thresholds
-  strict_minority,    // a strict minority disagrees
-  tie,                // exact: the most frequent value is not a strict majority
-  majority_flagged,   // statistical: half or more of the peers would be flagged
-  bimodal,            // statistical: two clusters, neither a strict majority
-  too_few_peers,      // fewer than one peer
+  unanimous,         // exact: every value equal
+  no_dispersion,     // statistical: nothing deviates beyond the thresholds
+  strict_minority,   // a strict minority disagrees
+  tie,               // exact: the most frequent value is not a strict majority
+  majority_flagged,  // statistical: half or more of the peers would be flagged
+  bimodal,           // statistical: two clusters, neither a strict majority
+  too_few_peers,     // fewer than one peer
 };
 std::string_view c3_reason_name(C3Reason reason);
 
@@ -66,9 +66,9 @@ C3Result c3_exact_values(std::span<const T> values) {
 enum class Direction { both, high, low };
 
 struct StatisticalOptions {
-  double kappa = 3.5;           // Iglewicz-Hoaglin cutoff on the robust z-score
-  double min_relative = 0.10;   // a deviation must exceed this fraction of |median| ...
-  double min_absolute = 0.0;    // ... and this absolute amount to count
+  double kappa = 3.5;          // Iglewicz-Hoaglin cutoff on the robust z-score
+  double min_relative = 0.10;  // a deviation must exceed this fraction of |median| ...
+  double min_absolute = 0.0;   // ... and this absolute amount to count
   Direction direction = Direction::both;
 };
 

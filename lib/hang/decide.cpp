@@ -1,12 +1,13 @@
 #include "lib/hang/decide.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
 #include <tuple>
-#include <functional>
 #include <unordered_map>
 
 #include "lib/common/hex.hpp"
@@ -25,17 +26,28 @@ using records::RankSnapshot;
 
 std::string_view hang_kind_name(HangKind kind) {
   switch (kind) {
-    case HangKind::healthy: return "healthy";
-    case HangKind::rank_local_divergence: return "rank_local_divergence";
-    case HangKind::control_flow_divergence: return "control_flow_divergence";
-    case HangKind::argument_divergence: return "argument_divergence";
-    case HangKind::stopped_rank: return "stopped_rank";
-    case HangKind::dead_rank: return "dead_rank";
-    case HangKind::uninterruptible_rank: return "uninterruptible_rank";
-    case HangKind::node_unreachable: return "node_unreachable";
-    case HangKind::group_stall: return "group_stall";
-    case HangKind::inconclusive: return "inconclusive";
-    case HangKind::no_evidence: return "no_evidence";
+    case HangKind::healthy:
+      return "healthy";
+    case HangKind::rank_local_divergence:
+      return "rank_local_divergence";
+    case HangKind::control_flow_divergence:
+      return "control_flow_divergence";
+    case HangKind::argument_divergence:
+      return "argument_divergence";
+    case HangKind::stopped_rank:
+      return "stopped_rank";
+    case HangKind::dead_rank:
+      return "dead_rank";
+    case HangKind::uninterruptible_rank:
+      return "uninterruptible_rank";
+    case HangKind::node_unreachable:
+      return "node_unreachable";
+    case HangKind::group_stall:
+      return "group_stall";
+    case HangKind::inconclusive:
+      return "inconclusive";
+    case HangKind::no_evidence:
+      return "no_evidence";
   }
   return "inconclusive";
 }
@@ -56,13 +68,14 @@ Status check_decision_input(const DecisionInput& in) {
     for (const auto& i : n->issues) records_world = std::max(records_world, i.world_size);
   }
   if (records_world > 0 && records_world != in.mesh->world_size())
-    return usage_error(fmt::format("--mesh {} has {} ranks, but the records of job '{}' are from a world of {}",
-                                   in.mesh->spec().empty() ? std::string("dp=1") : in.mesh->spec(), in.mesh->world_size(),
-                                   in.job, records_world),
-                       "comparing a part of the job, or a wrong mesh, would compare ranks that are not peers",
-                       fmt::format("give the job's own mesh (the trainers' SCOUT_MESH) with sizes multiplying to {}, or "
-                                   "leave --mesh out to infer it from the records",
-                                   records_world));
+    return usage_error(
+        fmt::format("--mesh {} has {} ranks, but the records of job '{}' are from a world of {}",
+                    in.mesh->spec().empty() ? std::string("dp=1") : in.mesh->spec(), in.mesh->world_size(), in.job,
+                    records_world),
+        "comparing a part of the job, or a wrong mesh, would compare ranks that are not peers",
+        fmt::format("give the job's own mesh (the trainers' SCOUT_MESH) with sizes multiplying to {}, or "
+                    "leave --mesh out to infer it from the records",
+                    records_world));
   return Ok{};
 }
 
@@ -75,9 +88,9 @@ namespace {
 // One rank as the decision sees it.
 struct RankView {
   const RankEvidence* evidence = nullptr;  // null: no snapshot
-  const std::string* node = nullptr;        // its node's name (owned by the input); null: none
-  const RecordIssue* issue = nullptr;       // a record problem naming this rank
-  bool unreachable = false;                 // its observer may be one that never answered
+  const std::string* node = nullptr;       // its node's name (owned by the input); null: none
+  const RecordIssue* issue = nullptr;      // a record problem naming this rank
+  bool unreachable = false;                // its observer may be one that never answered
 };
 
 bool in_call(const RankSnapshot& s) {
@@ -89,12 +102,18 @@ bool has_call(const RankSnapshot& s) {
   return s.collective_state != CollectiveState::none && s.pending.group_seq > 0;
 }
 
-double seconds(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
+double seconds(std::int64_t ns) {
+  return static_cast<double>(ns) / 1e9;
+}
 
 // A 64-bit id as JSON: the one spelling (lib/common/hex.hpp).
-std::string hex_id(std::uint64_t id) { return hex64(id); }
+std::string hex_id(std::uint64_t id) {
+  return hex64(id);
+}
 
-std::int64_t last_progress(const RankSnapshot& s) { return last_progress_ns(s); }
+std::int64_t last_progress(const RankSnapshot& s) {
+  return last_progress_ns(s);
+}
 
 using records::fingerprint_json;
 
@@ -104,11 +123,16 @@ bool same_call(const records::Fingerprint& a, const records::Fingerprint& b) {
 
 std::string process_reason(const ProcessEvidence& p) {
   switch (p.state) {
-    case ProcessState::stopped: return "process_stopped";
-    case ProcessState::exited: return p.signal != 0 ? "process_killed_by_signal" : "process_exited";
-    case ProcessState::gone: return "process_gone";
-    case ProcessState::disk_sleep: return "process_in_uninterruptible_sleep";
-    default: return "process_state";
+    case ProcessState::stopped:
+      return "process_stopped";
+    case ProcessState::exited:
+      return p.signal != 0 ? "process_killed_by_signal" : "process_exited";
+    case ProcessState::gone:
+      return "process_gone";
+    case ProcessState::disk_sleep:
+      return "process_in_uninterruptible_sleep";
+    default:
+      return "process_state";
   }
 }
 
@@ -202,7 +226,8 @@ Views gather_views(const DecisionInput& in) {
   std::unordered_map<std::int64_t, Seen> sparse;
   auto slot = [&](std::int64_t r) -> std::pair<Seen*, bool> {
     if (r >= 0 && r < dense_limit) {
-      if (static_cast<std::size_t>(r) >= dense.size()) dense.resize(std::max<std::size_t>(r + 1, dense.size() * 2), Seen{});
+      if (static_cast<std::size_t>(r) >= dense.size())
+        dense.resize(std::max<std::size_t>(r + 1, dense.size() * 2), Seen{});
       Seen& e = dense[r];
       return {&e, e.evidence == nullptr};
     }
@@ -234,7 +259,9 @@ Views gather_views(const DecisionInput& in) {
     for (const auto& [r, e] : sparse) fn(r, e);
   };
   std::int64_t world = 0;
-  for_each_seen([&](std::int64_t r, const Seen& e) { world = std::max({world, e.evidence->snapshot.world_size, r + 1}); });
+  for_each_seen([&](std::int64_t r, const Seen& e) {
+    world = std::max({world, e.evidence->snapshot.world_size, r + 1});
+  });
   if (in.mesh) world = in.mesh->world_size();
   for (const auto& [seg, issue] : out.issues)
     if (!in.mesh && issue->rank >= world && issue->rank < k_max_world_size) world = issue->rank + 1;
@@ -247,11 +274,14 @@ Views gather_views(const DecisionInput& in) {
     out.ranks[r].node = e.node;
   });
   for (const auto& [seg, issue] : out.issues)
-    if (issue->rank >= 0 && issue->rank < world && !out.ranks[issue->rank].evidence) out.ranks[issue->rank].issue = issue;
+    if (issue->rank >= 0 && issue->rank < world && !out.ranks[issue->rank].evidence)
+      out.ranks[issue->rank].issue = issue;
   for (std::int64_t r = 0; r < world; ++r)
     if (!out.ranks[r].evidence && !out.ranks[r].issue) {
-      if (!out.unreachable_obs.empty()) out.ranks[r].unreachable = true;
-      else out.missing.push_back(r);
+      if (!out.unreachable_obs.empty())
+        out.ranks[r].unreachable = true;
+      else
+        out.missing.push_back(r);
     }
   return out;
 }
@@ -264,8 +294,8 @@ Views gather_views(const DecisionInput& in) {
 // the whole world, or a group the mesh does not know (by its id).
 struct Roles {
   struct Group {
-    std::uint64_t role = 0;                   // role key: 1 + dim index, k_world, or unknown(group id)
-    std::vector<std::int64_t> members;        // ascending; empty when unknown
+    std::uint64_t role = 0;             // role key: 1 + dim index, k_world, or unknown(group id)
+    std::vector<std::int64_t> members;  // ascending; empty when unknown
   };
   static constexpr std::uint64_t k_world = 100;
   // The role of a group the mesh does not know: its own id, kept apart from the known roles.
@@ -278,7 +308,8 @@ struct Roles {
   }
   bool known(std::uint64_t group) const { return by_id.count(group) != 0; }
   static std::string name(std::uint64_t role, std::uint64_t group) {
-    if (role >= 1 && role <= static_cast<std::uint64_t>(k_dim_count)) return std::string(dim_name(k_all_dims[role - 1]));
+    if (role >= 1 && role <= static_cast<std::uint64_t>(k_dim_count))
+      return std::string(dim_name(k_all_dims[role - 1]));
     if (role == k_world) return "world";
     return "pg " + hex64(group);
   }
@@ -311,23 +342,23 @@ struct Call {
 
 // A rank's position and the facts about its process.
 struct RankPos {
-  const RankSnapshot* s = nullptr;          // null: no snapshot
-  std::uint64_t role = 0;                   // role of the pending call's group
-  bool call = false;                        // a pending/last call exists
-  bool entered = false;                     // in its pending call (entering, inside, or failed)
-  bool failed = false;                      // its pending call failed
-  bool comm_error = false;                  // ending on a communication error (phase comm_error)
-  bool dead = false;                        // can never progress again
-  bool dead_final = false;                  // dead when its record was read: the snapshot is its last state
+  const RankSnapshot* s = nullptr;  // null: no snapshot
+  std::uint64_t role = 0;           // role of the pending call's group
+  bool call = false;                // a pending/last call exists
+  bool entered = false;             // in its pending call (entering, inside, or failed)
+  bool failed = false;              // its pending call failed
+  bool comm_error = false;          // ending on a communication error (phase comm_error)
+  bool dead = false;                // can never progress again
+  bool dead_final = false;          // dead when its record was read: the snapshot is its last state
   bool stopped = false, dsleep = false;
-  bool silent = false;                      // no progress for the threshold
-  bool torn_dead = false;                   // no snapshot: a torn record whose writer is gone
-  bool history_ok = false;                  // the ring is a faithful history (no event dropped)
-  bool complete = false;                    // the ring never wrapped: a group absent from it was never called
-  std::vector<Call> history;                // ring (and pending) calls, oldest first
+  bool silent = false;        // no progress for the threshold
+  bool torn_dead = false;     // no snapshot: a torn record whose writer is gone
+  bool history_ok = false;    // the ring is a faithful history (no event dropped)
+  bool complete = false;      // the ring never wrapped: a group absent from it was never called
+  std::vector<Call> history;  // ring (and pending) calls, oldest first
   std::unordered_map<std::uint64_t, std::uint64_t> reached;       // group id -> highest seq entered
   std::unordered_map<std::uint64_t, std::uint64_t> reached_role;  // role -> highest seq entered
-  std::uint64_t key = 0;                    // interned position (role, seq, fingerprint)
+  std::uint64_t key = 0;                                          // interned position (role, seq, fingerprint)
 };
 
 // The position compared by C3: which call of which kind of group, with its
@@ -398,8 +429,8 @@ Positions find_positions(const DecisionInput& in, const Views& views, const Mesh
     p.complete = s.events <= records::max_encoded_events() && s.events <= s.recent.size() + 1;
     for (const auto& e : s.recent) {
       if (e.fingerprint.group_seq == 0 || e.fingerprint.type == records::CollectiveType::none) continue;
-      p.history.push_back({e.fingerprint.group, out.roles.role(e.fingerprint.group), e.fingerprint.group_seq, e.fingerprint,
-                           e.failed});
+      p.history.push_back(
+          {e.fingerprint.group, out.roles.role(e.fingerprint.group), e.fingerprint.group_seq, e.fingerprint, e.failed});
     }
     // The pending call belongs to the history even when the ring lost it.
     if (p.call) {
@@ -513,7 +544,8 @@ std::optional<Finding> history_divergence(const RankPos& o, const RankPos& m) {
 // path), so a strict minority of diverged ranks is all this can name. Ranks with
 // dropped events are neither judged nor used as references; beyond 64 members
 // each is compared with an evenly spread sample of 32.
-std::vector<std::pair<std::int64_t, Finding>> history_outliers(const Positions& pos, const std::vector<std::int64_t>& members) {
+std::vector<std::pair<std::int64_t, Finding>> history_outliers(const Positions& pos,
+                                                               const std::vector<std::int64_t>& members) {
   // Ranks with the same history are one class: compared once.
   struct Class {
     std::int64_t rep = -1;
@@ -607,7 +639,9 @@ std::optional<Candidate> classify(const RankPos& o, const RankPos& m) {
   const auto& ms = *m.s;
   const auto& of = os.pending;
   const auto& mf = ms.pending;
-  json ev = {{"step", os.step}, {"majority_step", ms.step}, {"pending", fingerprint_json(of)},
+  json ev = {{"step", os.step},
+             {"majority_step", ms.step},
+             {"pending", fingerprint_json(of)},
              {"majority_pending", fingerprint_json(mf)},
              {"collective_state", records::collective_state_name(os.collective_state)},
              {"majority_collective_state", records::collective_state_name(ms.collective_state)}};
@@ -626,7 +660,8 @@ std::optional<Candidate> classify(const RankPos& o, const RankPos& m) {
     // (a stall, not a cause); with others it made a different call.
     for (const auto& c : o.history)
       if (c.role == m.role && c.seq == mf.group_seq && !same_call(c.fingerprint, mf)) {
-        ev["mismatched_call"] = {{"rank_call", fingerprint_json(c.fingerprint)}, {"majority_call", fingerprint_json(mf)}};
+        ev["mismatched_call"] = {{"rank_call", fingerprint_json(c.fingerprint)},
+                                 {"majority_call", fingerprint_json(mf)}};
         if (c.fingerprint.type != mf.type || c.fingerprint.root_or_op != mf.root_or_op)
           return Candidate{{"different_collective", HangKind::control_flow_divergence, ev}, Weight::definitive};
         return Candidate{{"collective_arguments_differ", HangKind::argument_divergence, ev}, Weight::definitive};
@@ -638,7 +673,8 @@ std::optional<Candidate> classify(const RankPos& o, const RankPos& m) {
         made |= c.role == m.role && c.seq == mf.group_seq;
         older |= c.role == m.role && c.seq < mf.group_seq;
       }
-      if (!made && older) return Candidate{{"skipped_collective", HangKind::control_flow_divergence, ev}, Weight::definitive};
+      if (!made && older)
+        return Candidate{{"skipped_collective", HangKind::control_flow_divergence, ev}, Weight::definitive};
     }
     return std::nullopt;
   }
@@ -648,7 +684,8 @@ std::optional<Candidate> classify(const RankPos& o, const RankPos& m) {
       made |= c.role == m.role && c.seq == mf.group_seq;
       older |= c.role == m.role && c.seq < mf.group_seq;
     }
-    if (!made && older) return Candidate{{"skipped_collective", HangKind::control_flow_divergence, ev}, Weight::definitive};
+    if (!made && older)
+      return Candidate{{"skipped_collective", HangKind::control_flow_divergence, ev}, Weight::definitive};
     return std::nullopt;
   }
   // Behind the majority's call.
@@ -656,7 +693,8 @@ std::optional<Candidate> classify(const RankPos& o, const RankPos& m) {
     // Inside an earlier call the others finished: a stall, unless they finished a different call under that number.
     for (const auto& c : m.history)
       if (c.role == o.role && c.seq == of.group_seq && !same_call(c.fingerprint, of)) {
-        ev["mismatched_call"] = {{"rank_call", fingerprint_json(of)}, {"majority_call", fingerprint_json(c.fingerprint)}};
+        ev["mismatched_call"] = {{"rank_call", fingerprint_json(of)},
+                                 {"majority_call", fingerprint_json(c.fingerprint)}};
         if (c.fingerprint.type != of.type || c.fingerprint.root_or_op != of.root_or_op)
           return Candidate{{"different_collective", HangKind::control_flow_divergence, ev}, Weight::definitive};
         return Candidate{{"collective_arguments_differ", HangKind::argument_divergence, ev}, Weight::definitive};
@@ -728,7 +766,8 @@ Comparison compare_groups(const Positions& pos, const Views& views, const Mesh& 
     } else {
       distinct.clear();
       for (std::size_t i = 0; i < keys.size(); ++i) distinct.emplace_back(keys[i], static_cast<std::int64_t>(i));
-      std::stable_sort(distinct.begin(), distinct.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      std::stable_sort(distinct.begin(), distinct.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
       std::vector<std::pair<std::int64_t, json>> entries;
       const std::uint64_t majority_key = res.majority_peer >= 0 ? keys[res.majority_peer] : ~std::uint64_t{0};
       for (std::size_t i = 0; i < distinct.size();) {
@@ -788,8 +827,10 @@ Comparison compare_groups(const Positions& pos, const Views& views, const Mesh& 
           for (std::size_t i = 0; i < same.size(); ++i)
             if (sr.outliers[i] && !out.candidates.count(same[i])) {
               const auto& o = *pos.ranks[same[i]].s;
-              Finding f{"collective_at_different_step", HangKind::control_flow_divergence,
-                        {{"step", o.step}, {"majority_step", pos.ranks[same[sr.majority_peer]].s->step},
+              Finding f{"collective_at_different_step",
+                        HangKind::control_flow_divergence,
+                        {{"step", o.step},
+                         {"majority_step", pos.ranks[same[sr.majority_peer]].s->step},
                          {"pending", fingerprint_json(o.pending)}}};
               place(f);
               out.candidates.emplace(same[i], Candidate{std::move(f), Weight::definitive});
@@ -820,8 +861,10 @@ Comparison compare_groups(const Positions& pos, const Views& views, const Mesh& 
       g.evidence["step"] = pos.ranks[r].s->step;
       g.evidence["pending"] = fingerprint_json(pos.ranks[r].s->pending);
       g.evidence["group"] = hkind;
-      if (hmembers_all.size() <= k_max_group_values) g.evidence["group_members"] = hmembers_all;
-      else g.evidence["group_size"] = hmembers_all.size();
+      if (hmembers_all.size() <= k_max_group_values)
+        g.evidence["group_members"] = hmembers_all;
+      else
+        g.evidence["group_size"] = hmembers_all.size();
       out.candidates.emplace(r, Candidate{std::move(g), Weight::definitive});
     }
   }
@@ -838,8 +881,8 @@ struct Waits {
     std::vector<std::int64_t> blockers;  // members that never entered the call
     std::int64_t unseen = 0;             // members without a record
   };
-  std::vector<CallWait> calls;            // one per distinct (group, seq) some rank is in
-  std::vector<std::int64_t> call_of;      // per rank: index into calls, -1 when in no call
+  std::vector<CallWait> calls;        // one per distinct (group, seq) some rank is in
+  std::vector<std::int64_t> call_of;  // per rank: index into calls, -1 when in no call
   const std::vector<std::int64_t>& blockers(std::int64_t r) const {
     static const std::vector<std::int64_t> none;
     return call_of.empty() || call_of[r] < 0 ? none : calls[call_of[r]].blockers;
@@ -898,8 +941,10 @@ Waits follow_waits(const Positions& pos, std::int64_t world) {
     const auto g = p.s->pending.group;
     const auto q = p.s->pending.group_seq;
     const std::vector<std::int64_t>* members = nullptr;
-    if (auto it = pos.roles.by_id.find(g); it != pos.roles.by_id.end()) members = &it->second.members;
-    else if (auto m = mentioned.find(g); m != mentioned.end()) members = &m->second;
+    if (auto it = pos.roles.by_id.find(g); it != pos.roles.by_id.end())
+      members = &it->second.members;
+    else if (auto m = mentioned.find(g); m != mentioned.end())
+      members = &m->second;
     if (!members || !std::binary_search(members->begin(), members->end(), w)) continue;
     auto [it, fresh] = index.try_emplace({g, q}, static_cast<std::int64_t>(out.calls.size()));
     if (fresh) {
@@ -966,7 +1011,8 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
     // Ranks waiting in each call, and the calls each rank blocks.
     std::vector<std::vector<std::int64_t>> in_call(waits.calls.size());
     for (std::int64_t w = 0; w < world; ++w)
-      if (waits.call_of[w] >= 0 && in_call[waits.call_of[w]].size() < k_max_group_values) in_call[waits.call_of[w]].push_back(w);
+      if (waits.call_of[w] >= 0 && in_call[waits.call_of[w]].size() < k_max_group_values)
+        in_call[waits.call_of[w]].push_back(w);
     std::unordered_map<std::int64_t, std::vector<std::size_t>> blocks;
     for (std::size_t c = 0; c < waits.calls.size(); ++c)
       for (auto b : waits.calls[c].blockers) blocks[b].push_back(c);
@@ -983,13 +1029,16 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
       const auto& proc = views.ranks[b].evidence->process;
       if (R[b].dead && proc.exit_code == 0 && proc.signal == 0) continue;
       const auto& s = *R[b].s;
-      json ev = {{"step", s.step}, {"pending", fingerprint_json(s.pending)},
+      json ev = {{"step", s.step},
+                 {"pending", fingerprint_json(s.pending)},
                  {"collective_state", records::collective_state_name(s.collective_state)}};
       json blocked = json::array();
       for (auto w : ws) {
         if (blocked.size() >= k_max_group_values) break;
         const auto& f = R[w].s->pending;
-        blocked.push_back({{"rank", w}, {"group", Roles::name(R[w].role, f.group)}, {"group_id", hex_id(f.group)},
+        blocked.push_back({{"rank", w},
+                           {"group", Roles::name(R[w].role, f.group)},
+                           {"group_id", hex_id(f.group)},
                            {"group_seq", f.group_seq}});
       }
       ev["blocks"] = std::move(blocked);
@@ -1002,8 +1051,7 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
   if (stalled) {
     std::map<std::pair<std::uint64_t, std::uint64_t>, std::vector<std::int64_t>> died_in;  // (group, seq) -> dead ranks
     for (std::int64_t r = 0; r < world; ++r)
-      if (R[r].s && R[r].entered && R[r].dead)
-        died_in[{R[r].s->pending.group, R[r].s->pending.group_seq}].push_back(r);
+      if (R[r].s && R[r].entered && R[r].dead) died_in[{R[r].s->pending.group, R[r].s->pending.group_seq}].push_back(r);
     for (const auto& [call, ranks] : died_in) {
       if (ranks.size() != 1) continue;
       const auto r = ranks.front();
@@ -1011,9 +1059,12 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
       if (out.suspects.count(r) || !p.dead_final || p.failed || p.comm_error || waits.waiting(r) || !cmp.outlier[r] ||
           cmp.at_majority[r])
         continue;
-      out.suspects.emplace(r, Finding{process_reason(views.ranks[r].evidence->process), HangKind::dead_rank,
-                                      {{"died_inside", {{"group", Roles::name(p.role, call.first)}, {"group_id", hex_id(call.first)},
-                                                        {"group_seq", call.second}}}}});
+      out.suspects.emplace(r, Finding{process_reason(views.ranks[r].evidence->process),
+                                      HangKind::dead_rank,
+                                      {{"died_inside",
+                                        {{"group", Roles::name(p.role, call.first)},
+                                         {"group_id", hex_id(call.first)},
+                                         {"group_seq", call.second}}}}});
     }
   }
   // Stopped processes are facts: a stopped rank can never progress.
@@ -1025,7 +1076,8 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
   for (std::int64_t r = 0; r < world; ++r)
     if (R[r].torn_dead) torn.push_back(r);
   if (out.suspects.empty() && !torn.empty() && static_cast<std::int64_t>(torn.size()) * 2 < world)
-    for (auto r : torn) out.suspects.emplace(r, Finding{"writer_died_mid_write", HangKind::dead_rank, {{"record_problem", "torn"}}});
+    for (auto r : torn)
+      out.suspects.emplace(r, Finding{"writer_died_mid_write", HangKind::dead_rank, {{"record_problem", "torn"}}});
   // Uninterruptible sleep: a minority stuck in the kernel, when nothing else explains the stall.
   if (out.suspects.empty() && stalled) {
     std::vector<std::int64_t> ds;
@@ -1033,7 +1085,8 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
       if (R[r].dsleep) ds.push_back(r);
     if (!ds.empty() && static_cast<std::int64_t>(ds.size()) * 2 < world)
       for (auto r : ds)
-        out.suspects.emplace(r, Finding{"process_in_uninterruptible_sleep", HangKind::uninterruptible_rank, json::object()});
+        out.suspects.emplace(
+            r, Finding{"process_in_uninterruptible_sleep", HangKind::uninterruptible_rank, json::object()});
   }
   for (const auto& [r, f] : out.suspects)
     if (out.kind == HangKind::healthy) out.kind = f.kind;
@@ -1043,7 +1096,8 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
     if (out.suspects.count(r)) continue;
     const auto& p = R[r];
     if (!(p.dead || p.failed || p.torn_dead)) continue;
-    if (p.s && !p.failed && views.ranks[r].evidence->process.exit_code == 0 && views.ranks[r].evidence->process.signal == 0)
+    if (p.s && !p.failed && views.ranks[r].evidence->process.exit_code == 0 &&
+        views.ranks[r].evidence->process.signal == 0)
       continue;  // it exited cleanly: it ended, it did not die
     json row = {{"rank", r}};
     if (p.s) {
@@ -1053,8 +1107,10 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
       if (proc.signal != 0) died["signal"] = proc.signal;
       if (!p.dead) died = {{"state", process_state_name(proc.state)}};
       row["process"] = std::move(died);
-      row["position"] = {{"step", p.s->step}, {"group", Roles::name(p.role, p.s->pending.group)},
-                         {"group_id", hex_id(p.s->pending.group)}, {"group_seq", p.s->pending.group_seq},
+      row["position"] = {{"step", p.s->step},
+                         {"group", Roles::name(p.role, p.s->pending.group)},
+                         {"group_id", hex_id(p.s->pending.group)},
+                         {"group_seq", p.s->pending.group_seq},
                          {"type", records::collective_type_name(p.s->pending.type)},
                          {"collective_state", records::collective_state_name(p.s->collective_state)}};
       std::string why;
@@ -1091,8 +1147,8 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
 // not miss that a stray observer or a forged blob came near the probe.
 void append_rejected(Verdict& v, const std::vector<RejectedObserver>& rejected) {
   if (rejected.empty()) return;
-  v.summary += fmt::format("; {} observer{} rejected (details.rejected): {}", rejected.size(), rejected.size() > 1 ? "s" : "",
-                           rejected.front().reason);
+  v.summary += fmt::format("; {} observer{} rejected (details.rejected): {}", rejected.size(),
+                           rejected.size() > 1 ? "s" : "", rejected.front().reason);
 }
 
 // The attempts the records that were set aside as another attempt's belong to.
@@ -1121,8 +1177,11 @@ Verdict decide(const DecisionInput& in) {
 
   json issue_list = json::array();
   for (const auto& [seg, issue] : views.issues) {
-    json row = {{"segment", seg}, {"problem", issue->problem}, {"message", issue->message},
-                {"rank", issue->rank >= 0 ? json(issue->rank) : json(nullptr)}, {"writer_alive", issue->writer_alive}};
+    json row = {{"segment", seg},
+                {"problem", issue->problem},
+                {"message", issue->message},
+                {"rank", issue->rank >= 0 ? json(issue->rank) : json(nullptr)},
+                {"writer_alive", issue->writer_alive}};
     if (!issue->attempt.empty()) row["attempt"] = issue->attempt;
     issue_list.push_back(std::move(row));
   }
@@ -1130,7 +1189,8 @@ Verdict decide(const DecisionInput& in) {
   for (auto o : views.unreachable_obs) unreachable_names.push_back(fmt::format("node{}", o));
   json rejected = json::array();
   for (const auto& r : in.rejected) {
-    json row = {{"observer", r.observer}, {"reason", r.reason},
+    json row = {{"observer", r.observer},
+                {"reason", r.reason},
                 {"source", r.source == RejectedObserver::Source::presence ? "presence" : "evidence"}};
     if (r.source == RejectedObserver::Source::presence) {
       row["host"] = r.host;
@@ -1139,7 +1199,8 @@ Verdict decide(const DecisionInput& in) {
     }
     rejected.push_back(std::move(row));
   }
-  details["observers"] = {{"expected", in.nodes.size()}, {"reached", views.reached_obs}, {"unreachable", views.unreachable_obs}};
+  details["observers"] = {
+      {"expected", in.nodes.size()}, {"reached", views.reached_obs}, {"unreachable", views.unreachable_obs}};
   details["unreachable"] = unreachable_names;
   details["rejected"] = rejected;
   details["record_issues"] = issue_list;
@@ -1159,8 +1220,9 @@ Verdict decide(const DecisionInput& in) {
           "the only records of job '{}' belong to attempt{} {}{}: nothing of the attempt probed; probe that attempt "
           "(--attempt {}), or, if the job restarted, wait until its new attempt publishes",
           in.job, names.size() > 1 ? "s" : "", fmt::join(names, ", "),
-          in.nodes.empty() || !in.nodes[0] || in.nodes[0]->attempt.empty() ? std::string()
-                                                                          : fmt::format(" (not '{}')", in.nodes[0]->attempt),
+          in.nodes.empty() || !in.nodes[0] || in.nodes[0]->attempt.empty()
+              ? std::string()
+              : fmt::format(" (not '{}')", in.nodes[0]->attempt),
           names.front());
       details["record_attempts"] = names;
     } else {
@@ -1230,9 +1292,14 @@ Verdict decide(const DecisionInput& in) {
     if (waits.waiting(w)) {
       const auto& f = pos.ranks[w].s->pending;
       const auto& bl = waits.blockers(w);
-      std::vector<std::int64_t> listed(bl.begin(), bl.begin() + static_cast<std::ptrdiff_t>(std::min(bl.size(), k_max_group_values)));
-      wait_rows.push_back({{"rank", w}, {"group", Roles::name(pos.ranks[w].role, f.group)}, {"group_id", hex_id(f.group)},
-                           {"group_seq", f.group_seq}, {"waiting_for", listed}, {"chain_ends_at", waits.ends({w}, world)}});
+      std::vector<std::int64_t> listed(
+          bl.begin(), bl.begin() + static_cast<std::ptrdiff_t>(std::min(bl.size(), k_max_group_values)));
+      wait_rows.push_back({{"rank", w},
+                           {"group", Roles::name(pos.ranks[w].role, f.group)},
+                           {"group_id", hex_id(f.group)},
+                           {"group_seq", f.group_seq},
+                           {"waiting_for", listed},
+                           {"chain_ends_at", waits.ends({w}, world)}});
     }
   details["waits"] = std::move(wait_rows);
 
@@ -1259,9 +1326,11 @@ Verdict decide(const DecisionInput& in) {
     v.action = divergence ? "escalate" : "restart_in_place";
     std::vector<std::string> names;
     for (const auto& s : v.suspects) names.push_back(fmt::format("{} ({})", s.rank, s.reason));
-    v.summary = fmt::format("{}: rank{} {}", hang_kind_name(kind), v.suspects.size() > 1 ? "s" : "", fmt::join(names, ", "));
+    v.summary =
+        fmt::format("{}: rank{} {}", hang_kind_name(kind), v.suspects.size() > 1 ? "s" : "", fmt::join(names, ", "));
     if (!ex.victim_ranks.empty())
-      v.summary += fmt::format("; victim{} {}", ex.victim_ranks.size() > 1 ? "s" : "", fmt::join(ex.victim_ranks, ", "));
+      v.summary +=
+          fmt::format("; victim{} {}", ex.victim_ranks.size() > 1 ? "s" : "", fmt::join(ex.victim_ranks, ", "));
   } else if (!stalled) {
     kind = HangKind::healthy;
     v.status = VerdictStatus::healthy;
@@ -1307,13 +1376,15 @@ Verdict decide(const DecisionInput& in) {
     }
     std::set<std::string> colls;
     for (const auto& [type, group, seq] : distinct_colls)
-      colls.insert(fmt::format("{} pg {} seq {}", records::collective_type_name(static_cast<records::CollectiveType>(type)),
-                               hex64(group), seq));
+      colls.insert(fmt::format("{} pg {} seq {}",
+                               records::collective_type_name(static_cast<records::CollectiveType>(type)), hex64(group),
+                               seq));
     v.summary = fmt::format("every rank is alive and waiting inside a collective ({}) for {:.1f} s: group-scoped stall",
                             fmt::join(colls, "; "), seconds(pos.silent_ns));
     details["waiting_in"] = std::vector<std::string>(colls.begin(), colls.end());
   } else if (known == world && dead == world && known_entered == 0 && nonzero_exit == 0 && !cmp.any_inconclusive &&
-             std::all_of(v.groups.begin(), v.groups.end(), [](const GroupRun& g) { return g.status == C3Status::agree; })) {
+             std::all_of(v.groups.begin(), v.groups.end(),
+                         [](const GroupRun& g) { return g.status == C3Status::agree; })) {
     kind = HangKind::healthy;
     v.status = VerdictStatus::healthy;
     v.scope = Scope::job;
@@ -1325,14 +1396,16 @@ Verdict decide(const DecisionInput& in) {
     v.scope = views.unreachable_obs.empty() ? Scope::job : Scope::node;
     v.action = "escalate";
     if (known == world && dead == world)
-      v.summary = fmt::format("every rank has exited and no position singles one out{}: the cause cannot be told from "
-                              "the records (read the ranks' logs)",
-                              ex.victim_ranks.empty() ? "" : " (details.victims lists how each died)");
+      v.summary = fmt::format(
+          "every rank has exited and no position singles one out{}: the cause cannot be told from "
+          "the records (read the ranks' logs)",
+          ex.victim_ranks.empty() ? "" : " (details.victims lists how each died)");
     else if (!ex.victim_ranks.empty())
-      v.summary = fmt::format("rank{} {} died at {} peers' position or waiting for them (victims); no position or history "
-                              "singles out a cause",
-                              ex.victim_ranks.size() > 1 ? "s" : "", fmt::join(ex.victim_ranks, ", "),
-                              ex.victim_ranks.size() > 1 ? "their" : "its");
+      v.summary = fmt::format(
+          "rank{} {} died at {} peers' position or waiting for them (victims); no position or history "
+          "singles out a cause",
+          ex.victim_ranks.size() > 1 ? "s" : "", fmt::join(ex.victim_ranks, ", "),
+          ex.victim_ranks.size() > 1 ? "their" : "its");
     else if (!views.unreachable_obs.empty())
       v.summary = fmt::format("no strict majority of visible ranks agrees; unreachable: {}", unreachable_names.dump());
     else if (!views.missing.empty() || !views.issues.empty())

@@ -26,26 +26,35 @@ struct RejectedObserver {
   std::int64_t observer = -1;  // the observer index the blob came from, or the one the stray claims
   std::string reason;
   Source source = Source::evidence;
-  std::string host;            // presence only: where it runs
-  std::int64_t pid = 0;        // presence only
-  std::string attempt;         // presence only: the attempt it probes
+  std::string host;      // presence only: where it runs
+  std::int64_t pid = 0;  // presence only
+  std::string attempt;   // presence only: the attempt it probes
 };
 
 // Everything the decision needs.
 struct DecisionInput {
   std::string job;
   std::string command = "probe-hang";
-  std::optional<Mesh> mesh;                       // from --mesh; absent: inferred from the records
-  std::vector<std::optional<NodeEvidence>> nodes; // one slot per expected observer; nullopt: unreachable
+  std::optional<Mesh> mesh;                        // from --mesh; absent: inferred from the records
+  std::vector<std::optional<NodeEvidence>> nodes;  // one slot per expected observer; nullopt: unreachable
   std::vector<RejectedObserver> rejected;
-  std::int64_t now_ns = 0;                        // CLOCK_REALTIME of the decision (agreed: max collected_ns)
-  std::int64_t threshold_ns = 0;                  // silence threshold
+  std::int64_t now_ns = 0;        // CLOCK_REALTIME of the decision (agreed: max collected_ns)
+  std::int64_t threshold_ns = 0;  // silence threshold
 };
 
 // Which kind of hang the verdict describes (details.kind).
 enum class HangKind {
-  healthy, rank_local_divergence, control_flow_divergence, argument_divergence, stopped_rank, dead_rank,
-  uninterruptible_rank, node_unreachable, group_stall, inconclusive, no_evidence,
+  healthy,
+  rank_local_divergence,
+  control_flow_divergence,
+  argument_divergence,
+  stopped_rank,
+  dead_rank,
+  uninterruptible_rank,
+  node_unreachable,
+  group_stall,
+  inconclusive,
+  no_evidence,
 };
 std::string_view hang_kind_name(HangKind kind);
 

@@ -35,15 +35,21 @@ std::vector<std::uint8_t> serialize(const NodeEvidence& e) {
   for (const auto& r : e.ranks) {
     json row = records::encode_snapshot(r.snapshot);
     row["wa"] = r.writer_alive;
-    row["ps"] = json::array({static_cast<int>(r.process.state), std::string(1, r.process.raw_state), r.process.exit_code,
-                             r.process.signal, r.process.pid_reused, r.process.detail});
+    row["ps"] = json::array({static_cast<int>(r.process.state), std::string(1, r.process.raw_state),
+                             r.process.exit_code, r.process.signal, r.process.pid_reused, r.process.detail});
     ranks.push_back(std::move(row));
   }
   json issues = json::array();
   for (const auto& i : e.issues)
     issues.push_back(json::array({i.segment, i.problem, i.message, i.rank, i.writer_alive, i.attempt, i.world_size}));
-  json doc = {{"v", k_evidence_version}, {"o", e.observer}, {"n", e.node}, {"job", e.job}, {"att", e.attempt},
-              {"t", e.collected_ns}, {"ranks", std::move(ranks)}, {"issues", std::move(issues)}};
+  json doc = {{"v", k_evidence_version},
+              {"o", e.observer},
+              {"n", e.node},
+              {"job", e.job},
+              {"att", e.attempt},
+              {"t", e.collected_ns},
+              {"ranks", std::move(ranks)},
+              {"issues", std::move(issues)}};
   return json::to_cbor(doc);
 }
 
@@ -53,10 +59,12 @@ Result<NodeEvidence> deserialize(const std::vector<std::uint8_t>& blob) {
   json doc = parse_cbor_input(blob);
   if (doc.is_discarded() || !doc.is_object()) return input_error("evidence blob is not valid CBOR");
   // A blob holds integers only: get<int> of a float out of range is undefined behaviour.
-  if (holds_float(doc)) return input_error("evidence blob holds a floating-point number", "this scout writes integers only");
+  if (holds_float(doc))
+    return input_error("evidence blob holds a floating-point number", "this scout writes integers only");
   try {
     if (doc.at("v").get<std::int64_t>() != k_evidence_version)
-      return input_error("evidence blob has an unknown version", "this scout reads version " + std::to_string(k_evidence_version),
+      return input_error("evidence blob has an unknown version",
+                         "this scout reads version " + std::to_string(k_evidence_version),
                          "run the same scout version on every node");
     NodeEvidence e;
     e.observer = doc.at("o").get<std::int64_t>();
@@ -99,7 +107,8 @@ Result<NodeEvidence> deserialize(const std::vector<std::uint8_t>& blob) {
 
 std::int64_t rank_from_segment(const std::string& segment) {
   auto pos = segment.find_last_of(".-_");
-  std::string_view tail = pos == std::string::npos ? std::string_view(segment) : std::string_view(segment).substr(pos + 1);
+  std::string_view tail =
+      pos == std::string::npos ? std::string_view(segment) : std::string_view(segment).substr(pos + 1);
   if (tail.empty() || tail.size() > 12) return -1;
   std::int64_t v = 0;
   for (char c : tail) {

@@ -23,19 +23,19 @@ inline constexpr std::int64_t k_evidence_version = 2;
 // One rank as seen by its node's observer.
 struct RankEvidence {
   records::RankSnapshot snapshot;
-  bool writer_alive = false;   // the reader's own liveness check (pid + start time)
-  ProcessEvidence process;     // what /proc says about snapshot.pid
+  bool writer_alive = false;  // the reader's own liveness check (pid + start time)
+  ProcessEvidence process;    // what /proc says about snapshot.pid
 };
 
 // A record that could not be turned into a snapshot.
 struct RecordIssue {
   std::string segment;
-  std::string problem;         // records::record_problem_name(...), or "stale"
+  std::string problem;  // records::record_problem_name(...), or "stale"
   std::string message;
-  std::int64_t rank = -1;      // when the segment name or header tells it, else -1
-  bool writer_alive = false;   // the reader's liveness check of the writer named in the header
-  std::string attempt;         // the attempt the record belongs to, when it could be read ("" unknown)
-  std::int64_t world_size = 0; // the record's world size, when it could be read (0 unknown)
+  std::int64_t rank = -1;       // when the segment name or header tells it, else -1
+  bool writer_alive = false;    // the reader's liveness check of the writer named in the header
+  std::string attempt;          // the attempt the record belongs to, when it could be read ("" unknown)
+  std::int64_t world_size = 0;  // the record's world size, when it could be read (0 unknown)
 };
 
 // Everything one observer knows, at `collected_ns` (CLOCK_REALTIME).

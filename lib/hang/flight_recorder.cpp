@@ -22,7 +22,8 @@ using json = nlohmann::json;
 using records::CollectiveType;
 
 CollectiveType type_of(const std::string& profiling_name) {
-  std::string n = profiling_name.substr(profiling_name.find(':') == std::string::npos ? 0 : profiling_name.find(':') + 1);
+  std::string n =
+      profiling_name.substr(profiling_name.find(':') == std::string::npos ? 0 : profiling_name.find(':') + 1);
   static const std::map<std::string, CollectiveType> k = {
       {"all_reduce", CollectiveType::all_reduce},
       {"allreduce", CollectiveType::all_reduce},
@@ -104,11 +105,16 @@ std::int64_t int_field(const json& e, const char* key) {
 Result<json> json_of(const pickle::Value& v, int depth) {
   if (depth > 64) return input_error("the pickled Flight Recorder dump nests deeper than 64 levels");
   switch (v.kind) {
-    case pickle::Kind::none: return json(nullptr);
-    case pickle::Kind::boolean: return json(v.boolean);
-    case pickle::Kind::integer: return json(v.integer);
-    case pickle::Kind::floating: return json(v.floating);
-    case pickle::Kind::string: return json(v.text);
+    case pickle::Kind::none:
+      return json(nullptr);
+    case pickle::Kind::boolean:
+      return json(v.boolean);
+    case pickle::Kind::integer:
+      return json(v.integer);
+    case pickle::Kind::floating:
+      return json(v.floating);
+    case pickle::Kind::string:
+      return json(v.text);
     case pickle::Kind::list:
     case pickle::Kind::tuple: {
       json out = json::array();
@@ -123,9 +129,13 @@ Result<json> json_of(const pickle::Value& v, int depth) {
       json out = json::object();
       for (const auto& [k, val] : v.entries) {
         std::string key;
-        if (k->is(pickle::Kind::string)) key = k->text;
-        else if (k->is(pickle::Kind::integer)) key = std::to_string(k->integer);
-        else return input_error(fmt::format("the pickled Flight Recorder dump has a {} dict key", pickle::kind_name(k->kind)));
+        if (k->is(pickle::Kind::string))
+          key = k->text;
+        else if (k->is(pickle::Kind::integer))
+          key = std::to_string(k->integer);
+        else
+          return input_error(
+              fmt::format("the pickled Flight Recorder dump has a {} dict key", pickle::kind_name(k->kind)));
         auto j = json_of(*val, depth + 1);
         if (!j) return j.error();
         out[key] = std::move(*j);
@@ -133,8 +143,9 @@ Result<json> json_of(const pickle::Value& v, int depth) {
       return out;
     }
     default:
-      return input_error(fmt::format("the pickled Flight Recorder dump holds a {} ({})", pickle::kind_name(v.kind), pickle::render(v)),
-                         "a torch Flight Recorder dump holds only dicts, lists, strings, numbers and None");
+      return input_error(
+          fmt::format("the pickled Flight Recorder dump holds a {} ({})", pickle::kind_name(v.kind), pickle::render(v)),
+          "a torch Flight Recorder dump holds only dicts, lists, strings, numbers and None");
   }
 }
 
@@ -165,15 +176,17 @@ namespace {
 
 Result<records::RankSnapshot> snapshot_from_document(const json& doc, std::int64_t rank, const std::string& job) {
   if (!doc.is_object() || !doc.contains("entries") || !doc["entries"].is_array())
-    return input_error("the Flight Recorder dump has no \"entries\" list", "", "give a dump made by torch's Flight Recorder");
+    return input_error("the Flight Recorder dump has no \"entries\" list", "",
+                       "give a dump made by torch's Flight Recorder");
   // Process groups: name and desc -> member ranks.
   std::map<std::string, std::vector<std::int64_t>> by_name, by_desc;
   std::int64_t world = rank + 1;
   if (doc.contains("pg_config") && doc["pg_config"].is_object()) {
     for (auto& [key, cfg] : doc["pg_config"].items()) {
       if (!cfg.is_object() || !cfg.contains("ranks")) continue;
-      auto ranks = cfg["ranks"].is_string() ? parse_ranks(cfg["ranks"].get<std::string>())
-                                            : Result<std::vector<std::int64_t>>(cfg["ranks"].get<std::vector<std::int64_t>>());
+      auto ranks = cfg["ranks"].is_string()
+                       ? parse_ranks(cfg["ranks"].get<std::string>())
+                       : Result<std::vector<std::int64_t>>(cfg["ranks"].get<std::vector<std::int64_t>>());
       if (!ranks) return ranks.error();
       for (auto r : *ranks) world = std::max(world, r + 1);
       by_name[key] = *ranks;
@@ -194,7 +207,7 @@ Result<records::RankSnapshot> snapshot_from_document(const json& doc, std::int64
       for (std::int64_t i = 0; i < world; ++i) all[static_cast<std::size_t>(i)] = i;
       return all;
     }
-    return {-1, static_cast<std::int64_t>(std::hash<std::string>{}(name) & 0x7fffffff)};  // unknown group: its own id
+    return {-1, static_cast<std::int64_t>(std::hash<std::string>{}(name)&0x7fffffff)};  // unknown group: its own id
   };
 
   std::vector<const json*> entries;
@@ -202,8 +215,9 @@ Result<records::RankSnapshot> snapshot_from_document(const json& doc, std::int64
     if (!e.is_object()) return input_error("a Flight Recorder entry is not an object");
     entries.push_back(&e);
   }
-  std::stable_sort(entries.begin(), entries.end(),
-                   [](const json* a, const json* b) { return int_field(*a, "record_id") < int_field(*b, "record_id"); });
+  std::stable_sort(entries.begin(), entries.end(), [](const json* a, const json* b) {
+    return int_field(*a, "record_id") < int_field(*b, "record_id");
+  });
 
   records::RankSnapshot s;
   s.job = job;
@@ -228,7 +242,8 @@ Result<records::RankSnapshot> snapshot_from_document(const json& doc, std::int64
       for (const auto& shape : e["input_sizes"]) {
         if (!shape.is_array()) continue;
         std::uint64_t n = 1;
-        for (const auto& d : shape) n *= d.is_number_integer() ? static_cast<std::uint64_t>(std::max<std::int64_t>(0, d.get<std::int64_t>())) : 0;
+        for (const auto& d : shape)
+          n *= d.is_number_integer() ? static_cast<std::uint64_t>(std::max<std::int64_t>(0, d.get<std::int64_t>())) : 0;
         count += n;
       }
     }
@@ -252,8 +267,8 @@ Result<records::RankSnapshot> snapshot_from_document(const json& doc, std::int64
   // counts as still inside unless the backend timed its completion (NCCL).
   if (!events.empty()) {
     const json& last = *entries.back();
-    const bool timed_done = int_field(last, "time_discovered_completed_ns") > 0 &&
-                            last.value("state", std::string()) == "completed";
+    const bool timed_done =
+        int_field(last, "time_discovered_completed_ns") > 0 && last.value("state", std::string()) == "completed";
     if (!timed_done) events.back().exit_ns = 0;
   }
   if (!events.empty()) {

@@ -1,10 +1,11 @@
 #include "lib/hang/probe.hpp"
 
-#include <algorithm>
-#include <ctime>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
 
 #include "lib/common/clock.hpp"
 #include "lib/common/proc.hpp"
@@ -22,7 +23,8 @@ RejectedObserver adapt(const session::Rejection& r) {
   RejectedObserver out;
   out.observer = r.member;
   out.reason = r.reason;
-  out.source = r.source == session::Rejection::Source::presence ? RejectedObserver::Source::presence : RejectedObserver::Source::evidence;
+  out.source = r.source == session::Rejection::Source::presence ? RejectedObserver::Source::presence
+                                                                : RejectedObserver::Source::evidence;
   out.host = r.host;
   out.pid = r.pid;
   out.attempt = r.attempt;
@@ -31,8 +33,8 @@ RejectedObserver adapt(const session::Rejection& r) {
 
 }  // namespace
 
-NodeEvidence collect_evidence(const std::vector<records::RecordRead>& reads, const ProbeOptions& o, std::int64_t observer,
-                              std::int64_t now_ns) {
+NodeEvidence collect_evidence(const std::vector<records::RecordRead>& reads, const ProbeOptions& o,
+                              std::int64_t observer, std::int64_t now_ns) {
   NodeEvidence e;
   e.observer = observer;
   e.node = session::host_name();
@@ -46,9 +48,10 @@ NodeEvidence collect_evidence(const std::vector<records::RecordRead>& reads, con
     if (read.problem != records::RecordProblem::none || !read.snapshot || read.stale || other_attempt) {
       RecordIssue issue;
       issue.segment = read.segment;
-      issue.problem = read.problem != records::RecordProblem::none ? std::string(records::record_problem_name(read.problem))
-                      : read.stale || other_attempt                ? "stale"
-                                                                   : "unreadable";
+      issue.problem = read.problem != records::RecordProblem::none
+                          ? std::string(records::record_problem_name(read.problem))
+                      : read.stale || other_attempt ? "stale"
+                                                    : "unreadable";
       issue.message = read.message.empty() && issue.problem == "stale" ? "record of an earlier attempt" : read.message;
       issue.rank = rank;
       issue.writer_alive = read.writer_alive;
@@ -64,7 +67,8 @@ NodeEvidence collect_evidence(const std::vector<records::RecordRead>& reads, con
     if (!read.writer_alive && re.process.state == ProcessState::alive) {
       re.process.state = ProcessState::gone;
       re.process.pid_reused = true;
-      re.process.detail = fmt::format("pid {} is alive but is not the record's writer (start time differs)", re.snapshot.pid);
+      re.process.detail =
+          fmt::format("pid {} is alive but is not the record's writer (start time differs)", re.snapshot.pid);
     }
     if (e.attempt.empty()) e.attempt = re.snapshot.attempt;
     e.ranks.push_back(std::move(re));
@@ -119,7 +123,8 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
   in.mesh = o.mesh;
   in.threshold_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(o.threshold).count();
   in.nodes.assign(static_cast<std::size_t>(o.nodes), std::nullopt);
-  nlohmann::json transport_details = {{"observer", *index}, {"nodes", o.nodes}, {"authenticated", token->authenticated()}};
+  nlohmann::json transport_details = {
+      {"observer", *index}, {"nodes", o.nodes}, {"authenticated", token->authenticated()}};
 
   if (o.nodes == 1) {
     in.nodes[0] = local;
@@ -138,7 +143,8 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
       spdlog::warn("{}", store.error().message());
     } else {
       elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
-      const auto gather_timeout = std::max(std::chrono::milliseconds(300), o.timeout - elapsed - std::chrono::milliseconds(150));
+      const auto gather_timeout =
+          std::max(std::chrono::milliseconds(300), o.timeout - elapsed - std::chrono::milliseconds(150));
       const auto gather_deadline = std::chrono::steady_clock::now() + gather_timeout;
       session::SessionOptions so;
       so.key_namespace = ns;
@@ -150,19 +156,22 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
       // Announce this observer where any observer of the job looks, whatever its token: one
       // that was kept out of the session by its token is still seen, and reported.
       const auto self = session::presence_of(*token, *index, session::host_name());
-      if (auto a = session::announce(*store->store, *token, self, std::min(gather_timeout / 4, std::chrono::milliseconds(2000))); !a)
+      if (auto a = session::announce(*store->store, *token, self,
+                                     std::min(gather_timeout / 4, std::chrono::milliseconds(2000)));
+          !a)
         notes.push_back(fmt::format("presence: {}", a.error().message()));
       auto joined = session::Session::open(*store->store, so);
       std::unique_ptr<session::Session> observers;
       if (!joined) {
         notes.push_back(joined.error().message());
-        store->store->cleanup();  // a closed session cleans up itself, and then writes the "closed" marker that must stay
+        store->store
+            ->cleanup();  // a closed session cleans up itself, and then writes the "closed" marker that must stay
       } else {
         observers = std::move(*joined);
         session::OpOptions op;
         op.name = "evidence";
-        op.timeout = std::max(std::chrono::milliseconds(100),
-                              std::chrono::duration_cast<std::chrono::milliseconds>(gather_deadline - std::chrono::steady_clock::now()));
+        op.timeout = std::max(std::chrono::milliseconds(100), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                  gather_deadline - std::chrono::steady_clock::now()));
         op.limits = o.evidence_limits;
         auto g = observers->all_gather(own_blob, op);
         if (!g)
@@ -174,9 +183,11 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
       // timeout) and before the session closes: closing waits for every member's "closed"
       // marker, so an observer hosting a tcp:// store keeps it up until the others have read.
       elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
-      const auto max_age = std::max(std::chrono::nanoseconds(std::chrono::seconds(60)), 3 * std::chrono::nanoseconds(o.timeout));
-      auto scan = session::scan_strays(*store->store, *token, self,
-                                       std::max(std::chrono::milliseconds(100), o.timeout - elapsed - std::chrono::milliseconds(50)), max_age);
+      const auto max_age =
+          std::max(std::chrono::nanoseconds(std::chrono::seconds(60)), 3 * std::chrono::nanoseconds(o.timeout));
+      auto scan = session::scan_strays(
+          *store->store, *token, self,
+          std::max(std::chrono::milliseconds(100), o.timeout - elapsed - std::chrono::milliseconds(50)), max_age);
       if (!scan) {
         notes.push_back(fmt::format("presence: {}", scan.error().message()));
       } else {

@@ -26,21 +26,21 @@ using RecordSource = std::function<Result<std::vector<records::RecordRead>>()>;
 
 struct ProbeOptions {
   std::string job;
-  std::string attempt;                         // "" = whatever the records say
-  std::optional<transport::StoreUri> store;    // absent: the per-job default (only used with nodes > 1)
+  std::string attempt;                       // "" = whatever the records say
+  std::optional<transport::StoreUri> store;  // absent: the per-job default (only used with nodes > 1)
   // tcp://: host the TCPStore here (always), never, or when this is observer 0 and no store answers yet (auto).
   using HostStore = session::HostStore;
   HostStore host_store = HostStore::auto_observer0;
-  std::int64_t nodes = 1;                      // observers expected
-  std::optional<std::int64_t> node_index;      // absent: derived from the lowest local rank
-  std::chrono::milliseconds timeout{10000};    // whole probe: read, gather, decide
+  std::int64_t nodes = 1;                    // observers expected
+  std::optional<std::int64_t> node_index;    // absent: derived from the lowest local rank
+  std::chrono::milliseconds timeout{10000};  // whole probe: read, gather, decide
   std::optional<Mesh> mesh;
-  std::chrono::milliseconds threshold{10000};  // silence threshold
+  std::chrono::milliseconds threshold{10000};         // silence threshold
   std::optional<std::set<std::int64_t>> local_ranks;  // only these ranks' records are this node's
   std::string token_file;
-  std::string listen_address;                  // Gloo device address ("" = automatic)
+  std::string listen_address;  // Gloo device address ("" = automatic)
   std::string command = "probe-hang";
-  session::Limits evidence_limits;             // bounds on the evidence blobs the observers exchange
+  session::Limits evidence_limits;  // bounds on the evidence blobs the observers exchange
 };
 
 // This node's evidence from its record reads at `now_ns`.

@@ -1,29 +1,38 @@
 #include "lib/hang/process_state.hpp"
 
-#include "lib/common/proc.hpp"
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstring>
-#include <fmt/format.h>
 #include <fstream>
-#include <sys/wait.h>
-#include <unistd.h>
+
+#include "lib/common/proc.hpp"
 
 namespace scout::hang {
 
 std::string_view process_state_name(ProcessState state) {
   switch (state) {
-    case ProcessState::alive: return "alive";
-    case ProcessState::stopped: return "stopped";
-    case ProcessState::disk_sleep: return "disk_sleep";
-    case ProcessState::exited: return "exited";
-    case ProcessState::gone: return "gone";
-    case ProcessState::unknown: break;
+    case ProcessState::alive:
+      return "alive";
+    case ProcessState::stopped:
+      return "stopped";
+    case ProcessState::disk_sleep:
+      return "disk_sleep";
+    case ProcessState::exited:
+      return "exited";
+    case ProcessState::gone:
+      return "gone";
+    case ProcessState::unknown:
+      break;
   }
   return "unknown";
 }
 
-bool is_dead(ProcessState state) { return state == ProcessState::exited || state == ProcessState::gone; }
+bool is_dead(ProcessState state) {
+  return state == ProcessState::exited || state == ProcessState::gone;
+}
 
 namespace {
 
@@ -80,10 +89,16 @@ ProcessEvidence probe_process(std::int64_t pid, std::int64_t writer_start_ns, st
   }
 
   switch (ev.raw_state) {
-    case 'R': case 'S': case 'I': case 'W': case 'P': case 'K':
+    case 'R':
+    case 'S':
+    case 'I':
+    case 'W':
+    case 'P':
+    case 'K':
       ev.state = ProcessState::alive;
       break;
-    case 'T': case 't':
+    case 'T':
+    case 't':
       ev.state = ProcessState::stopped;
       ev.detail = fmt::format("pid {} is stopped (state {})", pid, ev.raw_state);
       break;
@@ -91,7 +106,9 @@ ProcessEvidence probe_process(std::int64_t pid, std::int64_t writer_start_ns, st
       ev.state = ProcessState::disk_sleep;
       ev.detail = fmt::format("pid {} is in uninterruptible sleep (state D)", pid);
       break;
-    case 'Z': case 'X': case 'x': {
+    case 'Z':
+    case 'X':
+    case 'x': {
       ev.state = ProcessState::exited;
       // Field 52: the wait status (Linux >= 3.5), readable for our own user's processes.
       if (st.has_exit_status) {

@@ -27,11 +27,11 @@ bool is_dead(ProcessState state);
 
 struct ProcessEvidence {
   ProcessState state = ProcessState::unknown;
-  char raw_state = '?';       // the state letter of /proc/<pid>/stat, '?' when none
-  int exit_code = -1;         // exited normally with this code (-1 unknown)
-  int signal = 0;             // killed by this signal (0 none/unknown)
-  bool pid_reused = false;    // a process with this pid exists but started after the record's writer
-  std::string detail;         // for people, e.g. "pid 123 started 4.2 s after the record"
+  char raw_state = '?';     // the state letter of /proc/<pid>/stat, '?' when none
+  int exit_code = -1;       // exited normally with this code (-1 unknown)
+  int signal = 0;           // killed by this signal (0 none/unknown)
+  bool pid_reused = false;  // a process with this pid exists but started after the record's writer
+  std::string detail;       // for people, e.g. "pid 123 started 4.2 s after the record"
 
   bool operator==(const ProcessEvidence&) const = default;
 };
@@ -40,8 +40,7 @@ struct ProcessEvidence {
 // `writer_start_ns` is the record's writer start time (CLOCK_REALTIME ns, 0 when
 // unknown): a process with this pid that started more than `reuse_slack_ns`
 // after it is another process (pid reuse) and the writer counts as gone.
-ProcessEvidence probe_process(std::int64_t pid, std::int64_t writer_start_ns,
-                              std::string_view proc_root = "/proc",
+ProcessEvidence probe_process(std::int64_t pid, std::int64_t writer_start_ns, std::string_view proc_root = "/proc",
                               std::int64_t reuse_slack_ns = 2'000'000'000);
 
 }  // namespace scout::hang

@@ -71,13 +71,17 @@ std::uint32_t table_run(std::uint32_t state, const unsigned char* p, std::size_t
 #define SCOUT_TARGET_CRC __attribute__((target("pclmul,sse4.1")))
 
 // The folding constant for distance D bits and half `high` (see the top).
-constexpr long long fold_constant(std::uint64_t power) { return static_cast<long long>(std::uint64_t{x_pow(power)} << 1); }
+constexpr long long fold_constant(std::uint64_t power) {
+  return static_cast<long long>(std::uint64_t{x_pow(power)} << 1);
+}
 
 SCOUT_TARGET_CRC inline __m128i fold(__m128i x, __m128i k, __m128i next) {
   return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11)), next);
 }
 
-SCOUT_TARGET_CRC inline __m128i load(const unsigned char* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+SCOUT_TARGET_CRC inline __m128i load(const unsigned char* p) {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+}
 
 // The CRC from the folded register `x` (congruent to the message so far) and
 // the `n` bytes left at `p`: folds whole 16-byte blocks in, then the table.
@@ -112,17 +116,21 @@ SCOUT_TARGET_CRC std::uint32_t crc32_fold(std::uint32_t crc, const unsigned char
 #define SCOUT_TARGET_CRC_AVX2 __attribute__((target("avx2,vpclmulqdq,pclmul,sse4.1")))
 
 SCOUT_TARGET_CRC_AVX2 inline __m256i fold2(__m256i y, __m256i k, __m256i next) {
-  return _mm256_xor_si256(_mm256_xor_si256(_mm256_clmulepi64_epi128(y, k, 0x00), _mm256_clmulepi64_epi128(y, k, 0x11)), next);
+  return _mm256_xor_si256(_mm256_xor_si256(_mm256_clmulepi64_epi128(y, k, 0x00), _mm256_clmulepi64_epi128(y, k, 0x11)),
+                          next);
 }
 
-SCOUT_TARGET_CRC_AVX2 inline __m256i load2(const unsigned char* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+SCOUT_TARGET_CRC_AVX2 inline __m256i load2(const unsigned char* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
 
 // The same folding on 256-bit registers (two 128-bit lanes each, VPCLMULQDQ):
 // four registers cover 128 bytes, folded by D = 1024 bits; the eight lanes,
 // in memory order, then fold onto one by D = 128. n >= 128.
 SCOUT_TARGET_CRC_AVX2 std::uint32_t crc32_fold_avx2(std::uint32_t crc, const unsigned char* p, std::size_t n) {
   // _mm256_set_epi64x(q3, q2, q1, q0): in each lane the low qword (H) takes x^(D+32).
-  const __m256i k1024 = _mm256_set_epi64x(fold_constant(1024 - 32), fold_constant(1024 + 32), fold_constant(1024 - 32), fold_constant(1024 + 32));
+  const __m256i k1024 = _mm256_set_epi64x(fold_constant(1024 - 32), fold_constant(1024 + 32), fold_constant(1024 - 32),
+                                          fold_constant(1024 + 32));
   const __m128i k128 = _mm_set_epi64x(fold_constant(128 - 32), fold_constant(128 + 32));
   __m256i y0 = _mm256_xor_si256(load2(p), _mm256_set_epi32(0, 0, 0, 0, 0, 0, 0, static_cast<int>(~crc)));
   __m256i y1 = load2(p + 32), y2 = load2(p + 64), y3 = load2(p + 96);
@@ -134,8 +142,10 @@ SCOUT_TARGET_CRC_AVX2 std::uint32_t crc32_fold_avx2(std::uint32_t crc, const uns
     y2 = fold2(y2, k1024, load2(p + 64));
     y3 = fold2(y3, k1024, load2(p + 96));
   }
-  const __m128i lanes[8] = {_mm256_castsi256_si128(y0), _mm256_extracti128_si256(y0, 1), _mm256_castsi256_si128(y1), _mm256_extracti128_si256(y1, 1),
-                            _mm256_castsi256_si128(y2), _mm256_extracti128_si256(y2, 1), _mm256_castsi256_si128(y3), _mm256_extracti128_si256(y3, 1)};
+  const __m128i lanes[8] = {_mm256_castsi256_si128(y0), _mm256_extracti128_si256(y0, 1),
+                            _mm256_castsi256_si128(y1), _mm256_extracti128_si256(y1, 1),
+                            _mm256_castsi256_si128(y2), _mm256_extracti128_si256(y2, 1),
+                            _mm256_castsi256_si128(y3), _mm256_extracti128_si256(y3, 1)};
   __m128i x = lanes[0];
   for (int i = 1; i < 8; ++i) x = fold(x, k128, lanes[i]);
   return finish(x, p, n);
@@ -153,7 +163,9 @@ bool has_vpclmul() {
 
 #else
 
-bool has_clmul() { return false; }
+bool has_clmul() {
+  return false;
+}
 
 #endif
 
@@ -177,6 +189,8 @@ std::uint32_t crc32_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint6
   return mul_mod(x_pow(8 * length_b), crc_a) ^ crc_b;
 }
 
-bool crc32_accelerated() { return has_clmul(); }
+bool crc32_accelerated() {
+  return has_clmul();
+}
 
 }  // namespace scout::hash

@@ -1,13 +1,14 @@
 #include "lib/hash/file_hash.hpp"
 
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <span>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <span>
 
 #include "lib/hash/tensor_hash.hpp"
 

@@ -50,7 +50,9 @@ constexpr std::uint64_t mul(std::uint64_t a, std::uint64_t b) {
 
 // a * x^64 in GF(2^64): one Horner step of the hash (a 64-bit shift of the
 // data polynomial), without any multiplication.
-constexpr std::uint64_t mul_x64(std::uint64_t a) { return reduce(0, a); }
+constexpr std::uint64_t mul_x64(std::uint64_t a) {
+  return reduce(0, a);
+}
 
 // k_x64_pow2[i] = x^(64 * 2^i) mod P, i = 0..63: squares of x^64.
 inline constexpr std::array<std::uint64_t, 64> k_x64_pow2 = [] {
@@ -70,7 +72,9 @@ constexpr std::uint64_t x64_pow(std::uint64_t k) {
 }
 
 // x^(-64 k) mod P.
-constexpr std::uint64_t x64_pow_inverse(std::uint64_t k) { return x64_pow(~std::uint64_t{0} - k); }
+constexpr std::uint64_t x64_pow_inverse(std::uint64_t k) {
+  return x64_pow(~std::uint64_t{0} - k);
+}
 
 // a^e in GF(2^64) (square and multiply).
 constexpr std::uint64_t pow(std::uint64_t a, std::uint64_t e) {

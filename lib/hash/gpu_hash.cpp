@@ -19,7 +19,8 @@ Error cuda_error(const char* what, const char* message) {
 Result<int> gpu_device_count() {
   int count = 0;
   char message[256] = {};
-  if (cuda_detail::device_count(&count, message, sizeof message) != 0) return cuda_error("no usable CUDA device", message);
+  if (cuda_detail::device_count(&count, message, sizeof message) != 0)
+    return cuda_error("no usable CUDA device", message);
   if (count == 0) return cuda_error("no usable CUDA device", "the driver reports 0 devices");
   return count;
 }
@@ -69,13 +70,22 @@ Error no_cuda() {
 }
 }  // namespace
 
-Result<int> gpu_device_count() { return no_cuda(); }
-Result<std::uint64_t> gpu_word_sum(const void*, std::size_t) { return no_cuda(); }
-Result<std::uint64_t> gpu_hash_tensor(DType, std::span<const std::int64_t>, const void*, std::size_t) { return no_cuda(); }
-Result<std::uint64_t> gpu_hash_host_bytes(DType, std::span<const std::int64_t>, std::span<const std::byte>, std::size_t) {
+Result<int> gpu_device_count() {
   return no_cuda();
 }
-Result<GpuBandwidth> gpu_measure_bandwidth(std::size_t, int) { return no_cuda(); }
+Result<std::uint64_t> gpu_word_sum(const void*, std::size_t) {
+  return no_cuda();
+}
+Result<std::uint64_t> gpu_hash_tensor(DType, std::span<const std::int64_t>, const void*, std::size_t) {
+  return no_cuda();
+}
+Result<std::uint64_t> gpu_hash_host_bytes(DType, std::span<const std::int64_t>, std::span<const std::byte>,
+                                          std::size_t) {
+  return no_cuda();
+}
+Result<GpuBandwidth> gpu_measure_bandwidth(std::size_t, int) {
+  return no_cuda();
+}
 
 #endif
 

@@ -37,10 +37,10 @@ Result<std::uint64_t> gpu_hash_host_bytes(DType dtype, std::span<const std::int6
 // Throughput of the hash kernel and of a device-to-device cudaMemcpy of the
 // same bytes, on the current device.
 struct GpuBandwidth {
-  std::string device;       // device name
-  std::size_t bytes = 0;    // buffer size
-  double hash_gbps = 0;     // bytes hashed per second / 1e9 (kernels only)
-  double copy_gbps = 0;     // bytes copied per second / 1e9 (each byte is read and written)
+  std::string device;     // device name
+  std::size_t bytes = 0;  // buffer size
+  double hash_gbps = 0;   // bytes hashed per second / 1e9 (kernels only)
+  double copy_gbps = 0;   // bytes copied per second / 1e9 (each byte is read and written)
 };
 
 // Measures GpuBandwidth on a `bytes`-sized buffer, best of `repeats` runs.

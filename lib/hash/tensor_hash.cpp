@@ -46,14 +46,20 @@ std::uint64_t local_sum_scalar(const std::byte* p, std::size_t n) {
 
 }  // namespace detail
 
-std::uint64_t word_term(std::uint64_t word, std::uint64_t k) { return gf64::mul(word, gf64::x64_pow(k)); }
+std::uint64_t word_term(std::uint64_t word, std::uint64_t k) {
+  return gf64::mul(word, gf64::x64_pow(k));
+}
 
 std::string_view kernel_name(HashKernel kernel) {
   switch (kernel) {
-    case HashKernel::scalar: return "scalar";
-    case HashKernel::pclmul: return "pclmul";
-    case HashKernel::avx2_vpclmul: return "avx2_vpclmul";
-    case HashKernel::avx512_vpclmul: return "avx512_vpclmul";
+    case HashKernel::scalar:
+      return "scalar";
+    case HashKernel::pclmul:
+      return "pclmul";
+    case HashKernel::avx2_vpclmul:
+      return "avx2_vpclmul";
+    case HashKernel::avx512_vpclmul:
+      return "avx512_vpclmul";
   }
   return "unknown";
 }
@@ -224,7 +230,8 @@ std::uint64_t hash_strided(DType dtype, std::span<const std::int64_t> shape, std
       }
     } else {
       for (std::size_t j = 0; j < inner; ++j) {
-        std::memcpy(buffer.data() + fill, src + static_cast<std::int64_t>(j) * inner_stride * static_cast<std::int64_t>(esize), esize);
+        std::memcpy(buffer.data() + fill,
+                    src + static_cast<std::int64_t>(j) * inner_stride * static_cast<std::int64_t>(esize), esize);
         fill += esize;
         if (fill == k_buffer) flush();  // k_buffer is a multiple of every element size
       }
@@ -242,7 +249,7 @@ TensorHasher::TensorHasher(DType dtype, std::span<const std::int64_t> shape)
     : m_dtype(dtype), m_shape(shape.begin(), shape.end()) {}
 
 void TensorHasher::update(std::span<const std::byte> bytes) {
-  if (bytes.empty()) return;  // an empty tensor's chunk may have no data pointer (memcpy needs one)
+  if (bytes.empty()) return;         // an empty tensor's chunk may have no data pointer (memcpy needs one)
   std::uint64_t word = m_bytes / 8;  // index of the word the tail belongs to
   if (m_tail_len > 0) {
     const std::size_t take = std::min(bytes.size(), 8 - m_tail_len);

@@ -68,7 +68,9 @@ inline constexpr std::uint64_t k_hash_tag = 0x73636F7574683032ULL;  // "scouth02
 std::uint64_t word_term(std::uint64_t word, std::uint64_t k);
 
 // Combines two partial sums (of disjoint word ranges): XOR.
-constexpr std::uint64_t combine(std::uint64_t a, std::uint64_t b) { return a ^ b; }
+constexpr std::uint64_t combine(std::uint64_t a, std::uint64_t b) {
+  return a ^ b;
+}
 
 // XOR of word_term over `bytes`, whose first byte is at byte offset
 // `first_word * 8` of the tensor. `bytes.size()` may end mid-word only for the

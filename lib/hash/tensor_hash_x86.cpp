@@ -14,12 +14,11 @@
 //   x^(64T(B-1)) * sum_q x^(128 q) * reduce(lane q).
 // The registers are first folded onto one with their weights (two vector
 // carry-less multiplies each), then its few lanes are combined.
-#include "lib/hash/tensor_hash_simd.hpp"
-
 #include <array>
 #include <cstring>
 
 #include "lib/hash/gf64.hpp"
+#include "lib/hash/tensor_hash_simd.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -88,8 +87,8 @@ SCOUT_TARGET_PCLMUL std::uint64_t fold_pclmul(const std::byte* p, std::size_t wo
   const std::size_t blocks = words / T;
   done = blocks * T;
   if (blocks == 0) return 0;
-  const __m128i k = _mm_set_epi64x(static_cast<long long>(FoldConstants<T>::k1),
-                                   static_cast<long long>(FoldConstants<T>::k0));
+  const __m128i k =
+      _mm_set_epi64x(static_cast<long long>(FoldConstants<T>::k1), static_cast<long long>(FoldConstants<T>::k0));
   __m128i acc[R];
 #pragma GCC unroll 16
   for (std::size_t r = 0; r < R; ++r) acc[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * r));
@@ -120,8 +119,9 @@ SCOUT_TARGET_AVX2 std::uint64_t fold_avx2(const std::byte* p, std::size_t words,
   const std::size_t blocks = words / T;
   done = blocks * T;
   if (blocks == 0) return 0;
-  const __m256i k = _mm256_set_epi64x(static_cast<long long>(FoldConstants<T>::k1), static_cast<long long>(FoldConstants<T>::k0),
-                                      static_cast<long long>(FoldConstants<T>::k1), static_cast<long long>(FoldConstants<T>::k0));
+  const __m256i k =
+      _mm256_set_epi64x(static_cast<long long>(FoldConstants<T>::k1), static_cast<long long>(FoldConstants<T>::k0),
+                        static_cast<long long>(FoldConstants<T>::k1), static_cast<long long>(FoldConstants<T>::k0));
   __m256i acc[R];
 #pragma GCC unroll 16
   for (std::size_t r = 0; r < R; ++r) acc[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * r));
@@ -131,7 +131,8 @@ SCOUT_TARGET_AVX2 std::uint64_t fold_avx2(const std::byte* p, std::size_t words,
     for (std::size_t r = 0; r < R; ++r) {
       const __m256i lo = _mm256_clmulepi64_epi128(acc[r], k, 0x00);
       const __m256i hi = _mm256_clmulepi64_epi128(acc[r], k, 0x11);
-      acc[r] = _mm256_xor_si256(_mm256_xor_si256(lo, hi), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * r)));
+      acc[r] =
+          _mm256_xor_si256(_mm256_xor_si256(lo, hi), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * r)));
     }
   }
   using RW = RegisterWeights<4>;
@@ -140,7 +141,8 @@ SCOUT_TARGET_AVX2 std::uint64_t fold_avx2(const std::byte* p, std::size_t words,
   for (std::size_t r = 1; r < R; ++r) {
     const __m256i w = _mm256_set_epi64x(static_cast<long long>(RW::hi[r]), static_cast<long long>(RW::lo[r]),
                                         static_cast<long long>(RW::hi[r]), static_cast<long long>(RW::lo[r]));
-    f = _mm256_xor_si256(f, _mm256_xor_si256(_mm256_clmulepi64_epi128(acc[r], w, 0x00), _mm256_clmulepi64_epi128(acc[r], w, 0x11)));
+    f = _mm256_xor_si256(
+        f, _mm256_xor_si256(_mm256_clmulepi64_epi128(acc[r], w, 0x00), _mm256_clmulepi64_epi128(acc[r], w, 0x11)));
   }
   alignas(64) std::uint64_t lanes[4];
   _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), f);
@@ -153,11 +155,11 @@ SCOUT_TARGET_AVX512 std::uint64_t fold_avx512(const std::byte* p, std::size_t wo
   const std::size_t blocks = words / T;
   done = blocks * T;
   if (blocks == 0) return 0;
-  const __m512i k = _mm512_set_epi64(
-      static_cast<long long>(FoldConstants<T>::k1), static_cast<long long>(FoldConstants<T>::k0),
-      static_cast<long long>(FoldConstants<T>::k1), static_cast<long long>(FoldConstants<T>::k0),
-      static_cast<long long>(FoldConstants<T>::k1), static_cast<long long>(FoldConstants<T>::k0),
-      static_cast<long long>(FoldConstants<T>::k1), static_cast<long long>(FoldConstants<T>::k0));
+  const __m512i k =
+      _mm512_set_epi64(static_cast<long long>(FoldConstants<T>::k1), static_cast<long long>(FoldConstants<T>::k0),
+                       static_cast<long long>(FoldConstants<T>::k1), static_cast<long long>(FoldConstants<T>::k0),
+                       static_cast<long long>(FoldConstants<T>::k1), static_cast<long long>(FoldConstants<T>::k0),
+                       static_cast<long long>(FoldConstants<T>::k1), static_cast<long long>(FoldConstants<T>::k0));
   __m512i acc[R];
 #pragma GCC unroll 16
   for (std::size_t r = 0; r < R; ++r) acc[r] = _mm512_loadu_si512(p + 64 * r);
@@ -176,7 +178,8 @@ SCOUT_TARGET_AVX512 std::uint64_t fold_avx512(const std::byte* p, std::size_t wo
   for (std::size_t r = 1; r < R; ++r) {
     const auto h = static_cast<long long>(RW::hi[r]), l = static_cast<long long>(RW::lo[r]);
     const __m512i w = _mm512_set_epi64(h, l, h, l, h, l, h, l);
-    f = _mm512_ternarylogic_epi64(f, _mm512_clmulepi64_epi128(acc[r], w, 0x00), _mm512_clmulepi64_epi128(acc[r], w, 0x11), 0x96);
+    f = _mm512_ternarylogic_epi64(f, _mm512_clmulepi64_epi128(acc[r], w, 0x00),
+                                  _mm512_clmulepi64_epi128(acc[r], w, 0x11), 0x96);
   }
   alignas(64) std::uint64_t lanes[8];
   _mm512_store_si512(lanes, f);
@@ -197,8 +200,10 @@ SCOUT_TARGET_PCLMUL std::uint64_t finish(std::uint64_t main, const std::byte* p,
 bool cpu_supports(HashKernel kernel) {
   __builtin_cpu_init();
   switch (kernel) {
-    case HashKernel::scalar: return true;
-    case HashKernel::pclmul: return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+    case HashKernel::scalar:
+      return true;
+    case HashKernel::pclmul:
+      return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
     case HashKernel::avx2_vpclmul:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("pclmul");
     case HashKernel::avx512_vpclmul:
@@ -212,17 +217,26 @@ std::uint64_t partial_sum_simd(HashKernel kernel, const std::byte* p, std::size_
   std::size_t done = 0;
   std::uint64_t main = 0;
   switch (kernel) {
-    case HashKernel::pclmul: main = fold_pclmul(p, n / 8, done); break;
-    case HashKernel::avx2_vpclmul: main = fold_avx2(p, n / 8, done); break;
-    case HashKernel::avx512_vpclmul: main = fold_avx512(p, n / 8, done); break;
-    case HashKernel::scalar: break;
+    case HashKernel::pclmul:
+      main = fold_pclmul(p, n / 8, done);
+      break;
+    case HashKernel::avx2_vpclmul:
+      main = fold_avx2(p, n / 8, done);
+      break;
+    case HashKernel::avx512_vpclmul:
+      main = fold_avx512(p, n / 8, done);
+      break;
+    case HashKernel::scalar:
+      break;
   }
   return finish(main, p, n, done, first_word);
 }
 
 #else  // not x86-64: the scalar reference only
 
-bool cpu_supports(HashKernel kernel) { return kernel == HashKernel::scalar; }
+bool cpu_supports(HashKernel kernel) {
+  return kernel == HashKernel::scalar;
+}
 
 std::uint64_t partial_sum_simd(HashKernel, const std::byte* p, std::size_t n, std::uint64_t first_word) {
   return gf64::mul(local_sum_scalar(p, n), gf64::x64_pow(first_word));

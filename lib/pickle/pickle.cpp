@@ -1,10 +1,11 @@
 #include "lib/pickle/pickle.hpp"
 
+#include <fmt/format.h>
+
 #include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <fmt/format.h>
 #include <optional>
 #include <unordered_map>
 
@@ -19,19 +20,32 @@ const Value* Value::get(std::string_view key) const {
 
 std::string_view kind_name(Kind kind) {
   switch (kind) {
-    case Kind::none: return "None";
-    case Kind::boolean: return "bool";
-    case Kind::integer: return "int";
-    case Kind::big_integer: return "int";
-    case Kind::floating: return "float";
-    case Kind::string: return "str";
-    case Kind::bytes: return "bytes";
-    case Kind::list: return "list";
-    case Kind::tuple: return "tuple";
-    case Kind::dict: return "dict";
-    case Kind::global: return "global";
-    case Kind::object: return "object";
-    case Kind::persistent: return "persistent id";
+    case Kind::none:
+      return "None";
+    case Kind::boolean:
+      return "bool";
+    case Kind::integer:
+      return "int";
+    case Kind::big_integer:
+      return "int";
+    case Kind::floating:
+      return "float";
+    case Kind::string:
+      return "str";
+    case Kind::bytes:
+      return "bytes";
+    case Kind::list:
+      return "list";
+    case Kind::tuple:
+      return "tuple";
+    case Kind::dict:
+      return "dict";
+    case Kind::global:
+      return "global";
+    case Kind::object:
+      return "object";
+    case Kind::persistent:
+      return "persistent id";
   }
   return "?";
 }
@@ -40,15 +54,67 @@ namespace {
 
 // Opcodes (CPython Lib/pickle.py names).
 enum Op : unsigned char {
-  MARK = '(', STOP = '.', POP = '0', POP_MARK = '1', DUP = '2', FLOAT = 'F', INT = 'I', BININT = 'J', BININT1 = 'K',
-  LONG = 'L', BININT2 = 'M', NONE = 'N', PERSID = 'P', BINPERSID = 'Q', REDUCE = 'R', STRING = 'S', BINSTRING = 'T',
-  SHORT_BINSTRING = 'U', UNICODE = 'V', BINUNICODE = 'X', APPEND = 'a', BUILD = 'b', GLOBAL = 'c', DICT = 'd',
-  EMPTY_DICT = '}', APPENDS = 'e', GET = 'g', BINGET = 'h', LONG_BINGET = 'j', LIST = 'l', EMPTY_LIST = ']',
-  PUT = 'p', BINPUT = 'q', LONG_BINPUT = 'r', SETITEM = 's', TUPLE = 't', EMPTY_TUPLE = ')', SETITEMS = 'u',
-  BINFLOAT = 'G', PROTO = 0x80, NEWOBJ = 0x81, TUPLE1 = 0x85, TUPLE2 = 0x86, TUPLE3 = 0x87, NEWTRUE = 0x88,
-  NEWFALSE = 0x89, LONG1 = 0x8a, LONG4 = 0x8b, SHORT_BINUNICODE = 0x8c, BINUNICODE8 = 0x8d, BINBYTES8 = 0x8e,
-  EMPTY_SET = 0x8f, ADDITEMS = 0x90, FROZENSET = 0x91, NEWOBJ_EX = 0x92, STACK_GLOBAL = 0x93, MEMOIZE = 0x94,
-  FRAME = 0x95, BYTEARRAY8 = 0x96, BINBYTES = 'B', SHORT_BINBYTES = 'C',
+  MARK = '(',
+  STOP = '.',
+  POP = '0',
+  POP_MARK = '1',
+  DUP = '2',
+  FLOAT = 'F',
+  INT = 'I',
+  BININT = 'J',
+  BININT1 = 'K',
+  LONG = 'L',
+  BININT2 = 'M',
+  NONE = 'N',
+  PERSID = 'P',
+  BINPERSID = 'Q',
+  REDUCE = 'R',
+  STRING = 'S',
+  BINSTRING = 'T',
+  SHORT_BINSTRING = 'U',
+  UNICODE = 'V',
+  BINUNICODE = 'X',
+  APPEND = 'a',
+  BUILD = 'b',
+  GLOBAL = 'c',
+  DICT = 'd',
+  EMPTY_DICT = '}',
+  APPENDS = 'e',
+  GET = 'g',
+  BINGET = 'h',
+  LONG_BINGET = 'j',
+  LIST = 'l',
+  EMPTY_LIST = ']',
+  PUT = 'p',
+  BINPUT = 'q',
+  LONG_BINPUT = 'r',
+  SETITEM = 's',
+  TUPLE = 't',
+  EMPTY_TUPLE = ')',
+  SETITEMS = 'u',
+  BINFLOAT = 'G',
+  PROTO = 0x80,
+  NEWOBJ = 0x81,
+  TUPLE1 = 0x85,
+  TUPLE2 = 0x86,
+  TUPLE3 = 0x87,
+  NEWTRUE = 0x88,
+  NEWFALSE = 0x89,
+  LONG1 = 0x8a,
+  LONG4 = 0x8b,
+  SHORT_BINUNICODE = 0x8c,
+  BINUNICODE8 = 0x8d,
+  BINBYTES8 = 0x8e,
+  EMPTY_SET = 0x8f,
+  ADDITEMS = 0x90,
+  FROZENSET = 0x91,
+  NEWOBJ_EX = 0x92,
+  STACK_GLOBAL = 0x93,
+  MEMOIZE = 0x94,
+  FRAME = 0x95,
+  BYTEARRAY8 = 0x96,
+  BINBYTES = 'B',
+  SHORT_BINBYTES = 'C',
 };
 
 class Parser {
@@ -57,13 +123,15 @@ class Parser {
 
   Result<Document> run() {
     if (m_in.size() > m_policy.max_bytes)
-      return input_error(fmt::format("pickle of {} bytes exceeds the limit of {} bytes", m_in.size(), m_policy.max_bytes));
+      return input_error(
+          fmt::format("pickle of {} bytes exceeds the limit of {} bytes", m_in.size(), m_policy.max_bytes));
     while (true) {
       if (m_pos >= m_in.size()) return fail("pickle ends without STOP");
       m_op_pos = m_pos;
       const auto op = static_cast<unsigned char>(m_in[m_pos++]);
       if (op == STOP) {
-        if (m_stack.size() != 1 || !m_marks.empty()) return fail("STOP with a stack of " + std::to_string(m_stack.size()) + " values");
+        if (m_stack.size() != 1 || !m_marks.empty())
+          return fail("STOP with a stack of " + std::to_string(m_stack.size()) + " values");
         m_doc.root = m_stack.back();
         return std::move(m_doc);
       }
@@ -123,7 +191,8 @@ class Parser {
     const std::byte* p = nullptr;
     if (!take(sizeof(T), p)) return false;
     std::make_unsigned_t<T> u = 0;
-    for (std::size_t i = 0; i < sizeof(T); ++i) u |= static_cast<std::make_unsigned_t<T>>(std::to_integer<unsigned>(p[i])) << (8 * i);
+    for (std::size_t i = 0; i < sizeof(T); ++i)
+      u |= static_cast<std::make_unsigned_t<T>>(std::to_integer<unsigned>(p[i])) << (8 * i);
     out = static_cast<T>(u);
     return true;
   }
@@ -148,7 +217,8 @@ class Parser {
   }
   bool memo_put(std::uint64_t index) {
     if (m_stack.empty()) return error("memo put on an empty stack");
-    if (m_memo.size() >= m_policy.max_memo && !m_memo.count(index)) return error(fmt::format("more than {} memo entries", m_policy.max_memo));
+    if (m_memo.size() >= m_policy.max_memo && !m_memo.count(index))
+      return error(fmt::format("more than {} memo entries", m_policy.max_memo));
     m_memo[index] = m_stack.back();
     return true;
   }
@@ -178,7 +248,8 @@ class Parser {
     if (n <= 8) {
       std::uint64_t u = 0;
       for (std::size_t i = 0; i < n; ++i) u |= static_cast<std::uint64_t>(std::to_integer<unsigned>(p[i])) << (8 * i);
-      if (n > 0 && n < 8 && (std::to_integer<unsigned>(p[n - 1]) & 0x80)) u |= ~std::uint64_t{0} << (8 * n);  // sign-extend
+      if (n > 0 && n < 8 && (std::to_integer<unsigned>(p[n - 1]) & 0x80))
+        u |= ~std::uint64_t{0} << (8 * n);  // sign-extend
       return push_int(static_cast<std::int64_t>(u));
     }
     return push_text(Kind::big_integer, p, n);
@@ -201,9 +272,10 @@ class Parser {
   bool push_global(std::string_view module, std::string_view name) {
     std::string full = canonical_module(module) + "." + std::string(name);
     if (!m_policy.allowed_globals.count(full))
-      return error(fmt::format("class '{}' is not allowed (scout reads data, never code; only tensors, containers and "
-                               "a fixed list of plain classes are accepted)",
-                               full));
+      return error(
+          fmt::format("class '{}' is not allowed (scout reads data, never code; only tensors, containers and "
+                      "a fixed list of plain classes are accepted)",
+                      full));
     Value* v = make(Kind::global);
     if (v) v->text = std::move(full);
     return push(v);
@@ -218,7 +290,8 @@ class Parser {
   }
   // `callable(*args)` without running it.
   bool call(Value* callable, Value* args, Value* kwargs) {
-    if (callable->kind != Kind::global) return error(fmt::format("call of a {} (only classes and functions can be called)", kind_name(callable->kind)));
+    if (callable->kind != Kind::global)
+      return error(fmt::format("call of a {} (only classes and functions can be called)", kind_name(callable->kind)));
     if (args->kind != Kind::tuple) return error("call arguments are not a tuple");
     const std::string& name = callable->text;
     if (name == "collections.OrderedDict") {
@@ -226,9 +299,11 @@ class Parser {
       if (!d) return push(d);
       if (!args->items.empty()) {
         const Value* src = args->items[0];
-        if (src->kind != Kind::list && src->kind != Kind::tuple) return error("OrderedDict argument is not a list of pairs");
+        if (src->kind != Kind::list && src->kind != Kind::tuple)
+          return error("OrderedDict argument is not a list of pairs");
         for (const Value* pair : src->items) {
-          if ((pair->kind != Kind::list && pair->kind != Kind::tuple) || pair->items.size() != 2) return error("OrderedDict item is not a pair");
+          if ((pair->kind != Kind::list && pair->kind != Kind::tuple) || pair->items.size() != 2)
+            return error("OrderedDict item is not a pair");
           d->entries.emplace_back(pair->items[0], pair->items[1]);
         }
       }
@@ -250,11 +325,13 @@ class Parser {
       const std::string& s = args->items[0]->text;
       for (std::size_t i = 0; i < s.size(); ++i) {
         unsigned char c = static_cast<unsigned char>(s[i]);
-        if (c < 0x80) out += static_cast<char>(c);
+        if (c < 0x80)
+          out += static_cast<char>(c);
         else if ((c & 0xE0) == 0xC0 && i + 1 < s.size()) {
           out += static_cast<char>(((c & 0x1F) << 6) | (static_cast<unsigned char>(s[i + 1]) & 0x3F));
           ++i;
-        } else return error("_codecs.encode of characters outside latin-1");
+        } else
+          return error("_codecs.encode of characters outside latin-1");
       }
       Value* b = make(Kind::bytes);
       if (b) b->text = std::move(out);
@@ -300,9 +377,12 @@ class Parser {
       case DUP:
         if (!need(1)) return false;
         return push(m_stack.back());
-      case NONE: return push(make(Kind::none));
-      case NEWTRUE: return push_bool(true);
-      case NEWFALSE: return push_bool(false);
+      case NONE:
+        return push(make(Kind::none));
+      case NEWTRUE:
+        return push_bool(true);
+      case NEWFALSE:
+        return push_bool(false);
       case BININT: {
         std::int32_t i;
         return le(i) && push_int(i);
@@ -403,15 +483,20 @@ class Parser {
         if (!line(t)) return false;
         if (t.find('\\') != std::string_view::npos) return error("escaped protocol-0 strings are not supported");
         if (op == STRING) {
-          if (t.size() < 2 || (t.front() != '\'' && t.front() != '"') || t.back() != t.front()) return error("bad STRING quoting");
+          if (t.size() < 2 || (t.front() != '\'' && t.front() != '"') || t.back() != t.front())
+            return error("bad STRING quoting");
           t = t.substr(1, t.size() - 2);
         }
         return push_text(Kind::string, reinterpret_cast<const std::byte*>(t.data()), t.size());
       }
-      case EMPTY_LIST: return push(make(Kind::list));
-      case EMPTY_TUPLE: return push(make(Kind::tuple));
-      case EMPTY_DICT: return push(make(Kind::dict));
-      case EMPTY_SET: return push(make(Kind::list));
+      case EMPTY_LIST:
+        return push(make(Kind::list));
+      case EMPTY_TUPLE:
+        return push(make(Kind::tuple));
+      case EMPTY_DICT:
+        return push(make(Kind::dict));
+      case EMPTY_SET:
+        return push(make(Kind::list));
       case LIST:
       case TUPLE:
       case FROZENSET: {
@@ -464,7 +549,8 @@ class Parser {
         Value* v = pop();
         Value* k = pop();
         Value* d = m_stack.back();
-        if (d->kind != Kind::dict && d->kind != Kind::object) return error(fmt::format("SETITEM on a {}", kind_name(d->kind)));
+        if (d->kind != Kind::dict && d->kind != Kind::object)
+          return error(fmt::format("SETITEM on a {}", kind_name(d->kind)));
         return add_entry(d, k, v);
       }
       case SETITEMS: {
@@ -473,7 +559,8 @@ class Parser {
         if (items.size() % 2) return error("SETITEMS with an odd number of items");
         if (!need(1)) return false;
         Value* d = m_stack.back();
-        if (d->kind != Kind::dict && d->kind != Kind::object) return error(fmt::format("SETITEMS on a {}", kind_name(d->kind)));
+        if (d->kind != Kind::dict && d->kind != Kind::object)
+          return error(fmt::format("SETITEMS on a {}", kind_name(d->kind)));
         for (std::size_t i = 0; i < items.size(); i += 2) add_entry(d, items[i], items[i + 1]);
         return true;
       }
@@ -509,7 +596,8 @@ class Parser {
         std::uint32_t i;
         return le(i) && memo_put(i);
       }
-      case MEMOIZE: return memo_put(m_memo.size());
+      case MEMOIZE:
+        return memo_put(m_memo.size());
       case GLOBAL: {
         std::string_view module, name;
         if (!line(module)) return false;
@@ -574,9 +662,10 @@ class Parser {
         return push(v);
       }
       default:
-        return error(fmt::format("opcode 0x{:02x} is not supported (extension registry, out-of-band buffers or instance "
-                                 "opcodes are never written by torch.save)",
-                                 op));
+        return error(
+            fmt::format("opcode 0x{:02x} is not supported (extension registry, out-of-band buffers or instance "
+                        "opcodes are never written by torch.save)",
+                        op));
     }
   }
 };
@@ -588,13 +677,27 @@ void render_into(const Value& v, std::string& out, std::size_t max, int depth) {
     return;
   }
   switch (v.kind) {
-    case Kind::none: out += "None"; break;
-    case Kind::boolean: out += v.boolean ? "True" : "False"; break;
-    case Kind::integer: out += std::to_string(v.integer); break;
-    case Kind::big_integer: out += "<int of " + std::to_string(v.text.size()) + " bytes>"; break;
-    case Kind::floating: out += fmt::format("{}", v.floating); break;
-    case Kind::string: out += "'" + v.text.substr(0, max) + "'"; break;
-    case Kind::bytes: out += "<" + std::to_string(v.text.size()) + " bytes>"; break;
+    case Kind::none:
+      out += "None";
+      break;
+    case Kind::boolean:
+      out += v.boolean ? "True" : "False";
+      break;
+    case Kind::integer:
+      out += std::to_string(v.integer);
+      break;
+    case Kind::big_integer:
+      out += "<int of " + std::to_string(v.text.size()) + " bytes>";
+      break;
+    case Kind::floating:
+      out += fmt::format("{}", v.floating);
+      break;
+    case Kind::string:
+      out += "'" + v.text.substr(0, max) + "'";
+      break;
+    case Kind::bytes:
+      out += "<" + std::to_string(v.text.size()) + " bytes>";
+      break;
     case Kind::list:
     case Kind::tuple:
       out += v.kind == Kind::list ? "[" : "(";
@@ -614,7 +717,9 @@ void render_into(const Value& v, std::string& out, std::size_t max, int depth) {
       }
       out += "}";
       break;
-    case Kind::global: out += "<" + v.text + ">"; break;
+    case Kind::global:
+      out += "<" + v.text + ">";
+      break;
     case Kind::object:
       out += v.text + "(";
       for (std::size_t i = 0; i < v.items.size() && out.size() < max; ++i) {
@@ -627,13 +732,17 @@ void render_into(const Value& v, std::string& out, std::size_t max, int depth) {
         render_into(*v.state, out, max, depth + 1);
       }
       break;
-    case Kind::persistent: out += "<persistent>"; break;
+    case Kind::persistent:
+      out += "<persistent>";
+      break;
   }
 }
 
 }  // namespace
 
-Result<Document> parse(std::span<const std::byte> bytes, const Policy& policy) { return Parser(bytes, policy).run(); }
+Result<Document> parse(std::span<const std::byte> bytes, const Policy& policy) {
+  return Parser(bytes, policy).run();
+}
 
 std::string render(const Value& value, std::size_t max_chars) {
   std::string out;

@@ -28,7 +28,16 @@
 namespace scout::pickle {
 
 enum class Kind : std::uint8_t {
-  none, boolean, integer, big_integer, floating, string, bytes, list, tuple, dict,
+  none,
+  boolean,
+  integer,
+  big_integer,
+  floating,
+  string,
+  bytes,
+  list,
+  tuple,
+  dict,
   global,      // a class or function reference: `text` = "module.name"
   object,      // result of REDUCE/NEWOBJ on a global: `text` = class name, `items` = args, `state` = BUILD state
   persistent,  // BINPERSID/PERSID: `state` = the persistent id value
@@ -42,9 +51,9 @@ struct Value {
   std::int64_t integer = 0;
   double floating = 0;
   std::string text;  // string, bytes, big_integer (little-endian two's complement bytes), global / object class name
-  std::vector<const Value*> items;                           // list, tuple, object args
+  std::vector<const Value*> items;                             // list, tuple, object args
   std::vector<std::pair<const Value*, const Value*>> entries;  // dict, in insertion order
-  const Value* state = nullptr;                              // object: BUILD state; persistent: the id
+  const Value* state = nullptr;                                // object: BUILD state; persistent: the id
 
   bool is(Kind k) const { return kind == k; }
   // Dict lookup by string key (linear); nullptr when absent or not a dict.
@@ -58,10 +67,10 @@ std::string_view kind_name(Kind kind);
 
 // What a parse may do and how much it may use.
 struct Policy {
-  std::size_t max_depth = 256;             // nesting of MARKs / containers under construction
-  std::size_t max_items = 10'000'000;      // nodes created in all
-  std::size_t max_memo = 10'000'000;       // memo entries
-  std::size_t max_bytes = std::size_t{1} << 30;  // input size
+  std::size_t max_depth = 256;                     // nesting of MARKs / containers under construction
+  std::size_t max_items = 10'000'000;              // nodes created in all
+  std::size_t max_memo = 10'000'000;               // memo entries
+  std::size_t max_bytes = std::size_t{1} << 30;    // input size
   std::size_t max_string = std::size_t{64} << 20;  // one string or bytes value
   // "module.name" globals allowed (after __builtin__ -> builtins, copy_reg ->
   // copyreg). Empty means none.

@@ -2,10 +2,10 @@
 
 #include <dlfcn.h>
 #include <fmt/format.h>
-#include <mutex>
 #include <unistd.h>
 
 #include <filesystem>
+#include <mutex>
 #include <vector>
 
 #include "scout/config.hpp"
@@ -86,13 +86,14 @@ Result<void*> torch_module_symbol(const char* symbol) {
     }
     if (!s.handle)
       return unavailable_error("cannot load scout's LibTorch module", fmt::format("tried:{}", tried),
-                               "install scout completely, or set SCOUT_TORCH_MODULE to 1 (system LibTorch), 2 (torch 2.x) or the path of a module");
+                               "install scout completely, or set SCOUT_TORCH_MODULE to 1 (system LibTorch), 2 (torch "
+                               "2.x) or the path of a module");
   }
   dlerror();
   void* sym = dlsym(s.handle, symbol);
   if (!sym)
-    return unavailable_error(fmt::format("the LibTorch module {} lacks '{}'", s.path, symbol), "it is from another scout version",
-                             "use the module built with this scout");
+    return unavailable_error(fmt::format("the LibTorch module {} lacks '{}'", s.path, symbol),
+                             "it is from another scout version", "use the module built with this scout");
   return sym;
 }
 

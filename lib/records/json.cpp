@@ -14,9 +14,8 @@ std::string dtype_text(std::uint8_t code) {
 }
 
 nlohmann::json fingerprint_json(const Fingerprint& f) {
-  return {{"group", hex64(f.group)},      {"type", collective_type_name(f.type)},
-          {"dtype", dtype_text(f.dtype)}, {"count", f.count},
-          {"root_or_op", f.root_or_op},   {"group_seq", f.group_seq}};
+  return {{"group", hex64(f.group)}, {"type", collective_type_name(f.type)}, {"dtype", dtype_text(f.dtype)},
+          {"count", f.count},        {"root_or_op", f.root_or_op},           {"group_seq", f.group_seq}};
 }
 
 }  // namespace scout::records

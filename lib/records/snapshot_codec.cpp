@@ -19,7 +19,9 @@ E small_enum(const json& j, int max) {
 
 }  // namespace
 
-std::size_t max_encoded_events() { return layout::k_ring_size; }
+std::size_t max_encoded_events() {
+  return layout::k_ring_size;
+}
 
 json encode_fingerprint(const Fingerprint& f) {
   return json::array({f.group, static_cast<int>(f.type), f.dtype, f.count, f.root_or_op, f.group_seq});
@@ -42,11 +44,24 @@ json encode_snapshot(const RankSnapshot& s) {
   for (const auto& ev : s.recent)
     ring.push_back(json::array({encode_fingerprint(ev.fingerprint), ev.op_seq, ev.enter_ns, ev.exit_ns, ev.failed}));
   return json::object({
-      {"job", s.job}, {"att", s.attempt}, {"r", s.rank}, {"w", s.world_size}, {"c", s.coords},
-      {"h", s.host}, {"pid", s.pid}, {"st", s.start_ns}, {"step", s.step}, {"op", s.op_seq},
-      {"ph", static_cast<int>(s.phase)}, {"fp", encode_fingerprint(s.pending)},
-      {"cs", static_cast<int>(s.collective_state)}, {"hb", s.heartbeat_ns}, {"pg", s.progress_ns},
-      {"evn", s.events}, {"drop", s.dropped}, {"ev", std::move(ring)},
+      {"job", s.job},
+      {"att", s.attempt},
+      {"r", s.rank},
+      {"w", s.world_size},
+      {"c", s.coords},
+      {"h", s.host},
+      {"pid", s.pid},
+      {"st", s.start_ns},
+      {"step", s.step},
+      {"op", s.op_seq},
+      {"ph", static_cast<int>(s.phase)},
+      {"fp", encode_fingerprint(s.pending)},
+      {"cs", static_cast<int>(s.collective_state)},
+      {"hb", s.heartbeat_ns},
+      {"pg", s.progress_ns},
+      {"evn", s.events},
+      {"drop", s.dropped},
+      {"ev", std::move(ring)},
   });
 }
 
@@ -73,8 +88,9 @@ Result<RankSnapshot> decode_snapshot(const json& r) {
     s.dropped = r.at("drop").get<std::uint64_t>();
     const auto& ring = r.at("ev");
     if (!ring.is_array() || ring.size() > layout::k_ring_size)
-      return input_error("snapshot holds more ring events than a record has",
-                         fmt::format("{} events, a ring holds {}", ring.is_array() ? ring.size() : 0, layout::k_ring_size));
+      return input_error(
+          "snapshot holds more ring events than a record has",
+          fmt::format("{} events, a ring holds {}", ring.is_array() ? ring.size() : 0, layout::k_ring_size));
     s.recent.reserve(ring.size());
     for (const auto& ev : ring) {
       CollectiveEvent ce;

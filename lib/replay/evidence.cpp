@@ -1,7 +1,8 @@
 #include "lib/replay/evidence.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <set>
 
 #include "lib/common/hex.hpp"
@@ -9,7 +10,9 @@
 
 namespace scout::replay {
 
-std::string hash_hex(std::uint64_t h) { return hex64(h); }
+std::string hash_hex(std::uint64_t h) {
+  return hex64(h);
+}
 
 namespace {
 
@@ -21,7 +24,9 @@ Result<std::uint64_t> parse_hex(const nlohmann::json& j, const char* what) {
   return *v;
 }
 
-bool finite_nonneg(const nlohmann::json& j) { return j.is_number() && std::isfinite(j.get<double>()) && j.get<double>() >= 0; }
+bool finite_nonneg(const nlohmann::json& j) {
+  return j.is_number() && std::isfinite(j.get<double>()) && j.get<double>() >= 0;
+}
 
 }  // namespace
 
@@ -30,21 +35,36 @@ nlohmann::json to_json(const PeerEvidence& e) {
   for (const auto& r : e.recipes) {
     nlohmann::json hs = nlohmann::json::object();
     for (const auto& [q, h] : r.hashes) hs[std::string(quantity_name(q))] = hash_hex(h);
-    rs.push_back({{"recipe", r.recipe}, {"contract", r.contract}, {"input_hash", hash_hex(r.input_hash)}, {"hashes", hs},
-                  {"gather_s", r.gather_s}, {"forward_s", r.forward_s}, {"backward_s", r.backward_s}, {"error", r.error},
+    rs.push_back({{"recipe", r.recipe},
+                  {"contract", r.contract},
+                  {"input_hash", hash_hex(r.input_hash)},
+                  {"hashes", hs},
+                  {"gather_s", r.gather_s},
+                  {"forward_s", r.forward_s},
+                  {"backward_s", r.backward_s},
+                  {"error", r.error},
                   {"injected", r.injected}});
   }
-  return {{"schema", k_evidence_schema}, {"schema_version", k_evidence_version}, {"peer", e.peer}, {"rank", e.rank},
-          {"node", e.node}, {"recipes", rs}};
+  return {{"schema", k_evidence_schema},
+          {"schema_version", k_evidence_version},
+          {"peer", e.peer},
+          {"rank", e.rank},
+          {"node", e.node},
+          {"recipes", rs}};
 }
 
 Result<PeerEvidence> peer_evidence_from_json(const nlohmann::json& j) {
-  auto bad = [](const std::string& what) { return input_error(fmt::format("replay evidence: {}", what), "a peer sent evidence scout cannot read", "run the same scout version on every peer"); };
+  auto bad = [](const std::string& what) {
+    return input_error(fmt::format("replay evidence: {}", what), "a peer sent evidence scout cannot read",
+                       "run the same scout version on every peer");
+  };
   if (!j.is_object() || j.value("schema", "") != k_evidence_schema) return bad("not scout.replay.evidence");
-  if (!j.contains("schema_version") || !j["schema_version"].is_string() || j["schema_version"].get<std::string>().rfind("1.", 0) != 0)
+  if (!j.contains("schema_version") || !j["schema_version"].is_string() ||
+      j["schema_version"].get<std::string>().rfind("1.", 0) != 0)
     return bad("schema_version is not 1.x");
   PeerEvidence e;
-  if (!j.contains("peer") || !j["peer"].is_number_integer() || !j.contains("rank") || !j["rank"].is_number_integer()) return bad("peer or rank missing");
+  if (!j.contains("peer") || !j["peer"].is_number_integer() || !j.contains("rank") || !j["rank"].is_number_integer())
+    return bad("peer or rank missing");
   e.peer = j["peer"].get<std::int64_t>();
   e.rank = j["rank"].get<std::int64_t>();
   if (j.contains("node") && j["node"].is_string()) e.node = j["node"].get<std::string>();
@@ -67,7 +87,8 @@ Result<PeerEvidence> peer_evidence_from_json(const nlohmann::json& j) {
       x.hashes[*q] = *h;
     }
     for (const char* k : {"gather_s", "forward_s", "backward_s"})
-      if (!r.contains(k) || !finite_nonneg(r[k])) return bad(fmt::format("{}: {} is not a non-negative number", x.recipe, k));
+      if (!r.contains(k) || !finite_nonneg(r[k]))
+        return bad(fmt::format("{}: {} is not a non-negative number", x.recipe, k));
     x.gather_s = r["gather_s"].get<double>();
     x.forward_s = r["forward_s"].get<double>();
     x.backward_s = r["backward_s"].get<double>();
@@ -107,7 +128,9 @@ Verdict decide_replay(const std::vector<std::optional<PeerEvidence>>& peers, con
   v.command = "replay";
   v.job = o.job;
   const std::int64_t n = static_cast<std::int64_t>(peers.size());
-  auto rank_of = [&](std::int64_t p) { return peers[static_cast<std::size_t>(p)] ? peers[static_cast<std::size_t>(p)]->rank : p; };
+  auto rank_of = [&](std::int64_t p) {
+    return peers[static_cast<std::size_t>(p)] ? peers[static_cast<std::size_t>(p)]->rank : p;
+  };
 
   // Recipe instances in the order the first reporting peer lists them.
   std::vector<std::string> recipe_ids;
@@ -146,7 +169,8 @@ Verdict decide_replay(const std::vector<std::optional<PeerEvidence>>& peers, con
         continue;
       }
       if (!found->error.empty()) {
-        uncomparable.push_back({{"peer", p}, {"rank", rank_of(p)}, {"recipe", id}, {"reason", "peer_error"}, {"error", found->error}});
+        uncomparable.push_back(
+            {{"peer", p}, {"rank", rank_of(p)}, {"recipe", id}, {"reason", "peer_error"}, {"error", found->error}});
         continue;
       }
       have.push_back(p);
@@ -174,13 +198,18 @@ Verdict decide_replay(const std::vector<std::optional<PeerEvidence>>& peers, con
       if (c.status != C3Status::agree) {
         status = "inconclusive";
         reason = "contract_mismatch";
-        const nlohmann::json majority = c.majority_peer >= 0 ? ev[static_cast<std::size_t>(c.majority_peer)]->contract : ev[0]->contract;
+        const nlohmann::json majority =
+            c.majority_peer >= 0 ? ev[static_cast<std::size_t>(c.majority_peer)]->contract : ev[0]->contract;
         for (std::size_t i = 0; i < ev.size(); ++i)
           if (ev[i]->contract != majority || c.majority_peer < 0)
-            uncomparable.push_back({{"peer", have[i]}, {"rank", members[i]}, {"recipe", id}, {"reason", "contract_mismatch"},
+            uncomparable.push_back({{"peer", have[i]},
+                                    {"rank", members[i]},
+                                    {"recipe", id},
+                                    {"reason", "contract_mismatch"},
                                     {"differs", contract_differences(majority, ev[i]->contract)}});
       }
-      rj["contract"] = c.majority_peer >= 0 ? ev[static_cast<std::size_t>(c.majority_peer)]->contract : nlohmann::json();
+      rj["contract"] =
+          c.majority_peer >= 0 ? ev[static_cast<std::size_t>(c.majority_peer)]->contract : nlohmann::json();
     }
 
     // 2. The source's input and RNG state as every peer received them.
@@ -201,8 +230,11 @@ Verdict decide_replay(const std::vector<std::optional<PeerEvidence>>& peers, con
         for (std::size_t i = 0; i < ev.size(); ++i) {
           if (!c.outliers[i]) continue;
           excluded[i] = true;
-          findings.push_back({have[i], "input_mismatch", {{"recipe", id}, {"input_hash", hash_hex(keys[i])},
-                                                          {"majority_hash", hash_hex(keys[static_cast<std::size_t>(c.majority_peer)])}}});
+          findings.push_back({have[i],
+                              "input_mismatch",
+                              {{"recipe", id},
+                               {"input_hash", hash_hex(keys[i])},
+                               {"majority_hash", hash_hex(keys[static_cast<std::size_t>(c.majority_peer)])}}});
         }
         status = "attributed";
         reason = "strict_minority";
@@ -235,17 +267,27 @@ Verdict decide_replay(const std::vector<std::optional<PeerEvidence>>& peers, con
         }
         if (!all || keys.empty()) continue;
         const C3Result c = c3_exact(keys);
-        v.groups.push_back(make_group_run(fmt::format("replay:{}:{}", id, quantity_name(q)), qmembers, C3Mode::exact, c, vals));
-        nlohmann::json qj = {{"quantity", quantity_name(q)}, {"status", c3_status_name(c.status)}, {"reason", c3_reason_name(c.reason)},
-                             {"majority_hash", c.majority_peer >= 0 ? nlohmann::json(hash_hex(keys[static_cast<std::size_t>(c.majority_peer)])) : nlohmann::json()}};
+        v.groups.push_back(
+            make_group_run(fmt::format("replay:{}:{}", id, quantity_name(q)), qmembers, C3Mode::exact, c, vals));
+        nlohmann::json qj = {
+            {"quantity", quantity_name(q)},
+            {"status", c3_status_name(c.status)},
+            {"reason", c3_reason_name(c.reason)},
+            {"majority_hash", c.majority_peer >= 0
+                                  ? nlohmann::json(hash_hex(keys[static_cast<std::size_t>(c.majority_peer)]))
+                                  : nlohmann::json()}};
         nlohmann::json outl = nlohmann::json::array();
         if (c.status == C3Status::attributed) {
           for (std::size_t i = 0; i < qev.size(); ++i) {
             if (!c.outliers[i]) continue;
             outl.push_back(qpeers[i]);
-            findings.push_back({qpeers[i], "sdc", {{"recipe", id}, {"quantity", quantity_name(q)}, {"hash", hash_hex(keys[i])},
-                                                   {"majority_hash", hash_hex(keys[static_cast<std::size_t>(c.majority_peer)])},
-                                                   {"majority_count", c.majority_count}}});
+            findings.push_back({qpeers[i],
+                                "sdc",
+                                {{"recipe", id},
+                                 {"quantity", quantity_name(q)},
+                                 {"hash", hash_hex(keys[i])},
+                                 {"majority_hash", hash_hex(keys[static_cast<std::size_t>(c.majority_peer)])},
+                                 {"majority_count", c.majority_count}}});
           }
           status = "attributed";
           reason = "strict_minority";
@@ -276,23 +318,34 @@ Verdict decide_replay(const std::vector<std::optional<PeerEvidence>>& peers, con
       for (const char* which : {"compute", "gather"}) {
         so.min_absolute = std::string(which) == "compute" ? o.straggler_min_abs : o.gather_min_abs;
         std::vector<double> xs;
-        for (const auto* e : ev) xs.push_back(std::string(which) == "compute" ? e->forward_s + e->backward_s : e->gather_s);
+        for (const auto* e : ev)
+          xs.push_back(std::string(which) == "compute" ? e->forward_s + e->backward_s : e->gather_s);
         const C3Result c = c3_statistical(xs, so);
-        v.groups.push_back(make_group_run(fmt::format("replay_{}_time:{}", which, id), members, C3Mode::statistical, c, xs));
+        v.groups.push_back(
+            make_group_run(fmt::format("replay_{}_time:{}", which, id), members, C3Mode::statistical, c, xs));
         nlohmann::json outl = nlohmann::json::array();
         ++timed_recipes[which];
         if (c.status == C3Status::attributed)
           for (std::size_t i = 0; i < ev.size(); ++i) {
             if (!c.outliers[i]) continue;
             outl.push_back(have[i]);
-            slow_seen[{have[i], which}].push_back({{"recipe", id}, {"seconds", xs[i]}, {"median_s", c.median}, {"ratio", c.median > 0 ? xs[i] / c.median : 0.0}});
+            slow_seen[{have[i], which}].push_back({{"recipe", id},
+                                                   {"seconds", xs[i]},
+                                                   {"median_s", c.median},
+                                                   {"ratio", c.median > 0 ? xs[i] / c.median : 0.0}});
           }
-        tj[which] = {{"status", c3_status_name(c.status)}, {"reason", c3_reason_name(c.reason)}, {"median_s", c.median}, {"outliers", outl}};
+        tj[which] = {{"status", c3_status_name(c.status)},
+                     {"reason", c3_reason_name(c.reason)},
+                     {"median_s", c.median},
+                     {"outliers", outl}};
       }
     }
     nlohmann::json per = nlohmann::json::array();
     for (std::size_t i = 0; i < ev.size(); ++i)
-      per.push_back({{"peer", have[i]}, {"gather_s", ev[i]->gather_s}, {"forward_s", ev[i]->forward_s}, {"backward_s", ev[i]->backward_s}});
+      per.push_back({{"peer", have[i]},
+                     {"gather_s", ev[i]->gather_s},
+                     {"forward_s", ev[i]->forward_s},
+                     {"backward_s", ev[i]->backward_s}});
     tj["peers"] = per;
     rj["timings"] = tj;
     nlohmann::json inj = nlohmann::json::array();
@@ -311,9 +364,11 @@ Verdict decide_replay(const std::vector<std::optional<PeerEvidence>>& peers, con
   for (const auto& [key, where] : slow_seen) {
     const std::int64_t compared = timed_recipes[key.second];
     if (static_cast<std::int64_t>(where.size()) * 2 > compared) {
-      for (const auto& w : where) findings.push_back({key.first, key.second == "compute" ? "compute_straggler" : "gather_straggler", w});
+      for (const auto& w : where)
+        findings.push_back({key.first, key.second == "compute" ? "compute_straggler" : "gather_straggler", w});
     } else {
-      slow_once.push_back({{"peer", key.first}, {"kind", key.second}, {"slow_in", where.size()}, {"compared", compared}});
+      slow_once.push_back(
+          {{"peer", key.first}, {"kind", key.second}, {"slow_in", where.size()}, {"compared", compared}});
     }
   }
 
@@ -345,11 +400,14 @@ Verdict decide_replay(const std::vector<std::optional<PeerEvidence>>& peers, con
     v.status = VerdictStatus::inconclusive;
     v.scope = Scope::group;
     v.action = "escalate";
-    std::string why = unc_reasons.count("contract_mismatch") ? "peers whose replay contract differs cannot be compared (contract_mismatch)"
-                      : !missing.empty() && static_cast<std::int64_t>(missing.size()) * 2 >= n ? "too few peers reported"
-                                                                                             : "no strict majority among the peers' results";
+    std::string why = unc_reasons.count("contract_mismatch")
+                          ? "peers whose replay contract differs cannot be compared (contract_mismatch)"
+                      : !missing.empty() && static_cast<std::int64_t>(missing.size()) * 2 >= n
+                          ? "too few peers reported"
+                          : "no strict majority among the peers' results";
     v.summary = fmt::format("replay inconclusive: {}", why);
-    if (!suspects.empty()) v.summary += fmt::format("; {} finding(s) kept in details.findings, not attributed", suspects.size());
+    if (!suspects.empty())
+      v.summary += fmt::format("; {} finding(s) kept in details.findings, not attributed", suspects.size());
   } else if (!suspects.empty()) {
     v.status = VerdictStatus::attributed;
     v.scope = Scope::rank;
@@ -362,7 +420,8 @@ Verdict decide_replay(const std::vector<std::optional<PeerEvidence>>& peers, con
     v.status = VerdictStatus::healthy;
     v.scope = Scope::job;
     v.action = "none";
-    v.summary = fmt::format("{} peers agree on every compared quantity of {} recipe(s)", n - static_cast<std::int64_t>(missing.size()), recipe_ids.size());
+    v.summary = fmt::format("{} peers agree on every compared quantity of {} recipe(s)",
+                            n - static_cast<std::int64_t>(missing.size()), recipe_ids.size());
   }
   v.details = {{"mode", o.mode},
                {"cycle", o.cycle ? nlohmann::json(*o.cycle) : nlohmann::json()},
@@ -375,7 +434,11 @@ Verdict decide_replay(const std::vector<std::optional<PeerEvidence>>& peers, con
                {"uncomparable", uncomparable},
                {"findings", findings_json},
                {"slow_but_not_consistently", slow_once},
-               {"thresholds", {{"straggler_min_rel", o.straggler_min_rel}, {"straggler_min_abs_s", o.straggler_min_abs}, {"gather_min_abs_s", o.gather_min_abs}, {"kappa", o.kappa}}}};
+               {"thresholds",
+                {{"straggler_min_rel", o.straggler_min_rel},
+                 {"straggler_min_abs_s", o.straggler_min_abs},
+                 {"gather_min_abs_s", o.gather_min_abs},
+                 {"kappa", o.kappa}}}};
   return v;
 }
 
@@ -384,7 +447,8 @@ nlohmann::json golden_from_verdict(const Verdict& v) {
   for (const auto& r : v.details.value("recipes", nlohmann::json::array())) {
     nlohmann::json q = nlohmann::json::object();
     for (const auto& x : r.value("quantities", nlohmann::json::array()))
-      if (x.contains("majority_hash") && x["majority_hash"].is_string()) q[x["quantity"].get<std::string>()] = x["majority_hash"];
+      if (x.contains("majority_hash") && x["majority_hash"].is_string())
+        q[x["quantity"].get<std::string>()] = x["majority_hash"];
     out[r["recipe"].get<std::string>()] = {{"contract", r.value("contract", nlohmann::json())}, {"hashes", q}};
   }
   return out;
@@ -400,10 +464,14 @@ nlohmann::json golden_drift(const nlohmann::json& golden, const nlohmann::json& 
     const auto& g = golden[recipe];
     for (const auto& [q, h] : cur["hashes"].items()) {
       const auto gh = g.contains("hashes") && g["hashes"].contains(q) ? g["hashes"][q] : nlohmann::json();
-      if (gh != h) drift.push_back({{"recipe", recipe}, {"quantity", q}, {"golden", gh}, {"now", h}, {"reason", "hash_differs"}});
+      if (gh != h)
+        drift.push_back({{"recipe", recipe}, {"quantity", q}, {"golden", gh}, {"now", h}, {"reason", "hash_differs"}});
     }
     if (g.contains("contract") && g["contract"] != cur["contract"])
-      drift.push_back({{"recipe", recipe}, {"quantity", nullptr}, {"reason", "contract_differs"}, {"differs", contract_differences(g["contract"], cur["contract"])}});
+      drift.push_back({{"recipe", recipe},
+                       {"quantity", nullptr},
+                       {"reason", "contract_differs"},
+                       {"differs", contract_differences(g["contract"], cur["contract"])}});
   }
   return drift;
 }

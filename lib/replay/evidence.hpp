@@ -21,20 +21,20 @@ inline constexpr const char* k_evidence_schema = "scout.replay.evidence";
 inline constexpr const char* k_evidence_version = "1.0";
 
 struct RecipeEvidence {
-  std::string recipe;                         // instance id, e.g. "expert_gemm" or "expert_gemm#2"
+  std::string recipe;                                  // instance id, e.g. "expert_gemm" or "expert_gemm#2"
   nlohmann::json contract = nlohmann::json::object();  // compared whole by exact C3
-  std::uint64_t input_hash = 0;               // hash of the input and RNG state as this peer will use them
-  std::map<Quantity, std::uint64_t> hashes;   // compared quantities
-  double gather_s = 0;                        // timed parameter gather
-  double forward_s = 0;                       // module forward (min over repeats)
-  double backward_s = 0;                      // module backward (min over repeats)
-  std::string error;                          // non-empty: this peer could not run the recipe
-  nlohmann::json injected = nlohmann::json::array();  // drill injections applied here (for the record)
+  std::uint64_t input_hash = 0;                        // hash of the input and RNG state as this peer will use them
+  std::map<Quantity, std::uint64_t> hashes;            // compared quantities
+  double gather_s = 0;                                 // timed parameter gather
+  double forward_s = 0;                                // module forward (min over repeats)
+  double backward_s = 0;                               // module backward (min over repeats)
+  std::string error;                                   // non-empty: this peer could not run the recipe
+  nlohmann::json injected = nlohmann::json::array();   // drill injections applied here (for the record)
 };
 
 struct PeerEvidence {
-  std::int64_t peer = 0;     // index among the compared peers
-  std::int64_t rank = -1;    // the job's rank (battery mode: the peer index)
+  std::int64_t peer = 0;   // index among the compared peers
+  std::int64_t rank = -1;  // the job's rank (battery mode: the peer index)
   std::string node;
   std::vector<RecipeEvidence> recipes;
 };
@@ -44,14 +44,14 @@ Result<PeerEvidence> peer_evidence_from_json(const nlohmann::json& j);
 
 struct DecideOptions {
   std::string job;
-  double straggler_min_rel = 1.0;   // a time counts as slow only above (1 + this) x median ...
-  double straggler_min_abs = 0.002; // ... and this many seconds above it (module calls)
-  double gather_min_abs = 0.05;     // gathers: their time is mostly latency, so a larger floor
+  double straggler_min_rel = 1.0;    // a time counts as slow only above (1 + this) x median ...
+  double straggler_min_abs = 0.002;  // ... and this many seconds above it (module calls)
+  double gather_min_abs = 0.05;      // gathers: their time is mostly latency, so a larger floor
   double kappa = 3.5;
   std::optional<std::int64_t> cycle;
   std::optional<std::string> checkpoint;
-  std::string sweep = "periodic";   // periodic | full
-  std::string mode = "battery";     // battery | recipe | job
+  std::string sweep = "periodic";  // periodic | full
+  std::string mode = "battery";    // battery | recipe | job
 };
 
 // The verdict over every peer's evidence (nullopt: that peer's evidence never

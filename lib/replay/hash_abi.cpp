@@ -10,15 +10,19 @@
 
 extern "C" {
 
-__attribute__((visibility("default"))) int scout_hash_spec_version() { return scout::hash::k_hash_spec_version; }
+__attribute__((visibility("default"))) int scout_hash_spec_version() {
+  return scout::hash::k_hash_spec_version;
+}
 
 // Hash of a contiguous row-major tensor: `dtype` is scout's DType code
 // (schemas/tensor-hash.md), `shape` has `ndim` dims, `data` holds `nbytes`.
 // Returns 0 and sets *out, or 1 on bad arguments.
-__attribute__((visibility("default"))) int scout_hash_tensor(int dtype, const std::int64_t* shape, int ndim, const void* data,
-                                                             std::uint64_t nbytes, unsigned threads, std::uint64_t* out) {
+__attribute__((visibility("default"))) int scout_hash_tensor(int dtype, const std::int64_t* shape, int ndim,
+                                                             const void* data, std::uint64_t nbytes, unsigned threads,
+                                                             std::uint64_t* out) {
   try {
-    if (!out || ndim < 0 || ndim > 64 || (ndim > 0 && !shape) || (nbytes > 0 && !data) || dtype < 1 || dtype > 15) return 1;
+    if (!out || ndim < 0 || ndim > 64 || (ndim > 0 && !shape) || (nbytes > 0 && !data) || dtype < 1 || dtype > 15)
+      return 1;
     const auto dt = static_cast<scout::DType>(dtype);
     std::uint64_t elements = 1;
     for (int i = 0; i < ndim; ++i) {

@@ -1,6 +1,7 @@
 #include "lib/replay/inject.hpp"
 
 #include <fmt/format.h>
+
 #include <random>
 
 #include "lib/common/parse.hpp"
@@ -9,10 +10,14 @@ namespace scout::replay {
 
 std::string_view quantity_name(Quantity q) {
   switch (q) {
-    case Quantity::output: return "output";
-    case Quantity::input_grad: return "input_grad";
-    case Quantity::param_grad: return "param_grad";
-    case Quantity::param: return "param";
+    case Quantity::output:
+      return "output";
+    case Quantity::input_grad:
+      return "input_grad";
+    case Quantity::param_grad:
+      return "param_grad";
+    case Quantity::param:
+      return "param";
   }
   return "output";
 }
@@ -52,7 +57,8 @@ Result<Injection> parse_injection(const std::string& text) {
         continue;
       }
       const auto eq = field.find('=');
-      if (eq == std::string::npos || eq == 0 || eq + 1 == field.size()) return bad(text, fmt::format("field '{}' is not KEY=VALUE", field));
+      if (eq == std::string::npos || eq == 0 || eq + 1 == field.size())
+        return bad(text, fmt::format("field '{}' is not KEY=VALUE", field));
       const std::string key = field.substr(0, eq);
       for (const auto& [k, v] : fields)
         if (k == key) return bad(text, fmt::format("'{}' is given twice", key));
@@ -120,7 +126,8 @@ Result<Injection> parse_injection(const std::string& text) {
     auto f = get("factor");
     if (!f) return bad(text, "'factor' is missing");
     auto x = parse_double(*f, "factor");
-    if (!x || *x <= 1 || *x > 1000) return bad(text, fmt::format("factor={} must be a number above 1 and at most 1000", *f));
+    if (!x || *x <= 1 || *x > 1000)
+      return bad(text, fmt::format("factor={} must be a number above 1 and at most 1000", *f));
     in.factor = *x;
     in.recipe = get("recipe").value_or("");
     return in;

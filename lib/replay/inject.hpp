@@ -21,21 +21,22 @@ namespace scout::replay {
 
 // The compared quantities of a recipe, in verdict order.
 enum class Quantity { output, input_grad, param_grad, param };
-inline constexpr Quantity k_quantities[] = {Quantity::output, Quantity::input_grad, Quantity::param_grad, Quantity::param};
+inline constexpr Quantity k_quantities[] = {Quantity::output, Quantity::input_grad, Quantity::param_grad,
+                                            Quantity::param};
 std::string_view quantity_name(Quantity q);
 std::optional<Quantity> parse_quantity(std::string_view name);
 
 struct Injection {
   enum class Kind { sdc, sdc_random, slow, contract };
   Kind kind = Kind::sdc;
-  std::int64_t peer = -1;           // sdc, slow, contract
+  std::int64_t peer = -1;              // sdc, slow, contract
   Quantity tensor = Quantity::output;  // sdc
-  std::uint64_t word = 0;           // sdc
-  int bit = 0;                      // sdc: 0..63
-  double factor = 1;                // slow: > 1
-  std::string recipe;               // empty: every recipe (sdc: every recipe holding the quantity)
-  std::uint64_t seed = 0;           // sdc:random; 0 = from the clock (printed in the verdict)
-  std::string text;                 // as written
+  std::uint64_t word = 0;              // sdc
+  int bit = 0;                         // sdc: 0..63
+  double factor = 1;                   // slow: > 1
+  std::string recipe;                  // empty: every recipe (sdc: every recipe holding the quantity)
+  std::uint64_t seed = 0;              // sdc:random; 0 = from the clock (printed in the verdict)
+  std::string text;                    // as written
 };
 
 // Parses one --inject value; usage errors name the field and the form.
@@ -56,9 +57,9 @@ Injection resolve_random(const Injection& random, std::int64_t peers, const std:
 // byte buffers `tensors` (each padded to whole words). Returns the word index
 // flipped, or nullopt when the sequence holds no bytes.
 struct FlipPosition {
-  std::uint64_t word = 0;        // in the whole sequence
-  std::size_t tensor = 0;        // which buffer
-  std::uint64_t tensor_word = 0; // word within it
+  std::uint64_t word = 0;         // in the whole sequence
+  std::size_t tensor = 0;         // which buffer
+  std::uint64_t tensor_word = 0;  // word within it
   int bit = 0;
 };
 std::optional<FlipPosition> flip_bit(std::vector<std::vector<std::uint8_t>*>& tensors, std::uint64_t word, int bit);

@@ -1,7 +1,8 @@
 #include "lib/replay/pack.hpp"
 
-#include <cstring>
 #include <fmt/format.h>
+
+#include <cstring>
 
 #include "lib/hash/tensor_hash.hpp"
 
@@ -26,7 +27,9 @@ struct Reader {
   }
 };
 
-bool known_dtype(std::uint8_t code) { return code >= 1 && code <= 15; }
+bool known_dtype(std::uint8_t code) {
+  return code >= 1 && code <= 15;
+}
 
 }  // namespace
 
@@ -52,7 +55,10 @@ std::vector<std::uint8_t> encode_pack(const std::vector<PackedTensor>& tensors) 
 }
 
 Result<std::vector<PackedTensor>> decode_pack(std::span<const std::uint8_t> bytes) {
-  auto bad = [](const std::string& what) { return input_error(fmt::format("tensor pack: {}", what), "the replay data is damaged or of another version", "re-export or rerun the source peer"); };
+  auto bad = [](const std::string& what) {
+    return input_error(fmt::format("tensor pack: {}", what), "the replay data is damaged or of another version",
+                       "re-export or rerun the source peer");
+  };
   Reader r{bytes};
   char magic[4];
   if (!r.take(magic, 4) || std::memcmp(magic, "SRP1", 4) != 0) return bad("no SRP1 magic");
@@ -73,15 +79,19 @@ Result<std::vector<PackedTensor>> decode_pack(std::span<const std::uint8_t> byte
     std::int64_t elements = 1;
     for (int d = 0; d < rank; ++d) {
       std::int64_t dim = 0;
-      if (!r.take(&dim, 8) || dim < 0 || dim > (std::int64_t{1} << 40)) return bad(fmt::format("tensor {}: bad dimension", t.name));
+      if (!r.take(&dim, 8) || dim < 0 || dim > (std::int64_t{1} << 40))
+        return bad(fmt::format("tensor {}: bad dimension", t.name));
       t.shape.push_back(dim);
-      if (dim != 0 && elements > (std::int64_t{1} << 40) / dim) return bad(fmt::format("tensor {}: too many elements", t.name));
+      if (dim != 0 && elements > (std::int64_t{1} << 40) / dim)
+        return bad(fmt::format("tensor {}: too many elements", t.name));
       elements *= dim;
     }
     std::uint64_t n = 0;
-    if (!r.take(&n, 8) || n != static_cast<std::uint64_t>(elements) * dtype_size(t.dtype)) return bad(fmt::format("tensor {}: byte length disagrees with its shape", t.name));
+    if (!r.take(&n, 8) || n != static_cast<std::uint64_t>(elements) * dtype_size(t.dtype))
+      return bad(fmt::format("tensor {}: byte length disagrees with its shape", t.name));
     if (bytes.size() - r.off < n) return bad(fmt::format("tensor {}: truncated data", t.name));
-    t.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(r.off), bytes.begin() + static_cast<std::ptrdiff_t>(r.off + n));
+    t.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(r.off),
+                  bytes.begin() + static_cast<std::ptrdiff_t>(r.off + n));
     r.off += n;
     out.push_back(std::move(t));
   }

@@ -1,12 +1,12 @@
 #include "lib/replay/runner.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <unistd.h>
 
 #include <cstring>
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "lib/plugin/module_loader.hpp"
 #include "lib/replay/torch_abi.hpp"
@@ -18,7 +18,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string base_id(const std::string& name) { return name.substr(0, name.find('#')); }
+std::string base_id(const std::string& name) {
+  return name.substr(0, name.find('#'));
+}
 
 bool applies(const Injection& in, std::int64_t peer, const std::string& recipe) {
   return in.peer == peer && (in.recipe.empty() || in.recipe == recipe || in.recipe == base_id(recipe));
@@ -65,7 +67,8 @@ std::vector<std::uint8_t> join(const std::vector<std::vector<std::uint8_t>>& par
 }
 
 Result<std::vector<std::vector<std::uint8_t>>> unjoin(const std::vector<std::uint8_t>& b) {
-  auto bad = input_error("replay broadcast: malformed data from the source peer", "the source peer's blob is damaged", "rerun; if it repeats, replace the source peer");
+  auto bad = input_error("replay broadcast: malformed data from the source peer", "the source peer's blob is damaged",
+                         "rerun; if it repeats, replace the source peer");
   if (b.size() < 4) return bad;
   std::uint32_t n = 0;
   std::memcpy(&n, b.data(), 4);
@@ -116,8 +119,9 @@ double slow_factor(const std::vector<Injection>& injections, std::int64_t peer, 
   return f;
 }
 
-std::map<Quantity, std::uint64_t> hash_results(std::vector<PackedTensor>& results, const std::string& recipe, std::int64_t peer,
-                                               const std::vector<Injection>& injections, nlohmann::json& injected) {
+std::map<Quantity, std::uint64_t> hash_results(std::vector<PackedTensor>& results, const std::string& recipe,
+                                               std::int64_t peer, const std::vector<Injection>& injections,
+                                               nlohmann::json& injected) {
   std::map<Quantity, std::vector<PackedTensor*>> by_q;
   for (auto& t : results) {
     const auto slash = t.name.find('/');
@@ -133,9 +137,16 @@ std::map<Quantity, std::uint64_t> hash_results(std::vector<PackedTensor>& result
     auto pos = flip_bit(bufs, in.word, in.bit);
     if (!pos) continue;
     const auto* t = it->second[pos->tensor];
-    injected.push_back({{"kind", "sdc"}, {"recipe", recipe}, {"quantity", quantity_name(in.tensor)}, {"tensor", t->name},
-                        {"word", pos->word}, {"tensor_word", pos->tensor_word}, {"bit", pos->bit},
-                        {"element", t->dtype == DType::f32 ? nlohmann::json(pos->tensor_word * 2 + static_cast<std::uint64_t>(pos->bit / 32)) : nlohmann::json()},
+    injected.push_back({{"kind", "sdc"},
+                        {"recipe", recipe},
+                        {"quantity", quantity_name(in.tensor)},
+                        {"tensor", t->name},
+                        {"word", pos->word},
+                        {"tensor_word", pos->tensor_word},
+                        {"bit", pos->bit},
+                        {"element", t->dtype == DType::f32 ? nlohmann::json(pos->tensor_word * 2 +
+                                                                            static_cast<std::uint64_t>(pos->bit / 32))
+                                                           : nlohmann::json()},
                         {"spec", in.text}});
   }
   std::map<Quantity, std::uint64_t> out;
@@ -156,7 +167,8 @@ Result<PeerRunResult> run_peer(transport::KeyValueStore& store, const PeerRunOpt
   char msg[512] = {};
   ScoutReplayBuffer eb{nullptr, 0};
   if (mod->env(o.threads, o.device.c_str(), &eb, msg, sizeof msg) != 0)
-    return unavailable_error(fmt::format("replay: the LibTorch module cannot set up {}: {}", o.device, msg), {}, "check --device and --threads");
+    return unavailable_error(fmt::format("replay: the LibTorch module cannot set up {}: {}", o.device, msg), {},
+                             "check --device and --threads");
   nlohmann::json env = nlohmann::json::parse(std::string(reinterpret_cast<char*>(eb.data), eb.size), nullptr, false);
   mod->free(&eb);
   for (const auto& in : o.injections)
@@ -171,7 +183,8 @@ Result<PeerRunResult> run_peer(transport::KeyValueStore& store, const PeerRunOpt
     go.timeout = o.timeout;
     go.listen_address = "127.0.0.1";
     auto g = session::gather_once(store, go, blob);
-    if (g) for (const auto& n : g->notes) res.notes.push_back(n);
+    if (g)
+      for (const auto& n : g->notes) res.notes.push_back(n);
     return g;
   };
 
@@ -191,8 +204,10 @@ Result<PeerRunResult> run_peer(transport::KeyValueStore& store, const PeerRunOpt
     broadcast_error = "the source peer's inputs never arrived";
   } else {
     auto u = unjoin(*b->blobs[static_cast<std::size_t>(o.source)]);
-    if (!u || u->size() != o.recipes.size()) broadcast_error = u ? "the source peer sent inputs for another recipe list" : u.error().message();
-    else inputs = std::move(*u);
+    if (!u || u->size() != o.recipes.size())
+      broadcast_error = u ? "the source peer sent inputs for another recipe list" : u.error().message();
+    else
+      inputs = std::move(*u);
   }
 
   for (std::size_t ri = 0; ri < o.recipes.size(); ++ri) {
@@ -210,8 +225,10 @@ Result<PeerRunResult> run_peer(transport::KeyValueStore& store, const PeerRunOpt
     std::vector<PackedTensor> in_tensors;
     if (broadcast_error.empty()) {
       auto d = decode_pack(inputs[ri]);
-      if (!d) ev.error = d.error().message();
-      else in_tensors = std::move(*d);
+      if (!d)
+        ev.error = d.error().message();
+      else
+        in_tensors = std::move(*d);
       std::vector<const PackedTensor*> ptrs;
       for (const auto& t : in_tensors) ptrs.push_back(&t);
       ev.input_hash = hash_list(ptrs);
@@ -222,7 +239,8 @@ Result<PeerRunResult> run_peer(transport::KeyValueStore& store, const PeerRunOpt
     auto bar = gather({});
     if (!bar) return bar.error();
     const auto t0 = Clock::now();
-    auto pg = gather(r.module_path.empty() ? param_shard(r.spec, o.seed, o.peer, o.peers) : tensors_shard(r.exported_params, o.peer, o.peers));
+    auto pg = gather(r.module_path.empty() ? param_shard(r.spec, o.seed, o.peer, o.peers)
+                                           : tensors_shard(r.exported_params, o.peer, o.peers));
     if (!pg) return pg.error();
     ev.gather_s = std::chrono::duration<double>(Clock::now() - t0).count();
     std::vector<std::vector<std::uint8_t>> shards;
@@ -236,19 +254,26 @@ Result<PeerRunResult> run_peer(transport::KeyValueStore& store, const PeerRunOpt
     std::vector<PackedTensor> params;
     if (ev.error.empty()) {
       auto a = assemble_params(r.spec, shards);
-      if (!a) ev.error = a.error().message();
-      else params = std::move(*a);
+      if (!a)
+        ev.error = a.error().message();
+      else
+        params = std::move(*a);
     }
     if (ev.error.empty()) {
       const auto in_bytes = encode_pack(in_tensors), par_bytes = encode_pack(params);
       const double slow = slow_factor(o.injections, o.peer, r.name);
       if (slow > 1) ev.injected.push_back({{"kind", "slow"}, {"factor", slow}});
-      nlohmann::json req = {{"recipe", r.spec.id}, {"config", r.spec.config}, {"repeat", o.repeat}, {"slow_factor", slow}, {"device", o.device}};
+      nlohmann::json req = {{"recipe", r.spec.id},
+                            {"config", r.spec.config},
+                            {"repeat", o.repeat},
+                            {"slow_factor", slow},
+                            {"device", o.device}};
       if (!r.module_path.empty()) req["module"] = r.module_path;
       const std::string reqs = req.dump();
       ScoutReplayBuffer rb{nullptr, 0}, ib{nullptr, 0};
       ComputeLock lock(o.compute_lock);
-      if (mod->run(reqs.c_str(), in_bytes.data(), in_bytes.size(), par_bytes.data(), par_bytes.size(), &rb, &ib, msg, sizeof msg) != 0) {
+      if (mod->run(reqs.c_str(), in_bytes.data(), in_bytes.size(), par_bytes.data(), par_bytes.size(), &rb, &ib, msg,
+                   sizeof msg) != 0) {
         lock.release();
         ev.error = fmt::format("module: {}", msg);
       } else {
@@ -262,7 +287,9 @@ Result<PeerRunResult> run_peer(transport::KeyValueStore& store, const PeerRunOpt
         } else {
           ev.forward_s = info.value("forward_s", 0.0);
           ev.backward_s = info.value("backward_s", 0.0);
-          if (!info.value("repeats_agree", true)) res.notes.push_back(fmt::format("{}: repeats on this peer gave different results (nondeterminism)", r.name));
+          if (!info.value("repeats_agree", true))
+            res.notes.push_back(
+                fmt::format("{}: repeats on this peer gave different results (nondeterminism)", r.name));
           ev.hashes = hash_results(*results, r.name, o.peer, o.injections, ev.injected);
         }
       }

@@ -46,7 +46,7 @@ struct PeerRunOptions {
   std::string device = "cpu";
   std::string key_namespace = "scout-replay";
   std::chrono::milliseconds timeout{30000};  // each transport step
-  std::vector<Injection> injections;          // already resolved (no sdc:random)
+  std::vector<Injection> injections;         // already resolved (no sdc:random)
   std::int64_t rank = -1;
   std::string node;
   // Peers sharing one machine's CPUs take this file lock around their module
@@ -66,8 +66,9 @@ Result<PeerRunResult> run_peer(transport::KeyValueStore& store, const PeerRunOpt
 // Applies the sdc injections of `peer` for `recipe` to `results` (a pack of
 // "<quantity>/<i>" tensors) and returns the per-quantity hashes; `injected`
 // receives what was flipped. Pure.
-std::map<Quantity, std::uint64_t> hash_results(std::vector<PackedTensor>& results, const std::string& recipe, std::int64_t peer,
-                                               const std::vector<Injection>& injections, nlohmann::json& injected);
+std::map<Quantity, std::uint64_t> hash_results(std::vector<PackedTensor>& results, const std::string& recipe,
+                                               std::int64_t peer, const std::vector<Injection>& injections,
+                                               nlohmann::json& injected);
 
 // Every --inject kind applied to `peer` and `recipe`: the slow factor (1: none).
 double slow_factor(const std::vector<Injection>& injections, std::int64_t peer, const std::string& recipe);

@@ -19,16 +19,17 @@ struct ScoutReplayBuffer {
 // intra-op threads) and writes the environment part of the replay contract as
 // a JSON object (torch version, device model, deterministic flags, threads)
 // into *json.
-int scout_replay_environment(int threads, const char* device, ScoutReplayBuffer* json, char* message, std::size_t message_size);
+int scout_replay_environment(int threads, const char* device, ScoutReplayBuffer* json, char* message,
+                             std::size_t message_size);
 
 // Runs one recipe. `request_json`: {"recipe": base id, "config": {...}, "repeat": R,
 // "slow_factor": F, "device": "cpu"|"cuda:N"}. `inputs` and `params` are tensor
 // packs (lib/replay/pack.hpp) in the recipe's order, inputs ending with "rng".
 // *results: a pack of the result tensors, each named "<quantity>/<index>";
 // *info_json: {"forward_s", "backward_s", "repeats_agree"}.
-int scout_replay_run(const char* request_json, const std::uint8_t* inputs, std::size_t inputs_size, const std::uint8_t* params,
-                     std::size_t params_size, ScoutReplayBuffer* results, ScoutReplayBuffer* info_json, char* message,
-                     std::size_t message_size);
+int scout_replay_run(const char* request_json, const std::uint8_t* inputs, std::size_t inputs_size,
+                     const std::uint8_t* params, std::size_t params_size, ScoutReplayBuffer* results,
+                     ScoutReplayBuffer* info_json, char* message, std::size_t message_size);
 
 void scout_replay_free(ScoutReplayBuffer* buffer);
 }
@@ -38,7 +39,7 @@ inline constexpr const char* k_replay_environment_symbol = "scout_replay_environ
 inline constexpr const char* k_replay_run_symbol = "scout_replay_run";
 inline constexpr const char* k_replay_free_symbol = "scout_replay_free";
 using ReplayEnvironmentFn = int (*)(int, const char*, ScoutReplayBuffer*, char*, std::size_t);
-using ReplayRunFn = int (*)(const char*, const std::uint8_t*, std::size_t, const std::uint8_t*, std::size_t, ScoutReplayBuffer*,
-                            ScoutReplayBuffer*, char*, std::size_t);
+using ReplayRunFn = int (*)(const char*, const std::uint8_t*, std::size_t, const std::uint8_t*, std::size_t,
+                            ScoutReplayBuffer*, ScoutReplayBuffer*, char*, std::size_t);
 using ReplayFreeFn = void (*)(ScoutReplayBuffer*);
 }  // namespace scout::replay

@@ -18,9 +18,9 @@
 namespace scout {
 
 struct C3Attribution {
-  GroupRun run;                               // for Verdict::groups
-  std::vector<std::size_t> outliers;          // peer indices (into run.members) C3 attributes
-  std::optional<std::size_t> majority;        // a peer holding the strict-majority value, when one exists
+  GroupRun run;                         // for Verdict::groups
+  std::vector<std::size_t> outliers;    // peer indices (into run.members) C3 attributes
+  std::optional<std::size_t> majority;  // a peer holding the strict-majority value, when one exists
   // True when C3 reached a decision (agree or attributed): an inconclusive run names nobody.
   bool decided() const { return run.status != C3Status::inconclusive; }
 };
@@ -41,6 +41,7 @@ std::vector<Suspect> suspects_from_c3(const C3Attribution& attribution, const st
 // `fill(peer index, suspect)` sets the rest (reason, evidence; rank or node
 // where the member id is not the rank to report). An evidence that is not an
 // object becomes an empty object.
-std::vector<Suspect> suspects_from_c3(const C3Attribution& attribution, const std::function<void(std::size_t, Suspect&)>& fill);
+std::vector<Suspect> suspects_from_c3(const C3Attribution& attribution,
+                                      const std::function<void(std::size_t, Suspect&)>& fill);
 
 }  // namespace scout

@@ -1,34 +1,43 @@
 #include "lib/report/verdict.hpp"
 
-#include <chrono>
-#include <ctime>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <chrono>
+#include <ctime>
 
 namespace scout {
 
 std::string_view verdict_status_name(VerdictStatus status) {
   switch (status) {
-    case VerdictStatus::healthy: return "healthy";
-    case VerdictStatus::attributed: return "attributed";
-    case VerdictStatus::inconclusive: return "inconclusive";
-    case VerdictStatus::group_stall: return "group_stall";
+    case VerdictStatus::healthy:
+      return "healthy";
+    case VerdictStatus::attributed:
+      return "attributed";
+    case VerdictStatus::inconclusive:
+      return "inconclusive";
+    case VerdictStatus::group_stall:
+      return "group_stall";
   }
   return "inconclusive";
 }
 
 std::string_view scope_name(Scope scope) {
   switch (scope) {
-    case Scope::rank: return "rank";
-    case Scope::node: return "node";
-    case Scope::group: return "group";
-    case Scope::job: return "job";
+    case Scope::rank:
+      return "rank";
+    case Scope::node:
+      return "node";
+    case Scope::group:
+      return "group";
+    case Scope::job:
+      return "job";
   }
   return "job";
 }
 
-GroupRun make_group_run(std::string kind, std::vector<std::int64_t> members, C3Mode mode,
-                        const C3Result& result, nlohmann::json values) {
+GroupRun make_group_run(std::string kind, std::vector<std::int64_t> members, C3Mode mode, const C3Result& result,
+                        nlohmann::json values) {
   GroupRun g;
   g.kind = std::move(kind);
   g.mode = mode;
@@ -39,7 +48,9 @@ GroupRun make_group_run(std::string kind, std::vector<std::int64_t> members, C3M
   g.members = std::move(members);
   g.values = std::move(values);
   if (mode == C3Mode::statistical) {
-    g.stats = {{"median", result.median}, {"scale", result.scale}, {"scale_source", std::string(result.scale_source)},
+    g.stats = {{"median", result.median},
+               {"scale", result.scale},
+               {"scale_source", std::string(result.scale_source)},
                {"scores", result.scores}};
   } else if (result.majority_count > 0) {
     g.stats = {{"majority_count", result.majority_count}, {"majority_peer", result.majority_peer}};
@@ -72,21 +83,22 @@ nlohmann::ordered_json to_json(const Verdict& v) {
   j["summary"] = v.summary;
   j["suspects"] = nlohmann::ordered_json::array();
   for (const auto& s : v.suspects) {
-    j["suspects"].push_back(nlohmann::ordered_json{{"rank", s.rank < 0 ? nlohmann::json(nullptr) : nlohmann::json(s.rank)},
-                             {"node", s.node.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.node)},
-                             {"reason", s.reason},
-                             {"evidence", nlohmann::ordered_json(s.evidence)}});
+    j["suspects"].push_back(
+        nlohmann::ordered_json{{"rank", s.rank < 0 ? nlohmann::json(nullptr) : nlohmann::json(s.rank)},
+                               {"node", s.node.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.node)},
+                               {"reason", s.reason},
+                               {"evidence", nlohmann::ordered_json(s.evidence)}});
   }
   j["groups"] = nlohmann::ordered_json::array();
   for (const auto& g : v.groups) {
     j["groups"].push_back(nlohmann::ordered_json{{"kind", g.kind},
-                           {"members", g.members},
-                           {"mode", c3_mode_name(g.mode)},
-                           {"status", c3_status_name(g.status)},
-                           {"reason", g.reason},
-                           {"outliers", g.outliers},
-                           {"values", nlohmann::ordered_json(g.values)},
-                           {"stats", nlohmann::ordered_json(g.stats)}});
+                                                 {"members", g.members},
+                                                 {"mode", c3_mode_name(g.mode)},
+                                                 {"status", c3_status_name(g.status)},
+                                                 {"reason", g.reason},
+                                                 {"outliers", g.outliers},
+                                                 {"values", nlohmann::ordered_json(g.values)},
+                                                 {"stats", nlohmann::ordered_json(g.stats)}});
   }
   j["action"] = v.action;
   j["details"] = v.details.is_null() ? nlohmann::ordered_json::object() : nlohmann::ordered_json(v.details);
@@ -110,23 +122,25 @@ std::string render_text(const Verdict& v) {
     out += "suspects:\n";
     for (const auto& s : v.suspects) {
       // Who: the rank, else the node, else the replica the evidence names (checkpoint files have no rank).
-      std::string who = s.rank >= 0 ? fmt::format("rank {}", s.rank)
-                        : !s.node.empty() ? s.node
-                        : s.evidence.contains("replica") ? fmt::format("replica {}", brief(s.evidence["replica"]))
+      std::string who = s.rank >= 0                         ? fmt::format("rank {}", s.rank)
+                        : !s.node.empty()                   ? s.node
+                        : s.evidence.contains("replica")    ? fmt::format("replica {}", brief(s.evidence["replica"]))
                         : s.evidence.contains("checkpoint") ? std::string("checkpoint")
                                                             : std::string("unknown");
       if (s.rank >= 0 && !s.node.empty()) who += fmt::format(" on {}", s.node);
       out += fmt::format("  {:<20} {}", who, s.reason);
       if (s.evidence.contains("value")) out += fmt::format(" (value {})", brief(s.evidence["value"]));
       for (const char* key : {"checkpoint", "file", "source", "tensor"})
-        if (s.evidence.contains(key) && s.evidence[key].is_string()) out += fmt::format("\n  {:<20} {} {}", "", key, s.evidence[key].get<std::string>());
+        if (s.evidence.contains(key) && s.evidence[key].is_string())
+          out += fmt::format("\n  {:<20} {} {}", "", key, s.evidence[key].get<std::string>());
       out += "\n";
     }
   }
   if (!v.groups.empty()) {
     out += "groups:\n";
     for (const auto& g : v.groups) {
-      std::string members = g.members.size() > 16 ? fmt::format("{} ranks", g.members.size()) : fmt::format("{}", g.members);
+      std::string members =
+          g.members.size() > 16 ? fmt::format("{} ranks", g.members.size()) : fmt::format("{}", g.members);
       out += fmt::format("  {:<12} {:<12} {:<12} {}", g.kind, c3_mode_name(g.mode), c3_status_name(g.status), members);
       if (!g.outliers.empty()) out += fmt::format("  outliers {}", g.outliers);
       out += "\n";
@@ -142,9 +156,10 @@ std::string render_text(const Verdict& v) {
     if (auto r = v.details.find("rejected"); r != v.details.end() && r->is_array() && !r->empty()) {
       out += "rejected:\n";
       for (const auto& row : *r)
-        out += fmt::format("  {:<24} {}\n",
-                           fmt::format("observer {} ({})", row.value("observer", -1), row.value("source", std::string("evidence"))),
-                           row.value("reason", std::string()));
+        out += fmt::format(
+            "  {:<24} {}\n",
+            fmt::format("observer {} ({})", row.value("observer", -1), row.value("source", std::string("evidence"))),
+            row.value("reason", std::string()));
     }
   }
   return out;
@@ -152,10 +167,13 @@ std::string render_text(const Verdict& v) {
 
 ExitCode exit_code_for(const Verdict& v) {
   switch (v.status) {
-    case VerdictStatus::healthy: return ExitCode::healthy;
-    case VerdictStatus::attributed: return ExitCode::attributed;
+    case VerdictStatus::healthy:
+      return ExitCode::healthy;
+    case VerdictStatus::attributed:
+      return ExitCode::attributed;
     case VerdictStatus::inconclusive:
-    case VerdictStatus::group_stall: return ExitCode::inconclusive;
+    case VerdictStatus::group_stall:
+      return ExitCode::inconclusive;
   }
   return ExitCode::internal;
 }

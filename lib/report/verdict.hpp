@@ -36,23 +36,23 @@ struct GroupRun {
   std::vector<std::int64_t> members;  // rank ids, in peer order
   C3Mode mode = C3Mode::exact;
   C3Status status = C3Status::agree;
-  std::string reason;                 // c3_reason_name(...)
-  std::vector<std::int64_t> outliers; // rank ids of outliers
+  std::string reason;                               // c3_reason_name(...)
+  std::vector<std::int64_t> outliers;               // rank ids of outliers
   nlohmann::json values = nlohmann::json::array();  // the gathered evidence, in peer order
   nlohmann::json stats = nlohmann::json::object();  // statistical: median, scale, ...
 };
 
 // Builds a GroupRun from a C3 result over `members` (same order as the evidence).
-GroupRun make_group_run(std::string kind, std::vector<std::int64_t> members, C3Mode mode,
-                        const C3Result& result, nlohmann::json values);
+GroupRun make_group_run(std::string kind, std::vector<std::int64_t> members, C3Mode mode, const C3Result& result,
+                        nlohmann::json values);
 
 struct Verdict {
   std::string command;
-  std::string job;                 // empty -> null
-  std::string created_at;          // RFC 3339 UTC; filled by finalize() when empty
+  std::string job;         // empty -> null
+  std::string created_at;  // RFC 3339 UTC; filled by finalize() when empty
   VerdictStatus status = VerdictStatus::healthy;
   Scope scope = Scope::job;
-  std::string summary;             // one sentence for people
+  std::string summary;  // one sentence for people
   std::vector<Suspect> suspects;
   std::vector<GroupRun> groups;
   std::string action = "none";

@@ -1,7 +1,8 @@
 #include "lib/session/hierarchy.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 
 namespace scout::session {
 
@@ -31,7 +32,8 @@ Bytes encode_block(const std::map<std::int64_t, Bytes>& entries) {
 }
 
 // Entries of a block from group `g`; ids outside that group make the block malformed.
-Result<std::map<std::int64_t, Bytes>> decode_block(const Bytes& in, std::int64_t g, const std::vector<std::int64_t>& group_of) {
+Result<std::map<std::int64_t, Bytes>> decode_block(const Bytes& in, std::int64_t g,
+                                                   const std::vector<std::int64_t>& group_of) {
   std::map<std::int64_t, Bytes> out;
   std::size_t off = 0;
   while (off < in.size()) {
@@ -40,7 +42,8 @@ Result<std::map<std::int64_t, Bytes>> decode_block(const Bytes& in, std::int64_t
       return input_error(fmt::format("the block of group {} is truncated", g));
     if (id >= group_of.size() || group_of[id] != g)
       return input_error(fmt::format("the block of group {} names member {}, which is not in it", g, id));
-    out[static_cast<std::int64_t>(id)] = Bytes(in.begin() + static_cast<std::ptrdiff_t>(off), in.begin() + static_cast<std::ptrdiff_t>(off + len));
+    out[static_cast<std::int64_t>(id)] =
+        Bytes(in.begin() + static_cast<std::ptrdiff_t>(off), in.begin() + static_cast<std::ptrdiff_t>(off + len));
     off += len;
   }
   return out;
@@ -48,7 +51,9 @@ Result<std::map<std::int64_t, Bytes>> decode_block(const Bytes& in, std::int64_t
 
 }  // namespace
 
-Hierarchy::~Hierarchy() { close(); }
+Hierarchy::~Hierarchy() {
+  close();
+}
 
 Result<std::unique_ptr<Hierarchy>> Hierarchy::open(transport::KeyValueStore& store, const HierarchyOptions& o) {
   const auto n = o.member.id_space;
@@ -65,7 +70,8 @@ Result<std::unique_ptr<Hierarchy>> Hierarchy::open(transport::KeyValueStore& sto
   }
   for (auto g : h->m_group_of)
     if (g < 0 || g >= n) return usage_error(fmt::format("group label {} outside 0..{}", g, n - 1));
-  if (o.member.member < 0 || o.member.member >= n) return usage_error(fmt::format("member id {} outside 0..{}", o.member.member, n - 1));
+  if (o.member.member < 0 || o.member.member >= n)
+    return usage_error(fmt::format("member id {} outside 0..{}", o.member.member, n - 1));
   h->m_groups = *std::max_element(h->m_group_of.begin(), h->m_group_of.end()) + 1;
   h->m_group_index = h->m_group_of[static_cast<std::size_t>(o.member.member)];
   h->m_traffic = o.member.traffic ? o.member.traffic : std::make_shared<transport::TrafficCounters>();
@@ -114,8 +120,10 @@ std::vector<std::string> Hierarchy::notes() const {
 
 Result<TwoPhaseResult> Hierarchy::two_phase(const TwoPhaseRequest& rq) {
   if (rq.position.size() != rq.position_bytes)
-    return usage_error(fmt::format("{}: this member's position is {} bytes, not {}", rq.name, rq.position.size(), rq.position_bytes));
-  if (!rq.select || !rq.decide || !rq.details) return usage_error(fmt::format("{}: select, decide and details are required", rq.name));
+    return usage_error(
+        fmt::format("{}: this member's position is {} bytes, not {}", rq.name, rq.position.size(), rq.position_bytes));
+  if (!rq.select || !rq.decide || !rq.details)
+    return usage_error(fmt::format("{}: select, decide and details are required", rq.name));
   const std::int64_t me = m_group->member();
   OpOptions op = rq.op;
   TwoPhaseResult out;
@@ -136,7 +144,9 @@ Result<TwoPhaseResult> Hierarchy::two_phase(const TwoPhaseRequest& rq) {
       if (c.state == Contribution::State::ok && c.data.size() == rq.position_bytes) mine[id] = std::move(c.data);
     }
     OpOptions top_op = op;
-    top_op.limits.max_bytes_per_member = std::max<std::uint64_t>(op.limits.max_bytes_per_member, (rq.position_bytes + 16) * static_cast<std::uint64_t>(m_group->members().size()) + 64);
+    top_op.limits.max_bytes_per_member =
+        std::max<std::uint64_t>(op.limits.max_bytes_per_member,
+                                (rq.position_bytes + 16) * static_cast<std::uint64_t>(m_group->members().size()) + 64);
     auto blocks = m_top->all_gather(encode_block(mine), top_op);
     if (!blocks) return blocks.error();
     for (std::int64_t g = 0; g < m_groups; ++g) {

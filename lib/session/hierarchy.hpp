@@ -26,9 +26,10 @@
 namespace scout::session {
 
 struct HierarchyOptions {
-  SessionOptions member;               // this member, the id space, namespace, signer; forming takes up to
-                                       // timeout (the group) + 2 x timeout (the leaders, who wait for late groups)
-  std::vector<std::int64_t> group_of;  // group label per id (id_space entries, labels 0..groups-1); empty: id / group_size
+  SessionOptions member;  // this member, the id space, namespace, signer; forming takes up to
+                          // timeout (the group) + 2 x timeout (the leaders, who wait for late groups)
+  std::vector<std::int64_t>
+      group_of;  // group label per id (id_space entries, labels 0..groups-1); empty: id / group_size
   std::int64_t group_size = 32;
 };
 

@@ -27,7 +27,8 @@ std::string address_towards(const std::string& host, std::uint16_t port) {
       sockaddr_in local{};
       socklen_t len = sizeof local;
       char buf[INET_ADDRSTRLEN] = {};
-      if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 && inet_ntop(AF_INET, &local.sin_addr, buf, sizeof buf))
+      if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+          inet_ntop(AF_INET, &local.sin_addr, buf, sizeof buf))
         out = buf;
     }
     close(fd);

@@ -10,15 +10,24 @@ namespace scout::session {
 
 namespace {
 
-bool alive_for_scan(std::int64_t pid) { return proc::pid_alive(pid); }
+bool alive_for_scan(std::int64_t pid) {
+  return proc::pid_alive(pid);
+}
 
 }  // namespace
 
-bool pid_alive(std::int64_t pid) { return proc::pid_alive(pid); }
+bool pid_alive(std::int64_t pid) {
+  return proc::pid_alive(pid);
+}
 
 transport::PresenceEntry presence_of(const transport::JobToken& token, std::int64_t member, const std::string& host) {
-  return {.key_id = token.key_id(), .attempt = token.attempt(), .observer = member, .host = host,
-          .pid = static_cast<std::int64_t>(getpid()), .authenticated = token.authenticated(), .written_ns = realtime_ns()};
+  return {.key_id = token.key_id(),
+          .attempt = token.attempt(),
+          .observer = member,
+          .host = host,
+          .pid = static_cast<std::int64_t>(getpid()),
+          .authenticated = token.authenticated(),
+          .written_ns = realtime_ns()};
 }
 
 Status announce(transport::KeyValueStore& store, const transport::JobToken& token, const transport::PresenceEntry& self,

@@ -33,9 +33,9 @@ struct Rejection {
   std::int64_t member = -1;  // the id its contribution came from, or the one the stray claims
   std::string reason;
   Source source = Source::contribution;
-  std::string host;          // presence only: where it runs
-  std::int64_t pid = 0;      // presence only
-  std::string attempt;       // presence only: the attempt it probes
+  std::string host;      // presence only: where it runs
+  std::int64_t pid = 0;  // presence only
+  std::string attempt;   // presence only: the attempt it probes
 };
 
 // How many strays a scan lists at most (a flood of announcements must not flood a verdict).

@@ -1,8 +1,9 @@
 #include "lib/session/session.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <thread>
 
 #include "lib/common/parse.hpp"
@@ -24,7 +25,9 @@ std::string encode_view(const std::vector<std::int64_t>& ids, std::int64_t op_in
   return s + fmt::format("@{}", op_index);
 }
 
-std::vector<char> text_value(const std::string& s) { return std::vector<char>(s.begin(), s.end()); }
+std::vector<char> text_value(const std::string& s) {
+  return std::vector<char>(s.begin(), s.end());
+}
 
 // Polls `keys` until all exist or `until`; returns which exist.
 Result<std::vector<bool>> await_keys(transport::KeyValueStore& kv, const std::vector<std::string>& keys,
@@ -45,17 +48,24 @@ Result<std::vector<bool>> await_keys(transport::KeyValueStore& kv, const std::ve
 }
 
 // Bytes <-> 64-bit words, for the size and duration exchanges.
-std::uint64_t to_word(std::int64_t v) { return static_cast<std::uint64_t>(v); }
+std::uint64_t to_word(std::int64_t v) {
+  return static_cast<std::uint64_t>(v);
+}
 
 }  // namespace
 
 std::string_view contribution_state_name(Contribution::State state) {
   switch (state) {
-    case Contribution::State::ok: return "ok";
-    case Contribution::State::absent: return "absent";
-    case Contribution::State::lost: return "lost";
-    case Contribution::State::rejected: return "rejected";
-    case Contribution::State::over_limit: return "over_limit";
+    case Contribution::State::ok:
+      return "ok";
+    case Contribution::State::absent:
+      return "absent";
+    case Contribution::State::lost:
+      return "lost";
+    case Contribution::State::rejected:
+      return "rejected";
+    case Contribution::State::over_limit:
+      return "over_limit";
   }
   return "unknown";
 }
@@ -63,7 +73,9 @@ std::string_view contribution_state_name(Contribution::State state) {
 Session::Session(transport::KeyValueStore& store, SessionOptions options)
     : m_store(store), m_options(std::move(options)), m_traffic(std::make_shared<transport::TrafficCounters>()) {}
 
-Session::~Session() { close(); }
+Session::~Session() {
+  close();
+}
 
 std::vector<Absence> Session::absent() const {
   std::vector<Absence> out;
@@ -187,11 +199,13 @@ Status Session::form(Clock::time_point deadline, milliseconds arrival, std::int6
       }
       m_seen.insert(id);
       auto value = m_store.get(here_keys[i], std::max(milliseconds(1), std::min(milliseconds(500), left(deadline))));
-      auto at = value ? parse_int(std::string_view(value->data(), value->size()), "operation index") : Result<std::int64_t>(value.error());
+      auto at = value ? parse_int(std::string_view(value->data(), value->size()), "operation index")
+                      : Result<std::int64_t>(value.error());
       if (!at || *at != op_index) {
-        m_gone[id] = Absence{id, Absence::Why::lost,
-                             at ? fmt::format("it is at operation {}, this member at {} (round {})", *at, op_index, round)
-                                : fmt::format("unreadable registration in round {}", round)};
+        m_gone[id] =
+            Absence{id, Absence::Why::lost,
+                    at ? fmt::format("it is at operation {}, this member at {} (round {})", *at, op_index, round)
+                       : fmt::format("unreadable registration in round {}", round)};
         continue;
       }
       present.push_back(id);
@@ -224,11 +238,11 @@ Status Session::form(Clock::time_point deadline, milliseconds arrival, std::int6
     }
     const int rank = static_cast<int>(std::find(present.begin(), present.end(), me) - present.begin());
     const auto total = m_options.timeout;
-    auto connect_timeout = std::max(milliseconds(100), round == 0 ? std::min(left(deadline) / 2, left(deadline) - total / 5)
-                                                                  : left(deadline));
+    auto connect_timeout = std::max(
+        milliseconds(100), round == 0 ? std::min(left(deadline) / 2, left(deadline) - total / 5) : left(deadline));
     peers_may_leave_by = Clock::now() + transport::pair_connect_wait(connect_timeout) + milliseconds(1000);
-    auto group = transport::GlooGroup::connect(m_store, pfx + "/gloo/", rank, static_cast<int>(present.size()), m_device,
-                                               connect_timeout, m_traffic.get());
+    auto group = transport::GlooGroup::connect(m_store, pfx + "/gloo/", rank, static_cast<int>(present.size()),
+                                               m_device, connect_timeout, m_traffic.get());
     if (!group) {
       m_notes.push_back(fmt::format("round {}: gloo: {}", round, group.error().message()));
       spdlog::info("session round {} failed: {}", round, group.error().message());
@@ -245,19 +259,22 @@ Status Session::form(Clock::time_point deadline, milliseconds arrival, std::int6
 
 template <typename T, typename F>
 Result<T> Session::with_reform(const OpOptions& op, F&& attempt) {
-  if (m_closed && m_options.expected.size() > 1) return internal_error(fmt::format("{}: the session is closed", op.name));
+  if (m_closed && m_options.expected.size() > 1)
+    return internal_error(fmt::format("{}: the session is closed", op.name));
   const auto deadline = Clock::now() + op.timeout;
   m_close_by = std::max(m_close_by, deadline);
   bool first = true;
   while (true) {
     if (!m_group) return attempt(milliseconds(0));  // alone: the attempt answers for this member only
-    auto t = std::max(milliseconds(100), first ? std::min(left(deadline) / 2, left(deadline) - op.timeout / 5) : left(deadline));
+    auto t = std::max(milliseconds(100),
+                      first ? std::min(left(deadline) / 2, left(deadline) - op.timeout / 5) : left(deadline));
     auto r = attempt(t);
     if (r) {
       ++m_op_index;
       return r;
     }
-    if (r.error().code != ExitCode::unavailable) return r;  // agreed refusals (limits) are final, not transport failures
+    if (r.error().code != ExitCode::unavailable)
+      return r;  // agreed refusals (limits) are final, not transport failures
     m_notes.push_back(fmt::format("round {}: gloo: {}", m_next_round - 1, r.error().message()));
     spdlog::info("session: {} failed in round {}: {}", op.name, m_next_round - 1, r.error().message());
     first = false;
@@ -275,7 +292,8 @@ Result<GatherResult> Session::gather_once(const Bytes& mine, const Bytes& signed
   GatherResult out;
   out.from.assign(static_cast<std::size_t>(m_options.id_space), Contribution{});
   for (const auto& [id, a] : m_gone) {
-    out.from[static_cast<std::size_t>(id)].state = a.why == Absence::Why::lost ? Contribution::State::lost : Contribution::State::absent;
+    out.from[static_cast<std::size_t>(id)].state =
+        a.why == Absence::Why::lost ? Contribution::State::lost : Contribution::State::absent;
     out.from[static_cast<std::size_t>(id)].reason = a.reason;
   }
   auto& own = out.from[static_cast<std::size_t>(m_options.member)];
@@ -289,7 +307,8 @@ Result<GatherResult> Session::gather_once(const Bytes& mine, const Bytes& signed
   }
   if (!m_group) return out;
   // Sizes and limits first: every member applies the smallest limits any member asked for.
-  auto words = m_group->all_gather_words({signed_mine.size(), op.limits.max_bytes_per_member, op.limits.max_total_bytes}, timeout);
+  auto words = m_group->all_gather_words(
+      {signed_mine.size(), op.limits.max_bytes_per_member, op.limits.max_total_bytes}, timeout);
   if (!words) return words.error();
   const std::size_t n = m_members.size();
   std::vector<std::uint64_t> sizes(n);
@@ -311,17 +330,19 @@ Result<GatherResult> Session::gather_once(const Bytes& mine, const Bytes& signed
     std::vector<std::size_t> order;
     for (std::size_t i = 0; i < n; ++i)
       if (refused[i].empty()) order.push_back(i);
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return sizes[a] != sizes[b] ? sizes[a] > sizes[b] : a > b; });
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return sizes[a] != sizes[b] ? sizes[a] > sizes[b] : a > b; });
     for (auto i : order) {
       if (total <= total_limit) break;
       total -= sizes[i];
-      refused[i] = fmt::format("contributed {} bytes to {}; all contributions together exceed the limit of {} bytes", sizes[i],
-                               op.name, total_limit);
+      refused[i] = fmt::format("contributed {} bytes to {}; all contributions together exceed the limit of {} bytes",
+                               sizes[i], op.name, total_limit);
     }
   }
   std::vector<std::uint64_t> used(n);
   for (std::size_t i = 0; i < n; ++i) used[i] = refused[i].empty() ? sizes[i] : 0;
-  const std::size_t my_rank = static_cast<std::size_t>(std::find(m_members.begin(), m_members.end(), m_options.member) - m_members.begin());
+  const std::size_t my_rank =
+      static_cast<std::size_t>(std::find(m_members.begin(), m_members.end(), m_options.member) - m_members.begin());
   static const Bytes k_nothing;
   auto all = m_group->all_gather_bytes(used[my_rank] ? signed_mine : k_nothing, used, timeout);
   if (!all) return all.error();
@@ -329,7 +350,8 @@ Result<GatherResult> Session::gather_once(const Bytes& mine, const Bytes& signed
   for (std::size_t i = 0; i < n; ++i) {
     const auto id = m_members[i];
     auto& c = out.from[static_cast<std::size_t>(id)];
-    Bytes blob(all->begin() + static_cast<std::ptrdiff_t>(off), all->begin() + static_cast<std::ptrdiff_t>(off + used[i]));
+    Bytes blob(all->begin() + static_cast<std::ptrdiff_t>(off),
+               all->begin() + static_cast<std::ptrdiff_t>(off + used[i]));
     off += used[i];
     if (!refused[i].empty()) {
       c.state = Contribution::State::over_limit;
@@ -356,7 +378,8 @@ Result<GatherResult> Session::gather_once(const Bytes& mine, const Bytes& signed
 }
 
 Result<GatherResult> Session::all_gather(const Bytes& mine, const OpOptions& op) {
-  const Bytes signed_mine = m_options.signer ? m_options.signer->sign(mine, context_for(op.name, m_options.member)) : mine;
+  const Bytes signed_mine =
+      m_options.signer ? m_options.signer->sign(mine, context_for(op.name, m_options.member)) : mine;
   const std::int64_t rounds_before = m_rounds;
   auto r = with_reform<GatherResult>(op, [&](milliseconds t) { return gather_once(mine, signed_mine, op, t); });
   if (r) r->rounds = m_rounds - rounds_before;
@@ -365,7 +388,8 @@ Result<GatherResult> Session::all_gather(const Bytes& mine, const OpOptions& op)
 
 Result<Bytes> Session::broadcast(std::int64_t root, const Bytes& data, const OpOptions& op) {
   const bool i_am_root = root == m_options.member;
-  const Bytes signed_data = i_am_root && m_options.signer ? m_options.signer->sign(data, context_for(op.name, root)) : data;
+  const Bytes signed_data =
+      i_am_root && m_options.signer ? m_options.signer->sign(data, context_for(op.name, root)) : data;
   return with_reform<Bytes>(op, [&](milliseconds t) -> Result<Bytes> {
     auto it = std::find(m_members.begin(), m_members.end(), root);
     if (it == m_members.end()) {
@@ -381,8 +405,9 @@ Result<Bytes> Session::broadcast(std::int64_t root, const Bytes& data, const OpO
     std::uint64_t per = UINT64_MAX;
     for (std::size_t i = 0; i < m_members.size(); ++i) per = std::min(per, (*words)[2 * i + 1]);
     if (size > per)
-      return input_error(fmt::format("{}: member {} broadcasts {} bytes; the limit is {} bytes", op.name, root, size, per),
-                         {}, "raise the operation's limit, or send less");
+      return input_error(
+          fmt::format("{}: member {} broadcasts {} bytes; the limit is {} bytes", op.name, root, size, per), {},
+          "raise the operation's limit, or send less");
     auto got = m_group->broadcast_bytes(root_rank, signed_data, size, t);
     if (!got) return got.error();
     if (i_am_root) return data;
@@ -411,7 +436,8 @@ Result<Timed<GatherResult>> Session::timed_all_gather(const Bytes& mine, const O
   out.durations_ns[static_cast<std::size_t>(m_options.member)] = out.duration.count();
   if (m_group) {
     // The durations travel once, on the group that ran the operation; a failure here loses them, not the result.
-    auto words = m_group->all_gather_words({to_word(out.duration.count())}, std::max(milliseconds(100), op.timeout / 4));
+    auto words =
+        m_group->all_gather_words({to_word(out.duration.count())}, std::max(milliseconds(100), op.timeout / 4));
     if (words) {
       for (std::size_t i = 0; i < m_members.size(); ++i)
         out.durations_ns[static_cast<std::size_t>(m_members[i])] = static_cast<std::int64_t>((*words)[i]);
@@ -430,7 +456,8 @@ Result<Timed<Bytes>> Session::timed_broadcast(std::int64_t root, const Bytes& da
   out.durations_ns.assign(static_cast<std::size_t>(m_options.id_space), -1);
   out.durations_ns[static_cast<std::size_t>(m_options.member)] = out.duration.count();
   if (m_group) {
-    auto words = m_group->all_gather_words({to_word(out.duration.count())}, std::max(milliseconds(100), op.timeout / 4));
+    auto words =
+        m_group->all_gather_words({to_word(out.duration.count())}, std::max(milliseconds(100), op.timeout / 4));
     if (words)
       for (std::size_t i = 0; i < m_members.size(); ++i)
         out.durations_ns[static_cast<std::size_t>(m_members[i])] = static_cast<std::int64_t>((*words)[i]);
@@ -445,7 +472,8 @@ Result<std::unique_ptr<Session>> Session::subgroup(const std::string& name, cons
   if (std::find(subset.begin(), subset.end(), m_options.member) == subset.end())
     return usage_error(fmt::format("member {} is not in subgroup {}", m_options.member, name));
   for (auto id : subset)
-    if (id < 0 || id >= m_options.id_space) return usage_error(fmt::format("subgroup {}: member id {} is out of range", name, id));
+    if (id < 0 || id >= m_options.id_space)
+      return usage_error(fmt::format("subgroup {}: member id {} is out of range", name, id));
   SessionOptions so = m_options;
   so.expected = subset;
   so.timeout = timeout;
@@ -491,7 +519,8 @@ Bytes encode_ids(const std::vector<std::int64_t>& ids) {
 }
 
 Result<std::vector<std::int64_t>> decode_ids(const Bytes& bytes, std::int64_t id_space) {
-  if (bytes.size() % 8 != 0) return input_error(fmt::format("a list of member ids of {} bytes (not a multiple of 8)", bytes.size()));
+  if (bytes.size() % 8 != 0)
+    return input_error(fmt::format("a list of member ids of {} bytes (not a multiple of 8)", bytes.size()));
   std::vector<std::int64_t> ids;
   for (std::size_t off = 0; off < bytes.size(); off += 8) {
     std::uint64_t v = 0;
@@ -512,8 +541,10 @@ std::vector<std::int64_t> normalized_selection(std::vector<std::int64_t> ids, st
 
 Result<TwoPhaseResult> Session::two_phase(const TwoPhaseRequest& rq) {
   if (rq.position.size() != rq.position_bytes)
-    return usage_error(fmt::format("{}: this member's position is {} bytes, not {}", rq.name, rq.position.size(), rq.position_bytes));
-  if (!rq.select || !rq.decide || !rq.details) return usage_error(fmt::format("{}: select, decide and details are required", rq.name));
+    return usage_error(
+        fmt::format("{}: this member's position is {} bytes, not {}", rq.name, rq.position.size(), rq.position_bytes));
+  if (!rq.select || !rq.decide || !rq.details)
+    return usage_error(fmt::format("{}: select, decide and details are required", rq.name));
   OpOptions op = rq.op;
   op.name = rq.name + "/positions";
   auto pos = all_gather(rq.position, op);

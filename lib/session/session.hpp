@@ -33,8 +33,8 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <set>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -56,15 +56,15 @@ struct Limits {
 };
 
 struct SessionOptions {
-  std::string key_namespace;                 // e.g. JobToken::key_namespace(); every member of one session shares it
-  std::string name;                          // "" = the job's world session; else a sub-area ("straggler", "rack3")
-  std::int64_t member = 0;                   // this member's id
-  std::int64_t id_space = 1;                 // ids are 0 <= id < id_space (the number of observers a job has)
-  std::vector<std::int64_t> expected;        // ids expected in this session; empty = every id in the id space
-  std::chrono::milliseconds timeout{10000};  // forming: arrival, agreement and connecting
-  std::string listen_address;                // Gloo device address; "" = this host's name, else 127.0.0.1
+  std::string key_namespace;                    // e.g. JobToken::key_namespace(); every member of one session shares it
+  std::string name;                             // "" = the job's world session; else a sub-area ("straggler", "rack3")
+  std::int64_t member = 0;                      // this member's id
+  std::int64_t id_space = 1;                    // ids are 0 <= id < id_space (the number of observers a job has)
+  std::vector<std::int64_t> expected;           // ids expected in this session; empty = every id in the id space
+  std::chrono::milliseconds timeout{10000};     // forming: arrival, agreement and connecting
+  std::string listen_address;                   // Gloo device address; "" = this host's name, else 127.0.0.1
   const transport::JobToken* signer = nullptr;  // signs and verifies contributions; null = unauthenticated
-  int max_rounds = 4;                        // formation rounds an operation may use in all
+  int max_rounds = 4;                           // formation rounds an operation may use in all
   // Shared by the sessions of one process (a hierarchy's levels); null: the session makes its own.
   std::shared_ptr<gloo::transport::Device> device;
   std::shared_ptr<transport::TrafficCounters> traffic;
@@ -119,7 +119,7 @@ struct TwoPhaseRequest {
   std::function<Bytes()> details;  // called only when this member is selected
   std::function<std::vector<std::int64_t>(const PositionTable&)> select;
   std::function<Bytes(const PositionTable&, const std::map<std::int64_t, Bytes>&)> decide;
-  OpOptions op;                    // timeout and limits of each step
+  OpOptions op;  // timeout and limits of each step
 };
 
 struct TwoPhaseResult {
@@ -195,9 +195,9 @@ class Session {
   std::shared_ptr<gloo::transport::Device> m_device;
   std::unique_ptr<transport::GlooGroup> m_group;
   std::shared_ptr<transport::TrafficCounters> m_traffic;
-  std::map<std::string, std::int64_t> m_subgroups;  // how often each subgroup name was formed
-  std::map<std::int64_t, Absence> m_gone;           // expected ids that are not in the group
-  std::set<std::int64_t> m_seen;                    // ids that ever registered
+  std::map<std::string, std::int64_t> m_subgroups;     // how often each subgroup name was formed
+  std::map<std::int64_t, Absence> m_gone;              // expected ids that are not in the group
+  std::set<std::int64_t> m_seen;                       // ids that ever registered
   std::chrono::steady_clock::time_point m_close_by{};  // how long close() may wait for the others
   bool m_closed = false;
   bool m_is_sub = false;

@@ -1,25 +1,28 @@
 #include "lib/straggler/bench.hpp"
 
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>
-#include <fcntl.h>
-#include <fmt/format.h>
 #include <fstream>
-#include <poll.h>
-#include <sched.h>
 #include <sstream>
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace scout::straggler {
 
 namespace {
 
 double now_ns() {
-  return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+  return static_cast<double>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
 }
 
 // The cgroup.procs file of `pid`'s cpu cgroup (v1 "cpu" controller, else v2), or "".
@@ -130,7 +133,8 @@ std::vector<BenchResult> run_bench(const std::vector<BenchTarget>& targets, cons
       if (targets[i].pid > 0) {
         cpu_set_t set;
         CPU_ZERO(&set);
-        if (::sched_getaffinity(static_cast<pid_t>(targets[i].pid), sizeof set, &set) == 0 && ::sched_setaffinity(0, sizeof set, &set) == 0)
+        if (::sched_getaffinity(static_cast<pid_t>(targets[i].pid), sizeof set, &set) == 0 &&
+            ::sched_setaffinity(0, sizeof set, &set) == 0)
           w.placed = 1;
         if (!procs[i].empty()) {
           int fd = ::open(procs[i].c_str(), O_WRONLY | O_CLOEXEC);

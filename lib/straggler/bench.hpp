@@ -27,28 +27,29 @@ struct BenchOptions {
   std::int64_t gemm_n = 160;
   std::int64_t gemm_reps = 2;
   std::size_t sweep_bytes = std::size_t{16} << 20;
-  std::int64_t repeats = 3;       // per rank; the median counts
-  std::int64_t parallel = 1;      // ranks probed at the same time
+  std::int64_t repeats = 3;   // per rank; the median counts
+  std::int64_t parallel = 1;  // ranks probed at the same time
   std::chrono::milliseconds per_rank_timeout{10000};
-  bool join_cgroup = true;        // place the child in the rank's cpu cgroup when permitted
+  bool join_cgroup = true;  // place the child in the rank's cpu cgroup when permitted
 };
 
 struct BenchTarget {
   std::int64_t rank = -1;
-  std::int64_t pid = 0;           // the rank's process (0: probe here, unplaced)
+  std::int64_t pid = 0;  // the rank's process (0: probe here, unplaced)
 };
 
 struct BenchResult {
   std::int64_t rank = -1;
   double gemm_ns = 0;
   double sweep_ns = 0;
-  double total_ns = 0;            // median over repeats of gemm + sweep
-  std::string placement;          // "cgroup+affinity", "affinity", "unplaced"
-  std::string error;              // non-empty when the probe failed
+  double total_ns = 0;    // median over repeats of gemm + sweep
+  std::string placement;  // "cgroup+affinity", "affinity", "unplaced"
+  std::string error;      // non-empty when the probe failed
 };
 
 // The unit of work once, in this process; returns {gemm_ns, sweep_ns}.
-std::pair<double, double> run_unit(const BenchOptions& options, float* a, float* b, float* c, const std::uint64_t* sweep);
+std::pair<double, double> run_unit(const BenchOptions& options, float* a, float* b, float* c,
+                                   const std::uint64_t* sweep);
 
 // Probes every target; never fails as a whole (a rank whose probe failed has `error`).
 std::vector<BenchResult> run_bench(const std::vector<BenchTarget>& targets, const BenchOptions& options);

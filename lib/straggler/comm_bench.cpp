@@ -1,7 +1,8 @@
 #include "lib/straggler/comm_bench.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -36,8 +37,9 @@ void compare_groups(std::vector<GroupCommTiming>& groups, double slow_ratio) {
 namespace {
 
 // One member's part: every group it belongs to, in the mesh groups' order (the same order on every member).
-void run_member(std::int64_t rank, const StoreOpener& open_store, const std::vector<GroupInfo>& groups, std::int64_t world,
-                const CommBenchOptions& o, std::mutex& mu, std::vector<GroupCommTiming>& out, std::vector<std::string>& notes) {
+void run_member(std::int64_t rank, const StoreOpener& open_store, const std::vector<GroupInfo>& groups,
+                std::int64_t world, const CommBenchOptions& o, std::mutex& mu, std::vector<GroupCommTiming>& out,
+                std::vector<std::string>& notes) {
   auto note = [&](const std::string& what) {
     std::lock_guard<std::mutex> lock(mu);
     notes.push_back(fmt::format("rank {}: {}", rank, what));

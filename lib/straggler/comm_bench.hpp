@@ -26,7 +26,7 @@
 namespace scout::straggler {
 
 struct CommBenchOptions {
-  std::string key_namespace;                 // e.g. "<token namespace>/straggler/bench"
+  std::string key_namespace;  // e.g. "<token namespace>/straggler/bench"
   std::size_t payload_bytes = std::size_t{64} << 10;
   std::int64_t iterations = 5;               // timed, after one warm-up
   std::chrono::milliseconds timeout{20000};  // each formation and each operation
@@ -41,7 +41,7 @@ struct GroupCommTiming {
   double ns = 0;                      // median of iterations_ns
   double ratio = 1;                   // against the median of the other groups of its kind
   bool slow = false;
-  std::string error;                  // non-empty: not measured
+  std::string error;  // non-empty: not measured
 };
 
 struct CommBenchResult {

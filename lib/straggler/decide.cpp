@@ -1,11 +1,12 @@
 #include "lib/straggler/decide.hpp"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <map>
 #include <set>
-#include <spdlog/spdlog.h>
 
 #include "lib/common/hex.hpp"
 
@@ -13,12 +14,18 @@ namespace scout::straggler {
 
 std::string_view diagnosis_name(Diagnosis d) {
   switch (d) {
-    case Diagnosis::none: return "none";
-    case Diagnosis::compute: return "compute";
-    case Diagnosis::machine_local: return "machine_local";
-    case Diagnosis::intra_node_link: return "intra_node_link";
-    case Diagnosis::inter_node_network: return "inter_node_network";
-    case Diagnosis::cluster_wide: return "cluster_wide";
+    case Diagnosis::none:
+      return "none";
+    case Diagnosis::compute:
+      return "compute";
+    case Diagnosis::machine_local:
+      return "machine_local";
+    case Diagnosis::intra_node_link:
+      return "intra_node_link";
+    case Diagnosis::inter_node_network:
+      return "inter_node_network";
+    case Diagnosis::cluster_wide:
+      return "cluster_wide";
   }
   return "none";
 }
@@ -42,11 +49,17 @@ std::vector<CallKey> common_keys(const TimingTable& t, const std::vector<std::in
   return out;
 }
 
-bool is_mesh_kind(const std::string& kind) { return kind.rfind("group:", 0) != 0; }
+bool is_mesh_kind(const std::string& kind) {
+  return kind.rfind("group:", 0) != 0;
+}
 
-std::string hex_id(std::uint64_t id) { return hex64(id); }
+std::string hex_id(std::uint64_t id) {
+  return hex64(id);
+}
 
-double ms(double ns) { return std::round(ns / 1e3) / 1e3; }
+double ms(double ns) {
+  return std::round(ns / 1e3) / 1e3;
+}
 
 }  // namespace
 
@@ -97,7 +110,8 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         const auto& call = calls.at(keys[k]);
         c += static_cast<double>(call.compute_ns);
         w += static_cast<double>(call.wait_ns);
-        if (largest > 0 && call_median[k] >= 0.25 * largest) rel.push_back(static_cast<double>(call.compute_ns) / call_median[k]);
+        if (largest > 0 && call_median[k] >= 0.25 * largest)
+          rel.push_back(static_cast<double>(call.compute_ns) / call_median[k]);
       }
       compute.push_back(c / static_cast<double>(keys.size()));
       wait.push_back(w / static_cast<double>(keys.size()));
@@ -178,9 +192,10 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       // off a CPU without waiting for one (a rank stopped from outside), with a longer compute time.
       if (p.contended) {
         const double cpu_floor = 1.0 + std::max(o.min_relative, o.contended_cpu_min_relative);
-        const bool by_cpu = cpu[i] - median(cpu) >= o.min_absolute_ns && cpu_ratio[i] >= cpu_floor &&
-                            stands_out(cpu_ratio, i, o.spread_factor) &&
-                            (!main_counted || (main_ratio[i] >= cpu_floor && stands_out(main_ratio, i, o.spread_factor)));
+        const bool by_cpu =
+            cpu[i] - median(cpu) >= o.min_absolute_ns && cpu_ratio[i] >= cpu_floor &&
+            stands_out(cpu_ratio, i, o.spread_factor) &&
+            (!main_counted || (main_ratio[i] >= cpu_floor && stands_out(main_ratio, i, o.spread_factor)));
         // Its peers wait for it for at least half its excess time off a CPU: the time stolen from a stopped
         // rank is time they wait. With that check, half the other peers' spread is noise enough. (On
         // torch 2.x a clean rank's compute holds time blocked off a CPU too, measured up to 1.5x its
@@ -193,15 +208,17 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         rr.measure = by_off && (!by_cpu || off_ratio[i] > cpu_r) ? "off_cpu" : "cpu";
         rr.ratio = rr.measure == "off_cpu" ? off_ratio[i] : cpu_r;
       } else {
-        rr.flagged = wait[i] < median(other_wait) && compute[i] - med_c >= o.min_absolute_ns && stands_out(relative, i, o.spread_factor);
+        rr.flagged = wait[i] < median(other_wait) && compute[i] - med_c >= o.min_absolute_ns &&
+                     stands_out(relative, i, o.spread_factor);
         rr.measure = "compute";
         rr.ratio = relative[i];
       }
       rr.off_cpu_ratio = off_ratio[i];
-      spdlog::debug("straggler: rank {} calls {} compute {:.3f} ms (x{:.3f}) wait {:.3f} ms cpu x{:.3f} main x{:.3f} off x{:.3f} "
-                    "contended {} flagged {} by {}",
-                    rr.rank, keys.size(), compute[i] / 1e6, relative[i], wait[i] / 1e6, cpu_ratio[i], main_ratio[i], off_ratio[i],
-                    p.contended, rr.flagged, rr.measure);
+      spdlog::debug(
+          "straggler: rank {} calls {} compute {:.3f} ms (x{:.3f}) wait {:.3f} ms cpu x{:.3f} main x{:.3f} off x{:.3f} "
+          "contended {} flagged {} by {}",
+          rr.rank, keys.size(), compute[i] / 1e6, relative[i], wait[i] / 1e6, cpu_ratio[i], main_ratio[i], off_ratio[i],
+          p.contended, rr.flagged, rr.measure);
       p.ranks.push_back(rr);
     }
     // A rank stopped from outside keeps its peers waiting, and waiting burns CPU unequally (measured: a
@@ -272,8 +289,10 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       so.min_absolute = o.link_min_absolute_ns;
       so.direction = Direction::high;
       auto c3 = c3_statistical(link, so);
-      if (c3.status == C3Status::attributed) slow = c3.outliers;
-      else if (c3.status == C3Status::inconclusive && (c3.reason == C3Reason::majority_flagged || c3.reason == C3Reason::bimodal))
+      if (c3.status == C3Status::attributed)
+        slow = c3.outliers;
+      else if (c3.status == C3Status::inconclusive &&
+               (c3.reason == C3Reason::majority_flagged || c3.reason == C3Reason::bimodal))
         out.widespread_kinds.insert(kind);
     }
     for (std::size_t j = 0; j < idx.size(); ++j) {
@@ -305,8 +324,8 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
   for (const auto& r : rounds) d.rounds_with_data += r.has_data ? 1 : 0;
   d.enough_data = d.rounds > 0 && 2 * d.rounds_with_data > d.rounds;
   if (!d.enough_data) {
-    d.notes.push_back(fmt::format("{} of {} rounds had {} or more calls every peer completed", d.rounds_with_data, d.rounds,
-                                  o.min_calls));
+    d.notes.push_back(fmt::format("{} of {} rounds had {} or more calls every peer completed", d.rounds_with_data,
+                                  d.rounds, o.min_calls));
     return d;
   }
   const auto majority = [&](std::int64_t n) { return 2 * n > d.rounds; };
@@ -351,9 +370,12 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
     }
     s.ratio = median(ratios);
     s.confidence = static_cast<double>(hits.size()) / static_cast<double>(d.rounds);
-    s.evidence = {{"compute_ratio", std::round(s.ratio * 1000) / 1000}, {"score", std::round(median(scores) * 100) / 100},
-                  {"compute_ms_per_call", ms(median(c))}, {"wait_ms_per_call", ms(median(w))},
-                  {"flagged_rounds", s.flagged_rounds}, {"rounds", d.rounds},
+    s.evidence = {{"compute_ratio", std::round(s.ratio * 1000) / 1000},
+                  {"score", std::round(median(scores) * 100) / 100},
+                  {"compute_ms_per_call", ms(median(c))},
+                  {"wait_ms_per_call", ms(median(w))},
+                  {"flagged_rounds", s.flagged_rounds},
+                  {"rounds", d.rounds},
                   {"measure", hits.front()->measure},  // one measure named it
                   {"time_ratio", std::round(median(time_ratio) * 1000) / 1000}};
     if (!cpu.empty()) {
@@ -403,8 +425,10 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
       if (excess(g) >= 0.25 * largest) {
         kept.push_back(std::move(g));
       } else {
-        d.notes.push_back(fmt::format("{} group {} is slower than its kind ({:.2f}x) but far less than the slowest group: "
-                                      "taken as a consequence, not a cause", g.group.kind, hex_id(g.group.id), g.ratio));
+        d.notes.push_back(
+            fmt::format("{} group {} is slower than its kind ({:.2f}x) but far less than the slowest group: "
+                        "taken as a consequence, not a cause",
+                        g.group.kind, hex_id(g.group.id), g.ratio));
       }
     }
     d.slow_groups = std::move(kept);
@@ -415,7 +439,8 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
 
   // Diagnosis of the communication side.
   double comm_conf = 0;
-  for (const auto& s : d.slow_groups) comm_conf += static_cast<double>(s.flagged_rounds) / static_cast<double>(d.rounds);
+  for (const auto& s : d.slow_groups)
+    comm_conf += static_cast<double>(s.flagged_rounds) / static_cast<double>(d.rounds);
   if (!d.slow_groups.empty()) comm_conf /= static_cast<double>(d.slow_groups.size());
   std::set<std::string> kinds, all_nodes;
   std::set<std::string> common_nodes;
@@ -434,17 +459,23 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
       first = false;
     } else {
       std::set<std::string> a;
-      std::set_intersection(common_nodes.begin(), common_nodes.end(), ns.begin(), ns.end(), std::inserter(a, a.begin()));
+      std::set_intersection(common_nodes.begin(), common_nodes.end(), ns.begin(), ns.end(),
+                            std::inserter(a, a.begin()));
       common_nodes = a;
       std::set<std::int64_t> b;
-      std::set_intersection(common_ranks.begin(), common_ranks.end(), rs.begin(), rs.end(), std::inserter(b, b.begin()));
+      std::set_intersection(common_ranks.begin(), common_ranks.end(), rs.begin(), rs.end(),
+                            std::inserter(b, b.begin()));
       common_ranks = b;
     }
   }
   auto group_json = [&](const SlowGroup& s) {
-    return nlohmann::json{{"kind", s.group.kind}, {"id", hex_id(s.group.id)}, {"members", s.group.members},
-                          {"nodes", s.nodes}, {"link_ratio", std::round(s.ratio * 1000) / 1000},
-                          {"link_ms_per_call", ms(s.link_ns)}, {"flagged_rounds", s.flagged_rounds}};
+    return nlohmann::json{{"kind", s.group.kind},
+                          {"id", hex_id(s.group.id)},
+                          {"members", s.group.members},
+                          {"nodes", s.nodes},
+                          {"link_ratio", std::round(s.ratio * 1000) / 1000},
+                          {"link_ms_per_call", ms(s.link_ns)},
+                          {"flagged_rounds", s.flagged_rounds}};
   };
   auto node_suspect = [&](const std::string& node, std::int64_t rank, nlohmann::json ev, double ratio) {
     Suspicion s;
@@ -577,9 +608,14 @@ Verdict make_verdict(const std::string& command, const std::string& job, const D
 
   nlohmann::json slow = nlohmann::json::array();
   for (const auto& s : d.slow_groups)
-    slow.push_back({{"kind", s.group.kind}, {"id", hex_id(s.group.id)}, {"members", s.group.members}, {"nodes", s.nodes},
-                    {"intra_node", s.intra_node}, {"link_ratio", std::round(s.ratio * 1000) / 1000},
-                    {"link_ms_per_call", ms(s.link_ns)}, {"flagged_rounds", s.flagged_rounds}});
+    slow.push_back({{"kind", s.group.kind},
+                    {"id", hex_id(s.group.id)},
+                    {"members", s.group.members},
+                    {"nodes", s.nodes},
+                    {"intra_node", s.intra_node},
+                    {"link_ratio", std::round(s.ratio * 1000) / 1000},
+                    {"link_ms_per_call", ms(s.link_ns)},
+                    {"flagged_rounds", s.flagged_rounds}});
   // Every compared process group's median link time over rounds (up to a cap).
   nlohmann::json groups = nlohmann::json::array();
   if (!tables.empty()) {
@@ -596,8 +632,11 @@ Verdict make_verdict(const std::string& command, const std::string& job, const D
         slow_n += g->slow ? 1 : 0;
       }
       const auto& gi_ = tables.back().groups[gi];
-      groups.push_back({{"kind", gi_.kind}, {"id", hex_id(gi_.id)}, {"members", gi_.members},
-                        {"link_ms_per_call", ms(median(l))}, {"link_ratio", std::round(median(ra) * 1000) / 1000},
+      groups.push_back({{"kind", gi_.kind},
+                        {"id", hex_id(gi_.id)},
+                        {"members", gi_.members},
+                        {"link_ms_per_call", ms(median(l))},
+                        {"link_ratio", std::round(median(ra) * 1000) / 1000},
                         {"slow_rounds", slow_n}});
     }
   }
@@ -611,14 +650,19 @@ Verdict make_verdict(const std::string& command, const std::string& job, const D
       share.push_back(p.cpu_wait_share);
     }
     for (const auto& g : r.groups) slow_n += g.slow ? 1 : 0;
-    per_round.push_back({{"calls", r.calls}, {"has_data", r.has_data}, {"flagged_ranks", flagged}, {"slow_groups", slow_n},
-                         {"contended_peer_groups", contended}, {"cpu_wait_share", std::round(median(share) * 1000) / 1000}});
+    per_round.push_back({{"calls", r.calls},
+                         {"has_data", r.has_data},
+                         {"flagged_ranks", flagged},
+                         {"slow_groups", slow_n},
+                         {"contended_peer_groups", contended},
+                         {"cpu_wait_share", std::round(median(share) * 1000) / 1000}});
   }
   nlohmann::json findings = nlohmann::json::array();
   for (const auto& s : d.suspects)
     findings.push_back({{"kind", s.reason == "compute" ? "compute_straggler" : "slow_communication"},
                         {"rank", s.rank >= 0 ? nlohmann::json(s.rank) : nlohmann::json(nullptr)},
-                        {"node", s.node}, {"ratio", std::round(s.ratio * 1000) / 1000}});
+                        {"node", s.node},
+                        {"ratio", std::round(s.ratio * 1000) / 1000}});
   if (d.diagnosis == Diagnosis::inter_node_network || d.diagnosis == Diagnosis::cluster_wide)
     findings.push_back({{"kind", std::string(diagnosis_name(d.diagnosis))}, {"slow_groups", slow.size()}});
 
@@ -650,8 +694,9 @@ Verdict make_verdict(const std::string& command, const std::string& job, const D
     // Compute stragglers stay named; the communication side has no single explanation.
     v.status = v.suspects.empty() ? VerdictStatus::inconclusive : VerdictStatus::attributed;
     v.scope = v.suspects.empty() ? Scope::job : Scope::rank;
-    v.summary = fmt::format("communication is slow in {} group(s) on many nodes with no common node: cluster-wide, no single explanation{}",
-                            d.slow_groups.size(), named_text.empty() ? "" : fmt::format("; straggler(s): {}", fmt::join(named_text, "; ")));
+    v.summary = fmt::format(
+        "communication is slow in {} group(s) on many nodes with no common node: cluster-wide, no single explanation{}",
+        d.slow_groups.size(), named_text.empty() ? "" : fmt::format("; straggler(s): {}", fmt::join(named_text, "; ")));
     v.action = "escalate_cluster_wide_slowdown";
   } else if (d.diagnosis == Diagnosis::inter_node_network) {
     v.status = VerdictStatus::attributed;
@@ -660,8 +705,12 @@ Verdict make_verdict(const std::string& command, const std::string& job, const D
       Suspect out;
       out.rank = -1;
       out.reason = "communication";
-      out.evidence = {{"group", s.group.kind}, {"id", hex_id(s.group.id)}, {"members", s.group.members},
-                      {"nodes", s.nodes}, {"link_ratio", std::round(s.ratio * 1000) / 1000}, {"confidence", d.confidence}};
+      out.evidence = {{"group", s.group.kind},
+                      {"id", hex_id(s.group.id)},
+                      {"members", s.group.members},
+                      {"nodes", s.nodes},
+                      {"link_ratio", std::round(s.ratio * 1000) / 1000},
+                      {"confidence", d.confidence}};
       v.suspects.push_back(std::move(out));
     }
     v.summary = fmt::format("only inter-node groups are slow ({}): the inter-node network", d.slow_groups.size());

@@ -39,10 +39,11 @@ namespace scout::straggler {
 struct DecideOptions {
   // Compute C3 (high side only).
   double kappa = 3.5;
-  double min_relative = 0.12;       // a straggler computes at least this much longer than its peers' median
-  double min_absolute_ns = 100'000; // ... and at least this many ns longer per call (mean)
-  double spread_factor = 1.0;       // ... and its effect at least this times the other peers' spread (max - min) that round
-  double contended_share = 0.1;     // a group whose ranks wait for a CPU this share of their compute time is decided on CPU used
+  double min_relative = 0.12;        // a straggler computes at least this much longer than its peers' median
+  double min_absolute_ns = 100'000;  // ... and at least this many ns longer per call (mean)
+  double spread_factor = 1.0;  // ... and its effect at least this times the other peers' spread (max - min) that round
+  double contended_share =
+      0.1;  // a group whose ranks wait for a CPU this share of their compute time is decided on CPU used
   // ... where a rank's CPU per call must be at least this much above its peers' median: contention
   // alone moves it up to ~17% (CI: a fleet slowed 3x at a CPU wait share of 0.7, one rank at 1.165x).
   double contended_cpu_min_relative = 0.2;
@@ -50,7 +51,7 @@ struct DecideOptions {
   double link_min_ratio = 1.5;
   double link_min_absolute_ns = 1'000'000;  // per call
   double link_min_consistency = 0.75;       // ... in at least this fraction of the calls, call by call
-  std::int64_t min_calls = 3;       // a round needs this many common calls to say anything
+  std::int64_t min_calls = 3;               // a round needs this many common calls to say anything
   // Cluster-wide when the slow groups touch at least this many nodes without a common one.
   std::int64_t cluster_wide_nodes = 3;
 };
@@ -58,16 +59,16 @@ struct DecideOptions {
 // One rank's numbers in one round (per call, over the calls its peer group shares).
 struct RankRound {
   std::int64_t rank = -1;
-  double compute_ns = 0;  // mean compute per common call
-  double wait_ns = 0;     // mean wait per common call
-  double ratio = 1;       // the deciding measure's ratio: median over busy calls of compute / the peers'
-                          // median for that call, or cpu_ratio on a contended host
-  double score = 0;       // robust z-score of compute
-  double cpu_ns = -1;     // CPU used per call (-1: no scheduler counters for every peer)
-  double runq_ns = -1;    // its main thread's wait for a CPU per call
-  double cpu_ratio = 1;   // cpu_ns / the peers' median
-  double compute_ratio = 1;  // the time measure's ratio, also where the CPU one decides
-  double off_cpu_ratio = 1;  // 1 + (time off a CPU without waiting for one - the peers' median) / median compute
+  double compute_ns = 0;            // mean compute per common call
+  double wait_ns = 0;               // mean wait per common call
+  double ratio = 1;                 // the deciding measure's ratio: median over busy calls of compute / the peers'
+                                    // median for that call, or cpu_ratio on a contended host
+  double score = 0;                 // robust z-score of compute
+  double cpu_ns = -1;               // CPU used per call (-1: no scheduler counters for every peer)
+  double runq_ns = -1;              // its main thread's wait for a CPU per call
+  double cpu_ratio = 1;             // cpu_ns / the peers' median
+  double compute_ratio = 1;         // the time measure's ratio, also where the CPU one decides
+  double off_cpu_ratio = 1;         // 1 + (time off a CPU without waiting for one - the peers' median) / median compute
   std::string measure = "compute";  // what decided: "compute" (time), or on a contended host "cpu" or "off_cpu"
   bool flagged = false;
 };
@@ -75,8 +76,8 @@ struct RankRound {
 // One peer group's C3 in one round.
 struct PeerRound {
   std::vector<std::int64_t> members;
-  std::int64_t calls = 0;  // common calls compared
-  bool contended = false;  // its ranks wait for CPUs (scheduler counters): the CPU measure decides
+  std::int64_t calls = 0;     // common calls compared
+  bool contended = false;     // its ranks wait for CPUs (scheduler counters): the CPU measure decides
   double cpu_wait_share = 0;  // median over members of CPU wait / compute time (0 without counters)
   C3Result c3;
   std::vector<RankRound> ranks;  // in member order
@@ -84,9 +85,9 @@ struct PeerRound {
 
 // One process group's numbers in one round.
 struct GroupRound {
-  std::size_t group = 0;   // index into TimingTable::groups
-  double link_ns = 0;      // median link time per call
-  double ratio = 1;        // link / median link of the other groups of its kind
+  std::size_t group = 0;  // index into TimingTable::groups
+  double link_ns = 0;     // median link time per call
+  double ratio = 1;       // link / median link of the other groups of its kind
   std::int64_t calls = 0;
   bool slow = false;
 };
@@ -94,8 +95,8 @@ struct GroupRound {
 struct RoundResult {
   std::vector<PeerRound> peers;
   std::vector<GroupRound> groups;
-  std::int64_t calls = 0;  // distinct call keys in the table
-  bool has_data = false;   // some peer group or group kind had min_calls common calls
+  std::int64_t calls = 0;                  // distinct call keys in the table
+  bool has_data = false;                   // some peer group or group kind had min_calls common calls
   std::set<std::string> widespread_kinds;  // kinds where half or more groups stood out (C3 inconclusive)
 };
 
@@ -104,11 +105,11 @@ RoundResult analyse_round(const TimingTable& table, const Mesh& mesh, const Deci
 
 // What the rounds together say.
 struct Suspicion {
-  std::int64_t rank = -1;   // -1: a node
+  std::int64_t rank = -1;  // -1: a node
   std::string node;
-  std::string reason;       // "compute" | "communication"
+  std::string reason;  // "compute" | "communication"
   std::int64_t flagged_rounds = 0;
-  double ratio = 1;         // median over flagged rounds
+  double ratio = 1;  // median over flagged rounds
   double confidence = 0;
   nlohmann::json evidence = nlohmann::json::object();
 };
@@ -130,7 +131,7 @@ struct Decision {
   std::vector<SlowGroup> slow_groups;
   Diagnosis diagnosis = Diagnosis::none;  // of the communication side; compute stragglers alone give compute
   double confidence = 0;
-  std::int64_t rounds = 0;                // rounds taken
+  std::int64_t rounds = 0;  // rounds taken
   std::int64_t rounds_with_data = 0;
   bool enough_data = false;
   std::vector<std::string> notes;
@@ -150,7 +151,7 @@ Analysis analyse(const std::vector<RoundEvidence>& evidence, const Mesh& mesh, c
 
 // The verdict of a decision. `extra` is merged into details (history, bench, transport).
 Verdict make_verdict(const std::string& command, const std::string& job, const Decision& d,
-                     const std::vector<RoundResult>& rounds, const std::vector<TimingTable>& tables,
-                     const Mesh& mesh, const std::string& mesh_source);
+                     const std::vector<RoundResult>& rounds, const std::vector<TimingTable>& tables, const Mesh& mesh,
+                     const std::string& mesh_source);
 
 }  // namespace scout::straggler

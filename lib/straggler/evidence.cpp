@@ -1,7 +1,8 @@
 #include "lib/straggler/evidence.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <stdexcept>
 
 #include "lib/common/hex.hpp"
@@ -42,12 +43,16 @@ nlohmann::json round_json(const RoundEvidence& round, const std::string& job, st
     for (const auto& e : r.events)
       ev.push_back({e.op_seq, hex64(e.fingerprint.group), static_cast<int>(e.fingerprint.type), e.fingerprint.count,
                     e.fingerprint.group_seq, e.enter_ns, e.exit_ns});
-    nlohmann::json x = {{"rank", r.rank}, {"node", r.node}, {"coords", r.coords}, {"step", r.step}, {"read_ns", r.read_ns},
-                        {"written", r.written}, {"events", ev}};
+    nlohmann::json x = {{"rank", r.rank},       {"node", r.node},       {"coords", r.coords}, {"step", r.step},
+                        {"read_ns", r.read_ns}, {"written", r.written}, {"events", ev}};
     if (r.cpu_ns >= 0 && r.runq_ns >= 0) x["sched"] = {r.cpu_ns, r.runq_ns, r.main_cpu_ns};
     ranks.push_back(std::move(x));
   }
-  nlohmann::json out = {{"kind", "scout.straggler-round"}, {"job", job}, {"observer", observer}, {"world", round.world}, {"ranks", ranks}};
+  nlohmann::json out = {{"kind", "scout.straggler-round"},
+                        {"job", job},
+                        {"observer", observer},
+                        {"world", round.world},
+                        {"ranks", ranks}};
   if (round.baseline) out["baseline"] = true;
   return out;
 }
@@ -60,12 +65,14 @@ std::vector<std::uint8_t> encode_round(const RoundEvidence& round, const std::st
 
 namespace {
 
-Result<RoundEvidence> round_from_json(const nlohmann::json& j, const std::string& job, std::int64_t observer, const std::string& what) {
+Result<RoundEvidence> round_from_json(const nlohmann::json& j, const std::string& job, std::int64_t observer,
+                                      const std::string& what) {
   auto bad = [&](const std::string& why) { return input_error(fmt::format("{} rejected", what), why); };
   if (!j.is_object()) return bad("not an object");
   try {
     if (j.at("kind") != "scout.straggler-round") return bad("not straggler evidence");
-    if (j.at("job").get<std::string>() != job) return bad(fmt::format("names job '{}'", j.at("job").get<std::string>()));
+    if (j.at("job").get<std::string>() != job)
+      return bad(fmt::format("names job '{}'", j.at("job").get<std::string>()));
     if (observer >= 0 && int_of(j.at("observer")) != observer) return bad("names another observer");
     RoundEvidence r;
     r.world = int_of(j.at("world"));
@@ -125,7 +132,8 @@ Result<RoundEvidence> round_from_json(const nlohmann::json& j, const std::string
 
 }  // namespace
 
-Result<RoundEvidence> decode_round(const std::vector<std::uint8_t>& blob, const std::string& job, std::int64_t observer) {
+Result<RoundEvidence> decode_round(const std::vector<std::uint8_t>& blob, const std::string& job,
+                                   std::int64_t observer) {
   nlohmann::json j = parse_cbor_input(blob);
   const std::string what = fmt::format("straggler evidence of observer {}", observer);
   if (j.is_discarded()) return input_error(what + " rejected", "not CBOR");
@@ -138,15 +146,18 @@ nlohmann::json evidence_json(const std::vector<RoundEvidence>& rounds, const std
   return {{"schema", "scout.straggler-evidence"}, {"version", 1}, {"job", job}, {"rounds", r}};
 }
 
-Result<std::vector<RoundEvidence>> parse_evidence(const std::string& text, const std::string& job, const std::string& path) {
+Result<std::vector<RoundEvidence>> parse_evidence(const std::string& text, const std::string& job,
+                                                  const std::string& path) {
   const std::string what = fmt::format("--evidence-in {}", path);
   nlohmann::json j = parse_json_input(text);
-  if (j.is_discarded() || !j.is_object() || string_or(j, "schema") != "scout.straggler-evidence" || !j.contains("rounds") ||
-      !j["rounds"].is_array())
-    return input_error(what + " is not straggler evidence", "expected the JSON `scout straggler --evidence-out` writes");
+  if (j.is_discarded() || !j.is_object() || string_or(j, "schema") != "scout.straggler-evidence" ||
+      !j.contains("rounds") || !j["rounds"].is_array())
+    return input_error(what + " is not straggler evidence",
+                       "expected the JSON `scout straggler --evidence-out` writes");
   if (!j.contains("job") || !j["job"].is_string() || j["job"].get<std::string>() != job)
     return input_error(fmt::format("{} is evidence of another job", what), "", "pass the --job it was recorded for");
-  if (j["rounds"].empty() || j["rounds"].size() > 1000) return input_error(what + " holds no rounds, or more than 1000");
+  if (j["rounds"].empty() || j["rounds"].size() > 1000)
+    return input_error(what + " holds no rounds, or more than 1000");
   std::vector<RoundEvidence> out;
   for (const auto& r : j["rounds"]) {
     auto e = round_from_json(r, job, -1, what);

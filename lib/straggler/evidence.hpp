@@ -18,11 +18,13 @@ namespace scout::straggler {
 
 // Wire form of a round's evidence (CBOR), for the gather.
 std::vector<std::uint8_t> encode_round(const RoundEvidence& round, const std::string& job, std::int64_t observer);
-Result<RoundEvidence> decode_round(const std::vector<std::uint8_t>& blob, const std::string& job, std::int64_t observer);
+Result<RoundEvidence> decode_round(const std::vector<std::uint8_t>& blob, const std::string& job,
+                                   std::int64_t observer);
 
 // Recorded evidence (--evidence-out / --evidence-in): the rounds as JSON, schema scout.straggler-evidence.
 nlohmann::json evidence_json(const std::vector<RoundEvidence>& rounds, const std::string& job);
-Result<std::vector<RoundEvidence>> parse_evidence(const std::string& text, const std::string& job, const std::string& path);
+Result<std::vector<RoundEvidence>> parse_evidence(const std::string& text, const std::string& job,
+                                                  const std::string& path);
 
 // The mesh from the records' coordinates when they are a consistent row-major
 // mesh of the world size; otherwise dp=world. `how` says which.

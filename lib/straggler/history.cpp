@@ -1,15 +1,16 @@
-#include "lib/common/file.hpp"
-#include "lib/common/hex.hpp"
 #include "lib/straggler/history.hpp"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fmt/format.h>
-#include <sys/stat.h>
 
 #include "lib/checkpoint/durable_file.hpp"
+#include "lib/common/file.hpp"
+#include "lib/common/hex.hpp"
 
 namespace scout::straggler {
 
@@ -26,7 +27,8 @@ double mad(const std::vector<double>& v, double m) {
 
 }  // namespace
 
-std::vector<GroupTimes> group_times(const std::vector<RoundEvidence>& evidence, const std::vector<TimingTable>& tables) {
+std::vector<GroupTimes> group_times(const std::vector<RoundEvidence>& evidence,
+                                    const std::vector<TimingTable>& tables) {
   std::vector<GroupTimes> out;
   if (tables.empty()) return out;
   // Step time per rank: wall time over steps between its first and last read.
@@ -91,12 +93,14 @@ Result<History> parse_history(const std::string& text, const std::string& job, c
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
   if (j.value("schema", "") != k_history_schema) return bad("schema is not scout.straggler-history");
-  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<std::int64_t>() != k_history_version)
+  if (!j.contains("version") || !j["version"].is_number_integer() ||
+      j["version"].get<std::int64_t>() != k_history_version)
     return bad(fmt::format("version is not {}", k_history_version));
   if (!j.contains("job") || !j["job"].is_string()) return bad("no job");
   if (j["job"].get<std::string>() != job)
-    return input_error(fmt::format("--history {} belongs to job '{}', not '{}'", path, j["job"].get<std::string>(), job),
-                       "a job's baseline says nothing about another job", "use one history file per job");
+    return input_error(
+        fmt::format("--history {} belongs to job '{}', not '{}'", path, j["job"].get<std::string>(), job),
+        "a job's baseline says nothing about another job", "use one history file per job");
   if (!j.contains("groups") || !j["groups"].is_object()) return bad("no groups object");
   History h;
   h.job = job;
@@ -105,7 +109,8 @@ Result<History> parse_history(const std::string& text, const std::string& job, c
     for (const auto& [m, vals] : g.items()) {
       if (std::find(std::begin(k_measures), std::end(k_measures), m) == std::end(k_measures))
         return bad(fmt::format("unknown measure {} in group {}", m, key));
-      if (!vals.is_array() || vals.size() > 1024) return bad(fmt::format("{}.{} is not a list of at most 1024 numbers", key, m));
+      if (!vals.is_array() || vals.size() > 1024)
+        return bad(fmt::format("{}.{} is not a list of at most 1024 numbers", key, m));
       auto& out = h.groups[key][m];
       for (const auto& v : vals) {
         if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
@@ -148,7 +153,8 @@ std::vector<Drift> check_and_append(History& h, const std::vector<GroupTimes>& n
       }
       past.push_back(values[i]);
       if (static_cast<std::int64_t>(past.size()) > o.max_entries)
-        past.erase(past.begin(), past.begin() + static_cast<std::ptrdiff_t>(past.size() - static_cast<std::size_t>(o.max_entries)));
+        past.erase(past.begin(),
+                   past.begin() + static_cast<std::ptrdiff_t>(past.size() - static_cast<std::size_t>(o.max_entries)));
     }
     based += has_base ? 1 : 0;
   }
@@ -156,8 +162,9 @@ std::vector<Drift> check_and_append(History& h, const std::vector<GroupTimes>& n
   return out;
 }
 
-Result<TemporalResult> update_history(const std::string& path, const std::string& job, const std::vector<GroupTimes>& now,
-                                      const DriftOptions& o, std::chrono::milliseconds lock_timeout) {
+Result<TemporalResult> update_history(const std::string& path, const std::string& job,
+                                      const std::vector<GroupTimes>& now, const DriftOptions& o,
+                                      std::chrono::milliseconds lock_timeout) {
   auto lock = checkpoint::FileLock::acquire(path + ".lock", lock_timeout);
   if (!lock) return lock.error();
   History h;

@@ -30,7 +30,7 @@ inline constexpr std::int64_t k_history_version = 1;
 
 // One group's measurements now (absent measures are < 0).
 struct GroupTimes {
-  std::string key;        // "<kind>/<16 hex id>"
+  std::string key;  // "<kind>/<16 hex id>"
   std::string kind;
   double compute_ns = -1;  // median over members of compute per call
   double link_ns = -1;     // median link time per call
@@ -63,9 +63,9 @@ struct Drift {
 };
 
 struct TemporalResult {
-  std::vector<Drift> drifts;      // fleet_slowdown findings
-  std::int64_t groups = 0;        // groups measured now
-  std::int64_t with_baseline = 0; // of them, with min_entries past values
+  std::vector<Drift> drifts;       // fleet_slowdown findings
+  std::int64_t groups = 0;         // groups measured now
+  std::int64_t with_baseline = 0;  // of them, with min_entries past values
   std::string path;
 };
 
@@ -78,7 +78,8 @@ std::vector<Drift> check_and_append(History& h, const std::vector<GroupTimes>& n
                                     std::int64_t* with_baseline = nullptr);
 
 // Locks PATH.lock, reads PATH (absent: empty history), checks, appends, writes it back atomically.
-Result<TemporalResult> update_history(const std::string& path, const std::string& job, const std::vector<GroupTimes>& now,
-                                      const DriftOptions& o, std::chrono::milliseconds lock_timeout);
+Result<TemporalResult> update_history(const std::string& path, const std::string& job,
+                                      const std::vector<GroupTimes>& now, const DriftOptions& o,
+                                      std::chrono::milliseconds lock_timeout);
 
 }  // namespace scout::straggler

@@ -1,23 +1,24 @@
-#include "lib/common/file.hpp"
-#include "lib/common/hex.hpp"
 #include "lib/straggler/probe.hpp"
-#include "lib/straggler/comm_bench.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <ctime>
-#include <fmt/format.h>
+#include <filesystem>
 #include <fstream>
-#include <spdlog/spdlog.h>
 #include <thread>
 
 #include "lib/checkpoint/durable_file.hpp"
+#include "lib/common/file.hpp"
+#include "lib/common/hex.hpp"
 #include "lib/consensus/c3.hpp"
-#include "lib/transport/auth.hpp"
 #include "lib/session/join.hpp"
 #include "lib/session/oneshot.hpp"
+#include "lib/straggler/comm_bench.hpp"
+#include "lib/transport/auth.hpp"
 
 namespace scout::straggler {
 
@@ -35,7 +36,8 @@ bool read_schedstat(std::int64_t pid, RankEvents& e) {
   std::error_code ec;
   std::int64_t cpu = 0, runq = -1, main_cpu = -1;
   const std::string main_thread = std::to_string(pid);
-  for (std::filesystem::directory_iterator it(fmt::format("/proc/{}/task", pid), ec), end; !ec && it != end; it.increment(ec)) {
+  for (std::filesystem::directory_iterator it(fmt::format("/proc/{}/task", pid), ec), end; !ec && it != end;
+       it.increment(ec)) {
     std::ifstream f(it->path() / "schedstat");
     std::int64_t on = -1, waited = -1;
     if (!(f >> on >> waited) || on < 0 || waited < 0) continue;  // a thread that just ended
@@ -59,7 +61,8 @@ RoundEvidence local_evidence(const std::vector<records::RecordRead>& reads, cons
   RoundEvidence r;
   for (const auto& read : reads) {
     if (read.problem != records::RecordProblem::none || !read.snapshot || read.stale) {
-      if (notes) notes->push_back(fmt::format("{}: {}", read.segment, read.stale ? "stale (earlier attempt)" : read.message));
+      if (notes)
+        notes->push_back(fmt::format("{}: {}", read.segment, read.stale ? "stale (earlier attempt)" : read.message));
       continue;
     }
     const auto& s = *read.snapshot;
@@ -86,7 +89,8 @@ RoundEvidence local_evidence(const std::vector<records::RecordRead>& reads, cons
 
 namespace {
 
-nlohmann::json bench_json(const std::vector<BenchResult>& results, const std::vector<std::int64_t>& outliers, const C3Result& c3) {
+nlohmann::json bench_json(const std::vector<BenchResult>& results, const std::vector<std::int64_t>& outliers,
+                          const C3Result& c3) {
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& r : results) {
     nlohmann::json x = {{"rank", r.rank}, {"placement", r.placement}};
@@ -99,8 +103,11 @@ nlohmann::json bench_json(const std::vector<BenchResult>& results, const std::ve
     }
     ranks.push_back(x);
   }
-  return {{"ranks", ranks}, {"outliers", outliers}, {"median_ms", std::round(c3.median / 1e3) / 1e3},
-          {"c3", std::string(c3_status_name(c3.status))}, {"reason", std::string(c3_reason_name(c3.reason))}};
+  return {{"ranks", ranks},
+          {"outliers", outliers},
+          {"median_ms", std::round(c3.median / 1e3) / 1e3},
+          {"c3", std::string(c3_status_name(c3.status))},
+          {"reason", std::string(c3_reason_name(c3.reason))}};
 }
 
 nlohmann::json comm_bench_json(const CommBenchResult& r, const CommBenchOptions& o) {
@@ -120,8 +127,11 @@ nlohmann::json comm_bench_json(const CommBenchResult& r, const CommBenchOptions&
     groups.push_back(x);
   }
   return {{"operation", "timed all_gather per process group over the observer session"},
-          {"payload_bytes", o.payload_bytes}, {"iterations", o.iterations}, {"slow_ratio", o.slow_ratio},
-          {"groups", groups}, {"notes", r.notes}};
+          {"payload_bytes", o.payload_bytes},
+          {"iterations", o.iterations},
+          {"slow_ratio", o.slow_ratio},
+          {"groups", groups},
+          {"notes", r.notes}};
 }
 
 }  // namespace
@@ -143,7 +153,8 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
     auto t = transport::JobToken::load(o.job, o.attempt, o.token_file);
     if (!t) return t.error();
     token = std::move(*t);
-    if (!o.node_index) return usage_error("--node-index is required with --nodes > 1", "", "pass --node-index I (0-based) on each node");
+    if (!o.node_index)
+      return usage_error("--node-index is required with --nodes > 1", "", "pass --node-index I (0-based) on each node");
     auto joined = session::join_store(o.job, o.store, o.host_store, observer, o.listen_address, o.round_timeout);
     if (!joined) return joined.error();
     transport["store"] = joined->uri.text;
@@ -198,7 +209,8 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
     std::int64_t arrived = 1;
     for (std::int64_t i = 0; i < o.nodes; ++i) {
       if (i == observer || !g->blobs[static_cast<std::size_t>(i)]) continue;
-      auto plain = token->verify(*g->blobs[static_cast<std::size_t>(i)], fmt::format("{}/straggler/{}", token->key_namespace(), i));
+      auto plain = token->verify(*g->blobs[static_cast<std::size_t>(i)],
+                                 fmt::format("{}/straggler/{}", token->key_namespace(), i));
       if (!plain) {
         notes.push_back(fmt::format("round {}: observer {}'s evidence failed authentication", round, i));
         continue;
@@ -213,9 +225,13 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
       for (auto& r : ev->ranks) merged.ranks.push_back(std::move(r));
     }
     std::sort(merged.ranks.begin(), merged.ranks.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
-    merged.ranks.erase(std::unique(merged.ranks.begin(), merged.ranks.end(), [](const auto& a, const auto& b) { return a.rank == b.rank; }),
+    merged.ranks.erase(std::unique(merged.ranks.begin(), merged.ranks.end(),
+                                   [](const auto& a, const auto& b) { return a.rank == b.rank; }),
                        merged.ranks.end());
-    gathers.push_back({{"round", round}, {"baseline", round == 0}, {"observers", arrived}, {"gather_ms", std::round(gather_ms * 1000) / 1000},
+    gathers.push_back({{"round", round},
+                       {"baseline", round == 0},
+                       {"observers", arrived},
+                       {"gather_ms", std::round(gather_ms * 1000) / 1000},
                        {"notes", g->notes}});
     evidence.push_back(std::move(merged));
   }
@@ -240,14 +256,17 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
   Mesh mesh = *Mesh::parse(fmt::format("dp={}", world));
   if (o.mesh) {
     if (o.mesh->world_size() != world)
-      return input_error(fmt::format("--mesh {} has {} ranks, the records' world size is {}", o.mesh->spec(), o.mesh->world_size(), world),
-                         "a mesh of another size would compare the wrong ranks", "pass the job's mesh, or leave --mesh out");
+      return input_error(fmt::format("--mesh {} has {} ranks, the records' world size is {}", o.mesh->spec(),
+                                     o.mesh->world_size(), world),
+                         "a mesh of another size would compare the wrong ranks",
+                         "pass the job's mesh, or leave --mesh out");
     mesh = *o.mesh;
   } else {
     mesh = infer_mesh(evidence.front(), mesh_source);
   }
   if (static_cast<std::int64_t>(most) < world)
-    notes.push_back(fmt::format("{} of {} ranks' records were read; peer groups with fewer than 3 present are not compared", most, world));
+    notes.push_back(fmt::format(
+        "{} of {} ranks' records were read; peer groups with fewer than 3 present are not compared", most, world));
 
   Analysis a = analyse(evidence, mesh, o.decide);
   for (auto& n : notes) a.decision.notes.push_back(n);
@@ -299,7 +318,8 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
       if (mkdtemp(tmpl) != nullptr) scratch = tmpl;
       co.key_namespace = fmt::format("{}/straggler/bench", o.job);
       co.expected = local;
-      const transport::StoreUri uri{transport::StoreUri::Kind::file, scratch + "/store", "", 0, "file://" + scratch + "/store"};
+      const transport::StoreUri uri{transport::StoreUri::Kind::file, scratch + "/store", "", 0,
+                                    "file://" + scratch + "/store"};
       opener = [uri, co]() { return transport::open_store(uri, false, co.timeout); };
     }
     if (o.nodes > 1 || !scratch.empty()) {
@@ -335,13 +355,22 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
     if (!t) return t.error();
     nlohmann::json drifts = nlohmann::json::array();
     for (const auto& d : t->drifts)
-      drifts.push_back({{"group", d.group}, {"measure", d.measure}, {"current_ms", std::round(d.current / 1e3) / 1e3},
-                        {"baseline_ms", std::round(d.baseline / 1e3) / 1e3}, {"ratio", std::round(d.ratio * 1000) / 1000},
+      drifts.push_back({{"group", d.group},
+                        {"measure", d.measure},
+                        {"current_ms", std::round(d.current / 1e3) / 1e3},
+                        {"baseline_ms", std::round(d.baseline / 1e3) / 1e3},
+                        {"ratio", std::round(d.ratio * 1000) / 1000},
                         {"threshold_ms", std::round(d.threshold / 1e3) / 1e3}});
     const bool fleet = !t->drifts.empty();
-    v.details["temporal"] = {{"status", fleet ? "fleet_slowdown" : t->with_baseline > 0 ? "steady" : "building_baseline"},
-                             {"history", t->path}, {"groups", t->groups}, {"with_baseline", t->with_baseline},
-                             {"drifts", drifts}, {"min_relative", o.drift.min_relative}, {"min_entries", o.drift.min_entries}};
+    v.details["temporal"] = {{"status", fleet                  ? "fleet_slowdown"
+                                        : t->with_baseline > 0 ? "steady"
+                                                               : "building_baseline"},
+                             {"history", t->path},
+                             {"groups", t->groups},
+                             {"with_baseline", t->with_baseline},
+                             {"drifts", drifts},
+                             {"min_relative", o.drift.min_relative},
+                             {"min_entries", o.drift.min_entries}};
     if (fleet) {
       std::set<std::string> groups;
       double worst = 0;
@@ -349,8 +378,10 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
         groups.insert(d.group);
         worst = std::max(worst, d.ratio);
       }
-      v.details["findings"].push_back({{"kind", "fleet_slowdown"}, {"groups", groups.size()}, {"ratio", std::round(worst * 1000) / 1000}});
-      v.summary += fmt::format("; fleet_slowdown: {} group(s) up to {:.2f}x slower than their own history", groups.size(), worst);
+      v.details["findings"].push_back(
+          {{"kind", "fleet_slowdown"}, {"groups", groups.size()}, {"ratio", std::round(worst * 1000) / 1000}});
+      v.summary += fmt::format("; fleet_slowdown: {} group(s) up to {:.2f}x slower than their own history",
+                               groups.size(), worst);
       if (v.status == VerdictStatus::healthy) v.action = "investigate_fleet_slowdown";
     }
   }

@@ -18,11 +18,11 @@
 #include "lib/common/error.hpp"
 #include "lib/records/snapshot.hpp"
 #include "lib/report/verdict.hpp"
+#include "lib/session/join.hpp"
 #include "lib/straggler/bench.hpp"
 #include "lib/straggler/decide.hpp"
 #include "lib/straggler/evidence.hpp"
 #include "lib/straggler/history.hpp"
-#include "lib/session/join.hpp"
 #include "lib/transport/store.hpp"
 
 namespace scout::straggler {

@@ -1,7 +1,8 @@
 #include "lib/straggler/timing.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "lib/common/hex.hpp"
 #include "lib/records/layout.hpp"
@@ -119,11 +120,12 @@ std::vector<std::map<std::int64_t, CpuPerCall>> cpu_per_call(const std::vector<R
       auto it = before.find(r.rank);
       if (it == before.end()) continue;
       const RankEvents& b = *it->second;
-      if (r.cpu_ns < 0 || r.runq_ns < 0 || b.cpu_ns < 0 || b.runq_ns < 0 || r.written <= b.written || r.cpu_ns < b.cpu_ns ||
-          r.runq_ns < b.runq_ns)
+      if (r.cpu_ns < 0 || r.runq_ns < 0 || b.cpu_ns < 0 || b.runq_ns < 0 || r.written <= b.written ||
+          r.cpu_ns < b.cpu_ns || r.runq_ns < b.runq_ns)
         continue;  // no counters, no call in between, or another process (counters went back)
       const double calls = static_cast<double>(r.written - b.written);
-      CpuPerCall c{static_cast<double>(r.cpu_ns - b.cpu_ns) / calls, static_cast<double>(r.runq_ns - b.runq_ns) / calls};
+      CpuPerCall c{static_cast<double>(r.cpu_ns - b.cpu_ns) / calls,
+                   static_cast<double>(r.runq_ns - b.runq_ns) / calls};
       if (r.main_cpu_ns >= 0 && b.main_cpu_ns >= 0 && r.main_cpu_ns >= b.main_cpu_ns)
         c.main_cpu_ns = static_cast<double>(r.main_cpu_ns - b.main_cpu_ns) / calls;
       out[i][r.rank] = c;

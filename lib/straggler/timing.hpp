@@ -30,17 +30,17 @@ namespace scout::straggler {
 // One rank's evidence from one read of its record.
 struct RankEvents {
   std::int64_t rank = -1;
-  std::string node;                              // host name from the record ("" unknown)
-  Coords coords{};                               // (d, s, t, p, c, e) from the record
-  std::uint64_t step = 0;                        // the record's step at the read
-  std::int64_t read_ns = 0;                      // CLOCK_REALTIME of the read
-  std::uint64_t written = 0;                     // collective events the rank ever wrote (its calls so far)
+  std::string node;           // host name from the record ("" unknown)
+  Coords coords{};            // (d, s, t, p, c, e) from the record
+  std::uint64_t step = 0;     // the record's step at the read
+  std::int64_t read_ns = 0;   // CLOCK_REALTIME of the read
+  std::uint64_t written = 0;  // collective events the rank ever wrote (its calls so far)
   // The rank's scheduler counters at the read (Linux schedstat, ns; -1 unknown: another host's rank
   // recorded without them, or /proc unreadable): CPU time of all its threads, and the time its main
   // thread spent runnable but waiting for a CPU.
   std::int64_t cpu_ns = -1;
   std::int64_t runq_ns = -1;
-  std::int64_t main_cpu_ns = -1;  // CPU time of the main thread alone
+  std::int64_t main_cpu_ns = -1;                 // CPU time of the main thread alone
   std::vector<records::CollectiveEvent> events;  // the ring, oldest first
 };
 
@@ -95,8 +95,8 @@ struct TimingTable {
   std::vector<GroupInfo> groups;  // mesh groups, then groups seen only in the events
   std::map<std::int64_t, std::map<CallKey, CallTiming>> ranks;
   std::map<std::pair<std::int64_t, std::string>, std::size_t> group_of;  // (rank, kind) -> index in groups
-  std::map<std::int64_t, std::string> nodes;  // rank -> node name from its record
-  std::int64_t misaligned = 0;    // calls dropped because ranks disagreed on (type, count)
+  std::map<std::int64_t, std::string> nodes;                             // rank -> node name from its record
+  std::int64_t misaligned = 0;  // calls dropped because ranks disagreed on (type, count)
   // Per rank, its scheduler counters per collective call over the round (see cpu_per_call).
   std::map<std::int64_t, CpuPerCall> cpu;
 };

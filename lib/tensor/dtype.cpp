@@ -12,12 +12,26 @@ struct Info {
   std::size_t size;
 };
 constexpr std::array<Info, 20> k_infos = {{
-    {DType::f64, "F64", 8}, {DType::f32, "F32", 4}, {DType::f16, "F16", 2}, {DType::bf16, "BF16", 2},
-    {DType::i64, "I64", 8}, {DType::i32, "I32", 4}, {DType::i16, "I16", 2}, {DType::i8, "I8", 1},
-    {DType::u8, "U8", 1}, {DType::boolean, "BOOL", 1}, {DType::f8_e4m3, "F8_E4M3", 1},
-    {DType::f8_e5m2, "F8_E5M2", 1}, {DType::u16, "U16", 2}, {DType::u32, "U32", 4}, {DType::u64, "U64", 8},
-    {DType::c64, "C64", 8}, {DType::c128, "C128", 16}, {DType::f8_e4m3fnuz, "F8_E4M3FNUZ", 1},
-    {DType::f8_e5m2fnuz, "F8_E5M2FNUZ", 1}, {DType::f8_e8m0, "F8_E8M0", 1},
+    {DType::f64, "F64", 8},
+    {DType::f32, "F32", 4},
+    {DType::f16, "F16", 2},
+    {DType::bf16, "BF16", 2},
+    {DType::i64, "I64", 8},
+    {DType::i32, "I32", 4},
+    {DType::i16, "I16", 2},
+    {DType::i8, "I8", 1},
+    {DType::u8, "U8", 1},
+    {DType::boolean, "BOOL", 1},
+    {DType::f8_e4m3, "F8_E4M3", 1},
+    {DType::f8_e5m2, "F8_E5M2", 1},
+    {DType::u16, "U16", 2},
+    {DType::u32, "U32", 4},
+    {DType::u64, "U64", 8},
+    {DType::c64, "C64", 8},
+    {DType::c128, "C128", 16},
+    {DType::f8_e4m3fnuz, "F8_E4M3FNUZ", 1},
+    {DType::f8_e5m2fnuz, "F8_E5M2FNUZ", 1},
+    {DType::f8_e8m0, "F8_E8M0", 1},
 }};
 const Info* find(DType d) {
   for (const auto& i : k_infos)

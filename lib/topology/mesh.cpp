@@ -1,7 +1,8 @@
 #include "lib/topology/mesh.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <map>
 
 #include "lib/common/parse.hpp"
@@ -10,11 +11,16 @@ namespace scout {
 
 namespace {
 constexpr std::array<std::string_view, k_dim_count> k_dim_names = {"dp", "fsdp", "tp", "pp", "cp", "ep"};
-constexpr std::string_view k_mesh_hint = "write the mesh as dim=size pairs such as dp=4,tp=2 (dims: dp, fsdp, tp, pp, cp, ep)";
-int idx(Dim d) { return static_cast<int>(d); }
+constexpr std::string_view k_mesh_hint =
+    "write the mesh as dim=size pairs such as dp=4,tp=2 (dims: dp, fsdp, tp, pp, cp, ep)";
+int idx(Dim d) {
+  return static_cast<int>(d);
+}
 }  // namespace
 
-std::string_view dim_name(Dim dim) { return k_dim_names[static_cast<std::size_t>(dim)]; }
+std::string_view dim_name(Dim dim) {
+  return k_dim_names[static_cast<std::size_t>(dim)];
+}
 
 std::optional<Dim> parse_dim(std::string_view name) {
   for (Dim d : k_all_dims)
@@ -22,7 +28,9 @@ std::optional<Dim> parse_dim(std::string_view name) {
   return std::nullopt;
 }
 
-std::string_view peer_kind_name(PeerKind kind) { return kind == PeerKind::replica ? "replica" : "state_shard"; }
+std::string_view peer_kind_name(PeerKind kind) {
+  return kind == PeerKind::replica ? "replica" : "state_shard";
+}
 
 Result<Mesh> Mesh::parse(std::string_view spec, std::string_view order) {
   if (trim(spec).empty()) return usage_error("the mesh spec is empty", {}, std::string(k_mesh_hint));
@@ -37,14 +45,17 @@ Result<Mesh> Mesh::parse(std::string_view spec, std::string_view order) {
     std::string_view name = trim(field.substr(0, eq));
     auto dim = parse_dim(name);
     if (!dim) return usage_error(fmt::format("unknown mesh dimension '{}'", name), {}, std::string(k_mesh_hint));
-    if (seen[idx(*dim)]) return usage_error(fmt::format("mesh dimension '{}' is given twice", name), {}, std::string(k_mesh_hint));
+    if (seen[idx(*dim)])
+      return usage_error(fmt::format("mesh dimension '{}' is given twice", name), {}, std::string(k_mesh_hint));
     seen[idx(*dim)] = true;
     auto value = parse_int(field.substr(eq + 1), fmt::format("mesh size of {}", name));
     if (!value) return usage_error(value.error().what, value.error().why, std::string(k_mesh_hint));
     if (*value < 1)
-      return usage_error(fmt::format("mesh size {}={} must be at least 1", name, *value), {}, "use 1 for an unused dimension, or omit it");
+      return usage_error(fmt::format("mesh size {}={} must be at least 1", name, *value), {},
+                         "use 1 for an unused dimension, or omit it");
     if (*value >= k_max_world_size)
-      return usage_error(fmt::format("mesh size {}={} is too large", name, *value), fmt::format("scout accepts at most {} ranks", k_max_world_size - 1));
+      return usage_error(fmt::format("mesh size {}={} is too large", name, *value),
+                         fmt::format("scout accepts at most {} ranks", k_max_world_size - 1));
     sizes[idx(*dim)] = *value;
     placement.push_back(*dim);
   }
@@ -54,7 +65,9 @@ Result<Mesh> Mesh::parse(std::string_view spec, std::string_view order) {
     for (std::string_view name : split(order, ',')) {
       name = trim(name);
       auto dim = parse_dim(name);
-      if (!dim) return usage_error(fmt::format("unknown dimension '{}' in --order", name), {}, "list dims slowest first, e.g. --order tp,dp");
+      if (!dim)
+        return usage_error(fmt::format("unknown dimension '{}' in --order", name), {},
+                           "list dims slowest first, e.g. --order tp,dp");
       if (in_order[idx(*dim)]) return usage_error(fmt::format("dimension '{}' is repeated in --order", name));
       in_order[idx(*dim)] = true;
       ordered.push_back(*dim);
@@ -86,11 +99,15 @@ Result<Mesh> Mesh::make(const Coords& sizes, std::vector<Dim> placement) {
     if (s < 1) return usage_error(fmt::format("mesh size {}={} must be at least 1", dim_name(*it), s));
     mesh.m_strides[idx(*it)] = stride;
     if (stride > k_max_world_size / s)
-      return usage_error("the mesh has too many ranks", fmt::format("the product of its sizes exceeds {}", k_max_world_size - 1), "check the sizes for a typo");
+      return usage_error("the mesh has too many ranks",
+                         fmt::format("the product of its sizes exceeds {}", k_max_world_size - 1),
+                         "check the sizes for a typo");
     stride *= s;
   }
   if (stride >= k_max_world_size)
-    return usage_error("the mesh has too many ranks", fmt::format("the product of its sizes exceeds {}", k_max_world_size - 1), "check the sizes for a typo");
+    return usage_error("the mesh has too many ranks",
+                       fmt::format("the product of its sizes exceeds {}", k_max_world_size - 1),
+                       "check the sizes for a typo");
   mesh.m_world = stride;
   return mesh;
 }
@@ -149,16 +166,24 @@ std::vector<std::vector<std::int64_t>> Mesh::groups_varying(const std::vector<Di
   return groups;
 }
 
-std::vector<std::int64_t> Mesh::peer_group(std::int64_t rank) const { return group_of(rank, peer_dims()); }
-std::vector<std::vector<std::int64_t>> Mesh::peer_groups() const { return groups_varying(peer_dims()); }
-std::vector<std::int64_t> Mesh::process_group(Dim dim, std::int64_t rank) const { return group_of(rank, {dim}); }
-std::vector<std::vector<std::int64_t>> Mesh::process_groups(Dim dim) const { return groups_varying({dim}); }
+std::vector<std::int64_t> Mesh::peer_group(std::int64_t rank) const {
+  return group_of(rank, peer_dims());
+}
+std::vector<std::vector<std::int64_t>> Mesh::peer_groups() const {
+  return groups_varying(peer_dims());
+}
+std::vector<std::int64_t> Mesh::process_group(Dim dim, std::int64_t rank) const {
+  return group_of(rank, {dim});
+}
+std::vector<std::vector<std::int64_t>> Mesh::process_groups(Dim dim) const {
+  return groups_varying({dim});
+}
 
 Result<NodeMap> NodeMap::by_ranks_per_node(std::int64_t world, std::int64_t ranks_per_node) {
   if (ranks_per_node < 1) return usage_error(fmt::format("--ranks-per-node {} must be at least 1", ranks_per_node));
   if (world % ranks_per_node != 0)
-    return usage_error(fmt::format("--ranks-per-node {} does not divide the world size {}", ranks_per_node, world),
-                       {}, "every node must hold the same number of ranks; or give --hosts");
+    return usage_error(fmt::format("--ranks-per-node {} does not divide the world size {}", ranks_per_node, world), {},
+                       "every node must hold the same number of ranks; or give --hosts");
   NodeMap map;
   std::int64_t nodes = world / ranks_per_node;
   for (std::int64_t n = 0; n < nodes; ++n) map.m_names.push_back(fmt::format("node{}", n));
@@ -170,7 +195,9 @@ Result<NodeMap> NodeMap::by_ranks_per_node(std::int64_t world, std::int64_t rank
 Result<NodeMap> NodeMap::from_hosts(std::int64_t world, std::vector<std::string> hosts) {
   if (hosts.empty()) return usage_error("the host list is empty");
   for (const auto& h : hosts)
-    if (h.empty()) return usage_error("the host list has an empty name", {}, "separate host names with commas, one per node or one per rank");
+    if (h.empty())
+      return usage_error("the host list has an empty name", {},
+                         "separate host names with commas, one per node or one per rank");
   std::int64_t n = static_cast<std::int64_t>(hosts.size());
   std::vector<std::string> per_rank;
   if (n == world) {
@@ -178,7 +205,8 @@ Result<NodeMap> NodeMap::from_hosts(std::int64_t world, std::vector<std::string>
   } else if (world % n == 0) {
     for (std::int64_t r = 0; r < world; ++r) per_rank.push_back(hosts[static_cast<std::size_t>(r / (world / n))]);
   } else {
-    return usage_error(fmt::format("{} hosts do not fit a world of {} ranks", n, world), {}, "give one host per rank, or one per node with equal ranks per node");
+    return usage_error(fmt::format("{} hosts do not fit a world of {} ranks", n, world), {},
+                       "give one host per rank, or one per node with equal ranks per node");
   }
   NodeMap map;
   std::map<std::string, std::int64_t> index;

@@ -92,7 +92,9 @@ class NodeMap {
   std::int64_t world_size() const { return static_cast<std::int64_t>(m_node_of_rank.size()); }
   std::int64_t node_count() const { return static_cast<std::int64_t>(m_names.size()); }
   std::int64_t node_index(std::int64_t rank) const { return m_node_of_rank.at(static_cast<std::size_t>(rank)); }
-  const std::string& node_name(std::int64_t rank) const { return m_names.at(static_cast<std::size_t>(node_index(rank))); }
+  const std::string& node_name(std::int64_t rank) const {
+    return m_names.at(static_cast<std::size_t>(node_index(rank)));
+  }
   const std::vector<std::string>& node_names() const { return m_names; }
 
  private:

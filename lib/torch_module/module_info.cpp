@@ -2,4 +2,6 @@
 // and tests can confirm the module loads and which LibTorch it carries.
 #include <torch/version.h>
 
-extern "C" const char* scout_torch_module_version() { return TORCH_VERSION; }
+extern "C" const char* scout_torch_module_version() {
+  return TORCH_VERSION;
+}

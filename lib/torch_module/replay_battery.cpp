@@ -5,9 +5,9 @@
 // gather itself); and a trainer's exported recipe (a TorchScript layer with its
 // captured input, RNG state and parameters, lib/replay/exported.hpp).
 // Deterministic algorithms forced on, a fixed thread count.
-#include <torch/torch.h>
-#include <torch/script.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/script.h>
+#include <torch/torch.h>
 #include <torch/version.h>
 
 #include <chrono>
@@ -39,19 +39,30 @@ void give(ScoutReplayBuffer* out, const std::string& s) {
   if (!out->data) throw std::bad_alloc();
   std::memcpy(out->data, s.data(), s.size());
 }
-void give(ScoutReplayBuffer* out, const std::vector<std::uint8_t>& s) { give(out, std::string(s.begin(), s.end())); }
+void give(ScoutReplayBuffer* out, const std::vector<std::uint8_t>& s) {
+  give(out, std::string(s.begin(), s.end()));
+}
 
 c10::ScalarType torch_type(scout::DType d) {
   switch (d) {
-    case scout::DType::f32: return c10::kFloat;
-    case scout::DType::f64: return c10::kDouble;
-    case scout::DType::f16: return c10::kHalf;
-    case scout::DType::bf16: return c10::kBFloat16;
-    case scout::DType::i64: return c10::kLong;
-    case scout::DType::i32: return c10::kInt;
-    case scout::DType::u8: return c10::kByte;
-    case scout::DType::u64: return c10::kLong;  // bit pattern only (the rng state)
-    default: throw std::invalid_argument("dtype not supported by the replay battery");
+    case scout::DType::f32:
+      return c10::kFloat;
+    case scout::DType::f64:
+      return c10::kDouble;
+    case scout::DType::f16:
+      return c10::kHalf;
+    case scout::DType::bf16:
+      return c10::kBFloat16;
+    case scout::DType::i64:
+      return c10::kLong;
+    case scout::DType::i32:
+      return c10::kInt;
+    case scout::DType::u8:
+      return c10::kByte;
+    case scout::DType::u64:
+      return c10::kLong;  // bit pattern only (the rng state)
+    default:
+      throw std::invalid_argument("dtype not supported by the replay battery");
   }
 }
 
@@ -66,8 +77,11 @@ PackedTensor to_packed(const std::string& name, const at::Tensor& t0) {
   const at::Tensor t = t0.detach().to(torch::kCPU).contiguous();
   PackedTensor p;
   p.name = name;
-  p.dtype = t.scalar_type() == c10::kFloat ? scout::DType::f32 : t.scalar_type() == c10::kDouble ? scout::DType::f64 : scout::DType::u8;
-  if (p.dtype == scout::DType::u8 && t.scalar_type() != c10::kByte) throw std::invalid_argument("unexpected result dtype");
+  p.dtype = t.scalar_type() == c10::kFloat    ? scout::DType::f32
+            : t.scalar_type() == c10::kDouble ? scout::DType::f64
+                                              : scout::DType::u8;
+  if (p.dtype == scout::DType::u8 && t.scalar_type() != c10::kByte)
+    throw std::invalid_argument("unexpected result dtype");
   p.shape.assign(t.sizes().begin(), t.sizes().end());
   p.data.resize(t.nbytes());
   if (t.nbytes()) std::memcpy(p.data.data(), t.data_ptr(), t.nbytes());
@@ -79,13 +93,16 @@ struct Results {
   double forward_s = 0, backward_s = 0;
 };
 
-const at::Tensor& find(const std::vector<PackedTensor>& ps, const std::vector<at::Tensor>& ts, const std::string& name) {
+const at::Tensor& find(const std::vector<PackedTensor>& ps, const std::vector<at::Tensor>& ts,
+                       const std::string& name) {
   for (std::size_t i = 0; i < ps.size(); ++i)
     if (ps[i].name == name) return ts[i];
   throw std::invalid_argument("the recipe's data has no tensor '" + name + "'");
 }
 
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 // Stretches the timed region to `factor` times its length (drill injection).
 void stretch(Clock::time_point start, double factor) {
@@ -110,7 +127,8 @@ std::uint64_t rng_seed(const Ctx& c) {
 }
 
 void add_grads(Results& r, const char* q, const std::vector<at::Tensor>& ts) {
-  for (std::size_t i = 0; i < ts.size(); ++i) r.tensors.emplace_back(std::string(q) + "/" + std::to_string(i), ts[i].grad());
+  for (std::size_t i = 0; i < ts.size(); ++i)
+    r.tensors.emplace_back(std::string(q) + "/" + std::to_string(i), ts[i].grad());
 }
 
 Results transformer_block(const Ctx& c) {
@@ -149,7 +167,8 @@ Results transformer_block(const Ctx& c) {
   r.tensors.emplace_back("input_grad/0", x.grad());
   add_grads(r, "param_grad", w);
   torch::NoGradGuard ng;
-  for (std::size_t i = 0; i < w.size(); ++i) r.tensors.emplace_back("param/" + std::to_string(i), w[i] - lr * w[i].grad());
+  for (std::size_t i = 0; i < w.size(); ++i)
+    r.tensors.emplace_back("param/" + std::to_string(i), w[i] - lr * w[i].grad());
   return r;
 }
 
@@ -159,7 +178,8 @@ Results adamw_step(const Ctx& c) {
   const double lr = c.config.at("lr"), b1 = c.config.at("beta1"), b2 = c.config.at("beta2"), eps = c.config.at("eps"),
                wd = c.config.at("weight_decay");
   const double step = c.config.at("step");
-  at::Tensor g = find(c.in_p, c.in_t, "grad"), m = find(c.in_p, c.in_t, "exp_avg").clone(), v = find(c.in_p, c.in_t, "exp_avg_sq").clone();
+  at::Tensor g = find(c.in_p, c.in_t, "grad"), m = find(c.in_p, c.in_t, "exp_avg").clone(),
+             v = find(c.in_p, c.in_t, "exp_avg_sq").clone();
   at::Tensor p = c.par_t.at(0).clone();
   auto t0 = Clock::now();
   p.mul_(1 - lr * wd);
@@ -227,8 +247,10 @@ Exported load_exported(const Ctx& c, const std::string& path) {
   std::size_t i = 0;
   torch::NoGradGuard ng;
   for (const auto& np : e.module.named_parameters(true)) {
-    if (i >= c.par_p.size()) throw std::invalid_argument("module.pt has more parameters than params.pack (" + np.name + ")");
-    if (np.name != c.par_p[i].name) throw std::invalid_argument("module.pt parameter " + np.name + " is not params.pack's " + c.par_p[i].name);
+    if (i >= c.par_p.size())
+      throw std::invalid_argument("module.pt has more parameters than params.pack (" + np.name + ")");
+    if (np.name != c.par_p[i].name)
+      throw std::invalid_argument("module.pt parameter " + np.name + " is not params.pack's " + c.par_p[i].name);
     if (np.value.sizes() != c.par_t[i].sizes() || np.value.scalar_type() != c.par_t[i].scalar_type())
       throw std::invalid_argument("module.pt parameter " + np.name + " has another shape or dtype than params.pack's");
     np.value.copy_(c.par_t[i]);
@@ -256,11 +278,15 @@ Results exported(const Ctx& c, Exported& e) {
   auto grads = torch::autograd::grad({(out * g).sum()}, wrt, {}, false, false, true);
   stretch(t1, c.slow);
   r.backward_s = since(t1);
-  auto or_empty = [&](const at::Tensor& t, const at::Tensor& like) { return t.defined() ? t : torch::zeros({0}, like.options()); };
+  auto or_empty = [&](const at::Tensor& t, const at::Tensor& like) {
+    return t.defined() ? t : torch::zeros({0}, like.options());
+  };
   r.tensors.emplace_back("output/0", out);
   r.tensors.emplace_back("input_grad/0", or_empty(grads[0], x));
-  for (std::size_t i = 0; i < e.params.size(); ++i) r.tensors.emplace_back("param_grad/" + std::to_string(i), or_empty(grads[i + 1], e.params[i]));
-  for (std::size_t i = 0; i < e.params.size(); ++i) r.tensors.emplace_back("param/" + std::to_string(i), e.params[i].detach());
+  for (std::size_t i = 0; i < e.params.size(); ++i)
+    r.tensors.emplace_back("param_grad/" + std::to_string(i), or_empty(grads[i + 1], e.params[i]));
+  for (std::size_t i = 0; i < e.params.size(); ++i)
+    r.tensors.emplace_back("param/" + std::to_string(i), e.params[i].detach());
   for (auto& p : e.params) p.requires_grad_(false);
   return r;
 }
@@ -284,7 +310,8 @@ std::string cpu_model() {
 
 }  // namespace
 
-extern "C" int scout_replay_environment(int threads, const char* device, ScoutReplayBuffer* json, char* message, std::size_t message_size) {
+extern "C" int scout_replay_environment(int threads, const char* device, ScoutReplayBuffer* json, char* message,
+                                        std::size_t message_size) {
   try {
     if (!json) throw std::invalid_argument("null buffer");
     if (threads < 1 || threads > 1024) throw std::invalid_argument("threads must be 1..1024");
@@ -314,11 +341,12 @@ extern "C" int scout_replay_environment(int threads, const char* device, ScoutRe
   return 1;
 }
 
-extern "C" int scout_replay_run(const char* request_json, const std::uint8_t* inputs, std::size_t inputs_size, const std::uint8_t* params,
-                                std::size_t params_size, ScoutReplayBuffer* results, ScoutReplayBuffer* info_json, char* message,
-                                std::size_t message_size) {
+extern "C" int scout_replay_run(const char* request_json, const std::uint8_t* inputs, std::size_t inputs_size,
+                                const std::uint8_t* params, std::size_t params_size, ScoutReplayBuffer* results,
+                                ScoutReplayBuffer* info_json, char* message, std::size_t message_size) {
   try {
-    if (!request_json || !results || !info_json || (!inputs && inputs_size) || (!params && params_size)) throw std::invalid_argument("null argument");
+    if (!request_json || !results || !info_json || (!inputs && inputs_size) || (!params && params_size))
+      throw std::invalid_argument("null argument");
     const auto req = nlohmann::json::parse(request_json);
     Ctx c;
     c.config = req.at("config");
@@ -337,12 +365,12 @@ extern "C" int scout_replay_run(const char* request_json, const std::uint8_t* in
     std::optional<Exported> ex;
     if (recipe == "exported") ex = load_exported(c, req.at("module").get<std::string>());
     for (int i = 0; i < repeat; ++i) {
-      Results r = ex                                ? exported(c, *ex)
+      Results r = ex                              ? exported(c, *ex)
                   : recipe == "transformer_block" ? transformer_block(c)
-                  : recipe == "adamw_step"      ? adamw_step(c)
-                  : recipe == "expert_gemm"     ? expert_gemm(c)
-                  : recipe == "param_allgather" ? param_allgather(c)
-                                                : throw std::invalid_argument("unknown recipe " + recipe);
+                  : recipe == "adamw_step"        ? adamw_step(c)
+                  : recipe == "expert_gemm"       ? expert_gemm(c)
+                  : recipe == "param_allgather"   ? param_allgather(c)
+                                                  : throw std::invalid_argument("unknown recipe " + recipe);
       std::vector<PackedTensor> packed;
       for (const auto& [name, t] : r.tensors) packed.push_back(to_packed(name, t));
       if (i == 0) {
@@ -355,7 +383,9 @@ extern "C" int scout_replay_run(const char* request_json, const std::uint8_t* in
       }
     }
     give(results, scout::replay::encode_pack(first));
-    give(info_json, nlohmann::json{{"forward_s", best.forward_s}, {"backward_s", best.backward_s}, {"repeats_agree", agree}}.dump());
+    give(info_json,
+         nlohmann::json{{"forward_s", best.forward_s}, {"backward_s", best.backward_s}, {"repeats_agree", agree}}
+             .dump());
     return 0;
   } catch (const std::exception& e) {
     put(message, message_size, e.what());

@@ -1,12 +1,11 @@
 // The tcp:// store: c10d's TCPStore behind the plain C ABI of
 // lib/transport/tcp_store_abi.hpp. Every exception is caught here.
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
 #include <string>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "lib/transport/tcp_store_abi.hpp"
 
@@ -59,7 +58,8 @@ void* scout_tcp_store_open(const char* host, std::uint16_t port, int is_server, 
   return nullptr;
 }
 
-int scout_tcp_store_set(void* store, const char* key, const void* data, std::size_t len, char* err, std::size_t err_len) {
+int scout_tcp_store_set(void* store, const char* key, const void* data, std::size_t len, char* err,
+                        std::size_t err_len) {
   return guarded(err, err_len, [&] {
     const auto* p = static_cast<const std::uint8_t*>(data);
     static_cast<Handle*>(store)->store->set(key, std::vector<std::uint8_t>(p, p + len));
@@ -98,7 +98,9 @@ int scout_tcp_store_delete(void* store, const char* key) {
   }
 }
 
-void scout_tcp_store_free(void* data) { std::free(data); }
+void scout_tcp_store_free(void* data) {
+  std::free(data);
+}
 
 void scout_tcp_store_close(void* store) {
   try {

@@ -17,17 +17,28 @@ namespace {
 std::optional<scout::DType> scout_dtype(c10::ScalarType t) {
   using scout::DType;
   switch (t) {
-    case c10::ScalarType::Double: return DType::f64;
-    case c10::ScalarType::Float: return DType::f32;
-    case c10::ScalarType::Half: return DType::f16;
-    case c10::ScalarType::BFloat16: return DType::bf16;
-    case c10::ScalarType::Long: return DType::i64;
-    case c10::ScalarType::Int: return DType::i32;
-    case c10::ScalarType::Short: return DType::i16;
-    case c10::ScalarType::Char: return DType::i8;
-    case c10::ScalarType::Byte: return DType::u8;
-    case c10::ScalarType::Bool: return DType::boolean;
-    default: return std::nullopt;
+    case c10::ScalarType::Double:
+      return DType::f64;
+    case c10::ScalarType::Float:
+      return DType::f32;
+    case c10::ScalarType::Half:
+      return DType::f16;
+    case c10::ScalarType::BFloat16:
+      return DType::bf16;
+    case c10::ScalarType::Long:
+      return DType::i64;
+    case c10::ScalarType::Int:
+      return DType::i32;
+    case c10::ScalarType::Short:
+      return DType::i16;
+    case c10::ScalarType::Char:
+      return DType::i8;
+    case c10::ScalarType::Byte:
+      return DType::u8;
+    case c10::ScalarType::Bool:
+      return DType::boolean;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -38,7 +49,8 @@ void put(char* message, std::size_t size, const std::string& text) {
 std::uint64_t hash_or_throw(const at::Tensor& t, unsigned threads) {
   if (!t.defined()) throw std::invalid_argument("undefined tensor");
   const auto dtype = scout_dtype(t.scalar_type());
-  if (!dtype) throw std::invalid_argument(std::string("dtype ") + c10::toString(t.scalar_type()) + " has no tensor-hash code");
+  if (!dtype)
+    throw std::invalid_argument(std::string("dtype ") + c10::toString(t.scalar_type()) + " has no tensor-hash code");
   const std::vector<std::int64_t> shape(t.sizes().begin(), t.sizes().end());
   if (t.is_cuda()) {
     const at::Tensor c = t.contiguous();
@@ -46,7 +58,9 @@ std::uint64_t hash_or_throw(const at::Tensor& t, unsigned threads) {
     if (!h) throw std::runtime_error(h.error().message());
     return *h;
   }
-  if (!t.is_cpu()) throw std::invalid_argument(std::string("tensors on ") + c10::DeviceTypeName(t.device().type()) + " are not supported");
+  if (!t.is_cpu())
+    throw std::invalid_argument(std::string("tensors on ") + c10::DeviceTypeName(t.device().type()) +
+                                " are not supported");
   const auto* base = static_cast<const std::byte*>(t.data_ptr());
   if (t.is_contiguous()) return scout::hash::hash_tensor(*dtype, shape, std::span(base, t.nbytes()), threads);
   const std::vector<std::int64_t> strides(t.strides().begin(), t.strides().end());
@@ -75,7 +89,8 @@ extern "C" int scout_torch_hash_selftest(char* message, std::size_t message_size
     std::uint64_t a = 0, b = 0;
     char why[256] = {};
     const at::Tensor copy = view.contiguous();
-    if (scout_torch_hash_tensor(&view, 0, &a, why, sizeof why) != 0 || scout_torch_hash_tensor(&copy, 1, &b, why, sizeof why) != 0) {
+    if (scout_torch_hash_tensor(&view, 0, &a, why, sizeof why) != 0 ||
+        scout_torch_hash_tensor(&copy, 1, &b, why, sizeof why) != 0) {
       if (failures++ == 0) put(message, message_size, what + ": " + why);
       return;
     }

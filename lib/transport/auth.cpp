@@ -1,12 +1,13 @@
 #include "lib/transport/auth.hpp"
 
-#include <cstdlib>
 #include <fmt/format.h>
-#include <fstream>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
 
 namespace scout::transport {
 
@@ -27,7 +28,8 @@ std::string hex(const std::uint8_t* p, std::size_t n) {
 
 std::string sanitize(const std::string& s) {
   std::string out;
-  for (char c : s.substr(0, 100)) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
+  for (char c : s.substr(0, 100))
+    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
   return out.empty() ? "_" : out;
 }
 
@@ -63,10 +65,11 @@ Result<JobToken> JobToken::load(const std::string& job, const std::string& attem
   if (!token_file.empty()) {
     struct stat st {};
     if (::stat(token_file.c_str(), &st) != 0)
-      return usage_error(fmt::format("--token-file {} cannot be read", token_file), {}, "give the file the launcher wrote");
+      return usage_error(fmt::format("--token-file {} cannot be read", token_file), {},
+                         "give the file the launcher wrote");
     if (st.st_mode & (S_IRWXG | S_IRWXO))
-      return input_error(fmt::format("--token-file {} is readable by other users", token_file), "a job token is a secret",
-                         fmt::format("chmod 600 {}", token_file));
+      return input_error(fmt::format("--token-file {} is readable by other users", token_file),
+                         "a job token is a secret", fmt::format("chmod 600 {}", token_file));
     std::ifstream in(token_file);
     std::string line;
     std::getline(in, line);
@@ -74,7 +77,8 @@ Result<JobToken> JobToken::load(const std::string& job, const std::string& attem
     if (line.empty()) return input_error(fmt::format("--token-file {} is empty", token_file));
     return from_secret(job, attempt, line, true);
   }
-  if (const char* env = std::getenv(k_token_env); env != nullptr && *env != '\0') return from_secret(job, attempt, env, true);
+  if (const char* env = std::getenv(k_token_env); env != nullptr && *env != '\0')
+    return from_secret(job, attempt, env, true);
   return from_secret(job, attempt, "", false);
 }
 

@@ -28,7 +28,8 @@ class JobToken {
   // the job id (authenticated() is false then). Errors: unreadable or empty file.
   static Result<JobToken> load(const std::string& job, const std::string& attempt, const std::string& token_file);
   // A token from its secret (tests).
-  static JobToken from_secret(const std::string& job, const std::string& attempt, const std::string& secret, bool authenticated);
+  static JobToken from_secret(const std::string& job, const std::string& attempt, const std::string& secret,
+                              bool authenticated);
 
   bool authenticated() const { return m_authenticated; }
   // Store key namespace: "scout/<job>/<attempt>/<16 hex of a digest of the token>".
@@ -45,7 +46,8 @@ class JobToken {
   // `blob` followed by HMAC(key, context || blob); context binds it to a probe and a sender.
   std::vector<std::uint8_t> sign(const std::vector<std::uint8_t>& blob, const std::string& context) const;
   // The blob inside `signed_blob` when its tag verifies for `context`; nullopt otherwise.
-  std::optional<std::vector<std::uint8_t>> verify(const std::vector<std::uint8_t>& signed_blob, const std::string& context) const;
+  std::optional<std::vector<std::uint8_t>> verify(const std::vector<std::uint8_t>& signed_blob,
+                                                  const std::string& context) const;
 
  private:
   std::array<std::uint8_t, 32> m_key{};

@@ -1,6 +1,5 @@
 #include "lib/transport/gloo_group.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
@@ -10,11 +9,13 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <csignal>
 #include <mutex>
-#include <spdlog/spdlog.h>
 #include <thread>
-#include <unistd.h>
 
 namespace scout::transport {
 
@@ -138,8 +139,8 @@ milliseconds pair_connect_wait(milliseconds timeout) {
   return std::min(timeout, std::clamp(timeout / 4, milliseconds(2000), milliseconds(5000)));
 }
 
-Result<std::unique_ptr<GlooGroup>> GlooGroup::connect(KeyValueStore& store, const std::string& prefix, int rank, int size,
-                                                      const std::shared_ptr<gloo::transport::Device>& device,
+Result<std::unique_ptr<GlooGroup>> GlooGroup::connect(KeyValueStore& store, const std::string& prefix, int rank,
+                                                      int size, const std::shared_ptr<gloo::transport::Device>& device,
                                                       milliseconds timeout, TrafficCounters* counters) {
   std::unique_ptr<GlooGroup> g(new GlooGroup());
   g->m_rank = rank;
@@ -218,8 +219,10 @@ Result<std::vector<std::uint8_t>> GlooGroup::all_gather_bytes(const std::vector<
 
 Result<std::vector<std::uint8_t>> GlooGroup::broadcast_bytes(int root, const std::vector<std::uint8_t>& data,
                                                              std::uint64_t size, milliseconds timeout) {
-  if (root < 0 || root >= m_size) return internal_error(fmt::format("broadcast: root {} outside a group of {}", root, m_size));
-  if (m_rank == root && data.size() != size) return internal_error("broadcast: the root's data does not match its size");
+  if (root < 0 || root >= m_size)
+    return internal_error(fmt::format("broadcast: root {} outside a group of {}", root, m_size));
+  if (m_rank == root && data.size() != size)
+    return internal_error("broadcast: the root's data does not match its size");
   std::vector<std::uint8_t> out(std::max<std::uint64_t>(size, 1));
   std::vector<std::uint8_t> in = data;
   if (in.empty()) in.push_back(0);

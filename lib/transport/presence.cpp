@@ -1,7 +1,8 @@
 #include "lib/transport/presence.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
@@ -28,8 +29,13 @@ bool printable(const std::string& s, std::size_t max_len) {
 }  // namespace
 
 std::string encode_presence(const PresenceEntry& e) {
-  return json{{"key_id", e.key_id}, {"attempt", e.attempt}, {"observer", e.observer},     {"host", e.host},
-              {"pid", e.pid},       {"authenticated", e.authenticated}, {"written_ns", e.written_ns}}
+  return json{{"key_id", e.key_id},
+              {"attempt", e.attempt},
+              {"observer", e.observer},
+              {"host", e.host},
+              {"pid", e.pid},
+              {"authenticated", e.authenticated},
+              {"written_ns", e.written_ns}}
       .dump();
 }
 
@@ -41,7 +47,8 @@ Result<PresenceEntry> decode_presence(std::string_view text) {
   PresenceEntry e;
   auto str = [&](const char* k, std::string& out, std::size_t max_len) -> Status {
     if (!j.contains(k) || !j[k].is_string() || !printable(j[k].get<std::string>(), max_len))
-      return input_error(fmt::format("presence entry: '{}' must be a printable string of at most {} bytes", k, max_len));
+      return input_error(
+          fmt::format("presence entry: '{}' must be a printable string of at most {} bytes", k, max_len));
     out = j[k].get<std::string>();
     return Ok{};
   };
@@ -85,7 +92,8 @@ Result<PresenceScan> read_presence(KeyValueStore& store, const std::string& pref
     auto exists = store.check(key);
     if (!exists) return exists.error();
     if (!*exists) continue;  // that observer has finished and cleaned up
-    auto value = store.get(key, std::max(std::chrono::milliseconds(1), std::min(std::chrono::milliseconds(200), left(deadline))));
+    auto value = store.get(
+        key, std::max(std::chrono::milliseconds(1), std::min(std::chrono::milliseconds(200), left(deadline))));
     if (!value) continue;  // removed between check and get
     auto entry = decode_presence(std::string_view(value->data(), value->size()));
     if (!entry) {
@@ -115,11 +123,12 @@ std::vector<StrayObserver> find_strays(const PresenceScan& scan, const PresenceE
       why = "it holds a job token and this observer has none";
     else
       why = "it holds another job token";
-    out.push_back({e, fmt::format("observer {} on {} (pid {}) was not admitted: {} (key id {})", e.observer, e.host, e.pid,
-                                  why, e.key_id)});
+    out.push_back({e, fmt::format("observer {} on {} (pid {}) was not admitted: {} (key id {})", e.observer, e.host,
+                                  e.pid, why, e.key_id)});
   }
   std::sort(out.begin(), out.end(), [](const StrayObserver& a, const StrayObserver& b) {
-    return std::tie(a.entry.observer, a.entry.host, a.entry.pid) < std::tie(b.entry.observer, b.entry.host, b.entry.pid);
+    return std::tie(a.entry.observer, a.entry.host, a.entry.pid) <
+           std::tie(b.entry.observer, b.entry.host, b.entry.pid);
   });
   return out;
 }

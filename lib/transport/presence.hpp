@@ -32,8 +32,8 @@ struct PresenceEntry {
   std::int64_t observer = -1;  // the observer index it claims
   std::string host;
   std::int64_t pid = 0;
-  bool authenticated = false;  // it holds a job token (not the unauthenticated default)
-  std::int64_t written_ns = 0; // CLOCK_REALTIME when announced
+  bool authenticated = false;   // it holds a job token (not the unauthenticated default)
+  std::int64_t written_ns = 0;  // CLOCK_REALTIME when announced
 };
 
 // The largest entry accepted when reading (bytes) and the most slots scanned.

@@ -1,15 +1,16 @@
 #include "lib/transport/store.hpp"
 
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
-#include <filesystem>
 #include <fmt/format.h>
 #include <gloo/rendezvous/file_store.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <thread>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <thread>
 
 #include "lib/common/parse.hpp"
 #include "lib/plugin/module_loader.hpp"
@@ -37,7 +38,8 @@ Result<StoreUri> parse_store_uri(const std::string& text) {
     if (colon == std::string_view::npos || colon == 0)
       return usage_error(fmt::format("--store {}: expected tcp://HOST:PORT", text));
     uri.host = std::string(rest.substr(0, colon));
-    if (uri.host.size() > 2 && uri.host.front() == '[' && uri.host.back() == ']') uri.host = uri.host.substr(1, uri.host.size() - 2);
+    if (uri.host.size() > 2 && uri.host.front() == '[' && uri.host.back() == ']')
+      uri.host = uri.host.substr(1, uri.host.size() - 2);
     auto port = parse_int(rest.substr(colon + 1), "--store port");
     if (!port || *port < 1 || *port > 65535)
       return usage_error(fmt::format("--store {}: the port must be a number from 1 to 65535", text));
@@ -49,7 +51,8 @@ Result<StoreUri> parse_store_uri(const std::string& text) {
 
 StoreUri default_store_uri(const std::string& job) {
   std::string safe;
-  for (char c : job.substr(0, 100)) safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '_';
+  for (char c : job.substr(0, 100))
+    safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '_';
   struct stat st {};
   std::string base = ::stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) ? "/dev/shm" : "/tmp";
   StoreUri uri;
@@ -76,20 +79,23 @@ class DirectoryLease {
         return unavailable_error(fmt::format("cannot create the store directory {}", path), std::strerror(errno),
                                  "give --store file://DIR with a directory you can write");
       int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (fd < 0 && errno != ENOENT) return unavailable_error(fmt::format("cannot open the store directory {}", path), std::strerror(errno));
+      if (fd < 0 && errno != ENOENT)
+        return unavailable_error(fmt::format("cannot open the store directory {}", path), std::strerror(errno));
       if (fd >= 0) {
         bool locked = false;
         while (!(locked = ::flock(fd, LOCK_SH | LOCK_NB) == 0) && (errno == EWOULDBLOCK || errno == EINTR) &&
                std::chrono::steady_clock::now() < deadline)
           std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        struct stat held {}, named {};
+        struct stat held {
+        }, named{};
         if (locked && ::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
             held.st_ino == named.st_ino)
           return std::unique_ptr<DirectoryLease>(new DirectoryLease(path, fd));
         ::close(fd);  // removed by its last user meanwhile: make it anew
       }
       if (std::chrono::steady_clock::now() >= deadline)
-        return unavailable_error(fmt::format("timed out taking the store directory {}", path), "another scout process keeps removing it");
+        return unavailable_error(fmt::format("timed out taking the store directory {}", path),
+                                 "another scout process keeps removing it");
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   }
@@ -157,7 +163,9 @@ class FileKeyValueStore final : public KeyValueStore {
   Result<std::int64_t> add(const std::string& key, std::int64_t delta, std::chrono::milliseconds timeout) override {
     const std::string path = m_store.path_of(key);
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) return unavailable_error(fmt::format("cannot open counter {} in the store {}", key, describe()), std::strerror(errno));
+    if (fd < 0)
+      return unavailable_error(fmt::format("cannot open counter {} in the store {}", key, describe()),
+                               std::strerror(errno));
     struct Closer {
       int fd;
       ~Closer() { ::close(fd); }
@@ -165,20 +173,24 @@ class FileKeyValueStore final : public KeyValueStore {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       if (errno != EWOULDBLOCK && errno != EINTR)
-        return unavailable_error(fmt::format("cannot lock counter {} in the store {}", key, describe()), std::strerror(errno));
+        return unavailable_error(fmt::format("cannot lock counter {} in the store {}", key, describe()),
+                                 std::strerror(errno));
       if (std::chrono::steady_clock::now() >= deadline)
-        return unavailable_error(fmt::format("timed out waiting for the lock on counter {} in the store {}", key, describe()));
+        return unavailable_error(
+            fmt::format("timed out waiting for the lock on counter {} in the store {}", key, describe()));
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     char buf[32] = {};
     ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-    if (n < 0) return unavailable_error(fmt::format("cannot read counter {} in the store {}", key, describe()), std::strerror(errno));
+    if (n < 0)
+      return unavailable_error(fmt::format("cannot read counter {} in the store {}", key, describe()),
+                               std::strerror(errno));
     std::int64_t value = 0;
     if (n > 0) {
       auto parsed = parse_int(std::string_view(buf, static_cast<std::size_t>(n)), "store counter");
       if (!parsed)
-        return input_error(fmt::format("counter {} in the store {} is corrupt", key, describe()), parsed.error().message(),
-                           fmt::format("remove {}", path));
+        return input_error(fmt::format("counter {} in the store {} is corrupt", key, describe()),
+                           parsed.error().message(), fmt::format("remove {}", path));
       value = *parsed;
     }
     if (delta == 0) return value;
@@ -186,7 +198,8 @@ class FileKeyValueStore final : public KeyValueStore {
     const std::string text = std::to_string(value);
     if (::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()) ||
         ::ftruncate(fd, static_cast<off_t>(text.size())) != 0)
-      return unavailable_error(fmt::format("cannot update counter {} in the store {}", key, describe()), std::strerror(errno));
+      return unavailable_error(fmt::format("cannot update counter {} in the store {}", key, describe()),
+                               std::strerror(errno));
     return value;
   }
   void cleanup() override { m_store.remove_own(); }
@@ -212,8 +225,9 @@ struct TcpAbi {
 
 Result<TcpAbi> load_tcp_abi() {
   TcpAbi abi;
-  const char* names[] = {"scout_tcp_store_open",   "scout_tcp_store_set",  "scout_tcp_store_get",  "scout_tcp_store_check",
-                         "scout_tcp_store_delete", "scout_tcp_store_free", "scout_tcp_store_close", "scout_tcp_store_add"};
+  const char* names[] = {"scout_tcp_store_open",  "scout_tcp_store_set",    "scout_tcp_store_get",
+                         "scout_tcp_store_check", "scout_tcp_store_delete", "scout_tcp_store_free",
+                         "scout_tcp_store_close", "scout_tcp_store_add"};
   void* syms[8] = {};
   for (int i = 0; i < 8; ++i) {
     auto s = torch_module_symbol(names[i]);
@@ -233,7 +247,8 @@ Result<TcpAbi> load_tcp_abi() {
 
 class TcpKeyValueStore final : public KeyValueStore {
  public:
-  TcpKeyValueStore(TcpAbi abi, void* handle, std::string text) : m_abi(abi), m_handle(handle), m_text(std::move(text)) {}
+  TcpKeyValueStore(TcpAbi abi, void* handle, std::string text)
+      : m_abi(abi), m_handle(handle), m_text(std::move(text)) {}
   ~TcpKeyValueStore() override { m_abi.close(m_handle); }
 
   Status set(const std::string& key, const std::vector<char>& value) override {
@@ -283,7 +298,8 @@ class TcpKeyValueStore final : public KeyValueStore {
 
 }  // namespace
 
-Result<std::unique_ptr<KeyValueStore>> open_store(const StoreUri& uri, bool host_server, std::chrono::milliseconds timeout) {
+Result<std::unique_ptr<KeyValueStore>> open_store(const StoreUri& uri, bool host_server,
+                                                  std::chrono::milliseconds timeout) {
   if (uri.kind == StoreUri::Kind::file) {
     std::unique_ptr<DirectoryLease> lease;
     if (uri.remove_when_unused) {
@@ -307,8 +323,8 @@ Result<std::unique_ptr<KeyValueStore>> open_store(const StoreUri& uri, bool host
   }
   auto abi = load_tcp_abi();
   if (!abi)
-    return unavailable_error(fmt::format("the tcp:// store needs scout's LibTorch module: {}", abi.error().what), abi.error().why,
-                             "use --store file://DIR, or install libscout_torch.so next to scout");
+    return unavailable_error(fmt::format("the tcp:// store needs scout's LibTorch module: {}", abi.error().what),
+                             abi.error().why, "use --store file://DIR, or install libscout_torch.so next to scout");
   char err[512] = {};
   void* h = abi->open(uri.host.c_str(), uri.port, host_server ? 1 : 0, timeout.count(), err, sizeof err);
   if (h == nullptr)

@@ -18,10 +18,10 @@ namespace scout::transport {
 struct StoreUri {
   enum class Kind { file, tcp };
   Kind kind = Kind::file;
-  std::string path;       // file: the directory
-  std::string host;       // tcp: host name or address
-  std::uint16_t port = 0; // tcp: port
-  std::string text;       // as written
+  std::string path;        // file: the directory
+  std::string host;        // tcp: host name or address
+  std::uint16_t port = 0;  // tcp: port
+  std::string text;        // as written
   // file: the directory is scout's own (default_store_uri): removed, with
   // everything in it, when the last process using it closes its store.
   bool remove_when_unused = false;
@@ -52,7 +52,8 @@ class KeyValueStore {
 // Opens the store of `uri`. `host_server`: for tcp://, host the TCPStore in
 // this process (else join a running one). `timeout` bounds connecting.
 // file:// creates the directory (0700) when it is missing.
-Result<std::unique_ptr<KeyValueStore>> open_store(const StoreUri& uri, bool host_server, std::chrono::milliseconds timeout);
+Result<std::unique_ptr<KeyValueStore>> open_store(const StoreUri& uri, bool host_server,
+                                                  std::chrono::milliseconds timeout);
 
 // The default store for observers on one host when --store is absent: a
 // per-user, per-job directory under /dev/shm (or /tmp), created 0700 and

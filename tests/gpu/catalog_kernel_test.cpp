@@ -22,14 +22,17 @@ class CatalogKernel : public ::testing::Test {
   void SetUp() override {
     GpuInfo gpu = query_gpu();
     if (!gpu.present) GTEST_SKIP() << "no CUDA GPU: " << gpu.why_absent;
-    std::printf("GPU %s, %lld SMs, compute capability %s, driver %s, runtime %s\n", gpu.model.c_str(), static_cast<long long>(gpu.sm_count),
-                gpu.compute_capability.c_str(), gpu.driver.c_str(), gpu.cuda_runtime.c_str());
+    std::printf("GPU %s, %lld SMs, compute capability %s, driver %s, runtime %s\n", gpu.model.c_str(),
+                static_cast<long long>(gpu.sm_count), gpu.compute_capability.c_str(), gpu.driver.c_str(),
+                gpu.cuda_runtime.c_str());
   }
 
   // Runs the kernel for `rows` and checks it against the model item by item.
-  void check(const KernelConfig& cfg, const std::vector<std::int64_t>& rows, std::uint64_t seed, Observations* observed = nullptr) {
-    SCOPED_TRACE(::testing::Message() << "tile " << cfg.tile_m << "x" << cfg.tile_n << "x" << cfg.tile_k << " sms " << cfg.sms << " H "
-                                      << cfg.hidden << " O " << cfg.output_dim << " E " << cfg.experts << " rows[0] " << rows[0]);
+  void check(const KernelConfig& cfg, const std::vector<std::int64_t>& rows, std::uint64_t seed,
+             Observations* observed = nullptr) {
+    SCOPED_TRACE(::testing::Message() << "tile " << cfg.tile_m << "x" << cfg.tile_n << "x" << cfg.tile_k << " sms "
+                                      << cfg.sms << " H " << cfg.hidden << " O " << cfg.output_dim << " E "
+                                      << cfg.experts << " rows[0] " << rows[0]);
     auto run = run_instrumented_grouped_gemm(cfg, rows, seed);
     ASSERT_TRUE(run.ok()) << run.error().message();
     std::vector<WorkItem> model;
@@ -49,13 +52,15 @@ class CatalogKernel : public ::testing::Test {
       ASSERT_EQ(got[i].slot, want[i].slot) << "item " << i;
       ASSERT_EQ(got[i].cta, want[i].cta) << "item " << i;
       ASSERT_EQ(got[i].iteration, want[i].iteration) << "item " << i;
-      ASSERT_EQ(got[i].role, want[i].role) << "item " << i << ": kernel recorded " << role_name(got[i].kernel, got[i].role)
-                                           << ", model predicts " << role_name(want[i].kernel, want[i].role);
+      ASSERT_EQ(got[i].role, want[i].role)
+          << "item " << i << ": kernel recorded " << role_name(got[i].kernel, got[i].role) << ", model predicts "
+          << role_name(want[i].kernel, want[i].role);
     }
     const CountVector measured = count_items(run->items);
     EXPECT_EQ(measured, count_vector(cfg, rows));
     for (int k = 0; k < 3; ++k)
-      EXPECT_LE(run->max_abs_error[static_cast<std::size_t>(k)], 1e-3 * std::max(1.0, run->max_abs_reference[static_cast<std::size_t>(k)]))
+      EXPECT_LE(run->max_abs_error[static_cast<std::size_t>(k)],
+                1e-3 * std::max(1.0, run->max_abs_reference[static_cast<std::size_t>(k)]))
           << kernel_name(static_cast<Kernel>(k));
     if (observed) (*observed)[rows] = measured;
   }
@@ -64,7 +69,8 @@ class CatalogKernel : public ::testing::Test {
 TEST_F(CatalogKernel, PaperRepresentativesMatchTheModel) {
   KernelConfig cfg;  // tile 64x64x32, 108 persistent CTAs, H = O = 128, one expert
   Observations observed;
-  for (std::int64_t r : {31, 32, 63, 800, 831, 832, 1696, 1727, 1728, 3360, 3391, 3392, 3424, 3455, 3456, 3457, 1, 64, 65, 2000})
+  for (std::int64_t r :
+       {31, 32, 63, 800, 831, 832, 1696, 1727, 1728, 3360, 3391, 3392, 3424, 3455, 3456, 3457, 1, 64, 65, 2000})
     check(cfg, {r}, static_cast<std::uint64_t>(r), &observed);
   // The measured counts, fed back as observations, reproduce the paper's catalog.
   auto parsed = parse_observations(observations_to_json(cfg, observed).dump(), cfg, "kernel");

@@ -64,7 +64,8 @@ TEST_F(GpuTensorHash, TestVectors) {
     std::vector<std::byte> bytes;
     if (v.contains("bytes_hex")) {
       const auto hex = v.at("bytes_hex").get<std::string>();
-      for (std::size_t i = 0; i + 1 < hex.size(); i += 2) bytes.push_back(static_cast<std::byte>(std::stoul(hex.substr(i, 2), nullptr, 16)));
+      for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
+        bytes.push_back(static_cast<std::byte>(std::stoul(hex.substr(i, 2), nullptr, 16)));
     } else {
       std::uint64_t state = v.at("generator").at("seed").get<std::uint64_t>();
       const auto length = v.at("generator").at("length").get<std::size_t>();

@@ -7,9 +7,10 @@
 //
 //   scout_test_forge_observer JOB TOKEN STORE_DIR SHM_DIR FIRST_RANK LAST_RANK TIMEOUT_MS
 // Prints "forged rank R" before gathering, then the number of blobs it received.
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <cstdlib>
-#include <fmt/format.h>
 #include <string>
 
 #include "lib/common/clock.hpp"
@@ -28,7 +29,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string job = argv[1], token = argv[2], store_dir = argv[3], shm_dir = argv[4];
-  auto first = parse_int(argv[5], "FIRST_RANK"), last = parse_int(argv[6], "LAST_RANK"), timeout = parse_int(argv[7], "TIMEOUT_MS");
+  auto first = parse_int(argv[5], "FIRST_RANK"), last = parse_int(argv[6], "LAST_RANK"),
+       timeout = parse_int(argv[7], "TIMEOUT_MS");
   if (!first || !last || !timeout) return 2;
 
   records::ReaderOptions ro;
@@ -46,7 +48,8 @@ int main(int argc, char** argv) {
   for (auto r = *first; r <= *last; ++r) po.local_ranks->insert(r);
   hang::NodeEvidence e = hang::collect_evidence(*reads, po, 1, scout::realtime_ns());
   if (e.ranks.empty()) {
-    std::fprintf(stderr, "no records of ranks %lld-%lld\n", static_cast<long long>(*first), static_cast<long long>(*last));
+    std::fprintf(stderr, "no records of ranks %lld-%lld\n", static_cast<long long>(*first),
+                 static_cast<long long>(*last));
     return 5;
   }
   auto* victim = &e.ranks.front();
@@ -63,7 +66,8 @@ int main(int argc, char** argv) {
   // The namespace of the real token, the key of another.
   const auto real = transport::JobToken::from_secret(job, "", token, true);
   const auto wrong = transport::JobToken::from_secret(job, "", token + "-guessed", true);
-  auto store = transport::open_store(*transport::parse_store_uri("file://" + store_dir), false, std::chrono::milliseconds(*timeout));
+  auto store = transport::open_store(*transport::parse_store_uri("file://" + store_dir), false,
+                                     std::chrono::milliseconds(*timeout));
   if (!store) return 5;
   // It joins the session as a member like any other, but signs with the wrong key.
   session::SessionOptions so;
@@ -88,7 +92,8 @@ int main(int argc, char** argv) {
     return 5;
   }
   std::size_t got = 0;
-  for (const auto& c : g->from) got += c.state != session::Contribution::State::absent && c.state != session::Contribution::State::lost;
+  for (const auto& c : g->from)
+    got += c.state != session::Contribution::State::absent && c.state != session::Contribution::State::lost;
   std::printf("received %zu blobs\n", got);
   return 0;
 }

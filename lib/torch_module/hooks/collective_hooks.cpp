@@ -19,9 +19,6 @@
 // taken at issue (counted as `exit_at_issue`).
 //
 // Nothing here throws across the C ABI; a hook never throws into torch.
-#include <torch/csrc/distributed/c10d/GroupRegistry.hpp>
-#include <torch/csrc/distributed/c10d/Hooks.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/version.h>
 
 #include <array>
@@ -32,6 +29,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <torch/csrc/distributed/c10d/GroupRegistry.hpp>
+#include <torch/csrc/distributed/c10d/Hooks.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <unordered_map>
 #include <vector>
 
@@ -45,9 +45,21 @@ using ExitFn = int (*)(void*, std::uint64_t);
 
 // scout's collective codes (integrations/publisher/scout_publisher.h).
 enum : std::uint8_t {
-  k_all_reduce = 1, k_all_gather = 2, k_all_gather_into_tensor = 3, k_reduce_scatter = 4, k_reduce_scatter_tensor = 5,
-  k_all_to_all = 6, k_all_to_all_single = 7, k_broadcast = 8, k_reduce = 9, k_gather = 10, k_scatter = 11,
-  k_barrier = 12, k_send = 13, k_recv = 14, k_other = 15,
+  k_all_reduce = 1,
+  k_all_gather = 2,
+  k_all_gather_into_tensor = 3,
+  k_reduce_scatter = 4,
+  k_reduce_scatter_tensor = 5,
+  k_all_to_all = 6,
+  k_all_to_all_single = 7,
+  k_broadcast = 8,
+  k_reduce = 9,
+  k_gather = 10,
+  k_scatter = 11,
+  k_barrier = 12,
+  k_send = 13,
+  k_recv = 14,
+  k_other = 15,
 };
 constexpr std::size_t k_kinds = 16;
 // Ordered by id: scout's hook fires before hooks with larger ids (the
@@ -77,10 +89,10 @@ struct GroupState {
   std::vector<std::int64_t> ranks;  // global rank of each group rank
   std::int64_t my_group_rank = -1;
   std::atomic<std::uint64_t> seq{0};
-  std::vector<std::uint64_t> p2p_gid;                       // per peer group rank
-  std::unique_ptr<std::atomic<std::uint64_t>[]> p2p_seq;     // per peer group rank
+  std::vector<std::uint64_t> p2p_gid;                     // per peer group rank
+  std::unique_ptr<std::atomic<std::uint64_t>[]> p2p_seq;  // per peer group rank
   bool completion_hooks = false;
-  std::mutex pending_mutex;                                  // completion key -> token (completion hooks only)
+  std::mutex pending_mutex;  // completion key -> token (completion hooks only)
   std::unordered_map<std::uint64_t, std::uint64_t> pending;
 };
 
@@ -90,43 +102,74 @@ std::unordered_map<std::string, std::shared_ptr<GroupState>> g_groups;
 std::uint8_t scout_type(c10d::HookOpName n) {
   using H = c10d::HookOpName;
   switch (n) {
-    case H::SEND: return k_send;
-    case H::RECV: return k_recv;
-    case H::BROADCAST: return k_broadcast;
-    case H::ALLREDUCE: return k_all_reduce;
-    case H::REDUCE: return k_reduce;
-    case H::ALLGATHER: return k_all_gather;
-    case H::REDUCE_SCATTER: return k_reduce_scatter;
-    case H::ALLTOALL: return k_all_to_all;
-    case H::BARRIER: return k_barrier;
-    case H::SCATTER: return k_scatter;
-    case H::GATHER: return k_gather;
-    case H::ALLREDUCE_COALESCED: return k_all_reduce;
-    case H::ALLGATHER_BASE: return k_all_gather_into_tensor;
-    case H::ALLGATHER_COALESCED: return k_all_gather;
-    case H::ALLGATHER_INTO_TENSOR_COALESCED: return k_all_gather_into_tensor;
-    case H::REDUCE_SCATTER_BASE: return k_reduce_scatter_tensor;
-    case H::REDUCE_SCATTER_TENSOR_COALESCED: return k_reduce_scatter_tensor;
-    case H::ALLTOALL_BASE: return k_all_to_all_single;
+    case H::SEND:
+      return k_send;
+    case H::RECV:
+      return k_recv;
+    case H::BROADCAST:
+      return k_broadcast;
+    case H::ALLREDUCE:
+      return k_all_reduce;
+    case H::REDUCE:
+      return k_reduce;
+    case H::ALLGATHER:
+      return k_all_gather;
+    case H::REDUCE_SCATTER:
+      return k_reduce_scatter;
+    case H::ALLTOALL:
+      return k_all_to_all;
+    case H::BARRIER:
+      return k_barrier;
+    case H::SCATTER:
+      return k_scatter;
+    case H::GATHER:
+      return k_gather;
+    case H::ALLREDUCE_COALESCED:
+      return k_all_reduce;
+    case H::ALLGATHER_BASE:
+      return k_all_gather_into_tensor;
+    case H::ALLGATHER_COALESCED:
+      return k_all_gather;
+    case H::ALLGATHER_INTO_TENSOR_COALESCED:
+      return k_all_gather_into_tensor;
+    case H::REDUCE_SCATTER_BASE:
+      return k_reduce_scatter_tensor;
+    case H::REDUCE_SCATTER_TENSOR_COALESCED:
+      return k_reduce_scatter_tensor;
+    case H::ALLTOALL_BASE:
+      return k_all_to_all_single;
     case H::SPLIT:
-    case H::NEW_WINDOW: return 0;  // not a collective on the data path
-    default: return k_other;
+    case H::NEW_WINDOW:
+      return 0;  // not a collective on the data path
+    default:
+      return k_other;
   }
 }
 
 std::uint8_t scout_dtype(c10::ScalarType t) {
   switch (t) {
-    case c10::ScalarType::Double: return 1;
-    case c10::ScalarType::Float: return 2;
-    case c10::ScalarType::Half: return 3;
-    case c10::ScalarType::BFloat16: return 4;
-    case c10::ScalarType::Long: return 5;
-    case c10::ScalarType::Int: return 6;
-    case c10::ScalarType::Short: return 7;
-    case c10::ScalarType::Char: return 8;
-    case c10::ScalarType::Byte: return 9;
-    case c10::ScalarType::Bool: return 10;
-    default: return 0;
+    case c10::ScalarType::Double:
+      return 1;
+    case c10::ScalarType::Float:
+      return 2;
+    case c10::ScalarType::Half:
+      return 3;
+    case c10::ScalarType::BFloat16:
+      return 4;
+    case c10::ScalarType::Long:
+      return 5;
+    case c10::ScalarType::Int:
+      return 6;
+    case c10::ScalarType::Short:
+      return 7;
+    case c10::ScalarType::Char:
+      return 8;
+    case c10::ScalarType::Byte:
+      return 9;
+    case c10::ScalarType::Bool:
+      return 10;
+    default:
+      return 0;
   }
 }
 
@@ -181,7 +224,8 @@ void pre_hook(GroupState& g, const c10d::PreHookArgs& a) noexcept {
   }
   std::uint64_t token = 0;
   if (en(rec, gid, type, dtype, count, root, seq, &token) != 0) token = 0;
-  g_stats.enters[type].fetch_add(1, std::memory_order_relaxed);  // a coalesced batch is one op, as in torch's Flight Recorder
+  g_stats.enters[type].fetch_add(
+      1, std::memory_order_relaxed);  // a coalesced batch is one op, as in torch's Flight Recorder
   if (t_open_n < t_open.size()) t_open[t_open_n++] = Open{&g, a.op_id, token};
 }
 
@@ -238,7 +282,9 @@ void write_err(char* err, std::size_t len, const std::string& what) {
 
 extern "C" {
 
-__attribute__((visibility("default"))) const char* scout_hooks_torch_version() { return TORCH_VERSION; }
+__attribute__((visibility("default"))) const char* scout_hooks_torch_version() {
+  return TORCH_VERSION;
+}
 
 // Where events go: the trainer's record and libscout_publisher's enter/exit.
 // record == nullptr stops publishing (the hooks stay registered, do nothing).

@@ -1,12 +1,13 @@
 #include "lib/catalog/catalog_io.hpp"
-#include "lib/common/file.hpp"
-
-#include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <random>
+
+#include "lib/common/file.hpp"
 
 namespace scout::catalog {
 namespace {
@@ -15,7 +16,8 @@ TEST(CatalogRows, RangesAndLists) {
   auto r = parse_rows_spec("1-5, 3,9");
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(*r, (std::vector<std::int64_t>{1, 2, 3, 4, 5, 9}));
-  for (const char* bad : {"", "0", "-3", "5-2", "1-", "a", "1,,2", "3-x", "0-4", "1-3000000000", "1-20000001", "1-15000000,20000000-26000000"}) {
+  for (const char* bad : {"", "0", "-3", "5-2", "1-", "a", "1,,2", "3-x", "0-4", "1-3000000000", "1-20000001",
+                          "1-15000000,20000000-26000000"}) {
     auto e = parse_rows_spec(bad);
     ASSERT_FALSE(e.ok()) << bad;
     EXPECT_EQ(e.error().code, ExitCode::usage) << bad;
@@ -46,11 +48,12 @@ TEST(CatalogRows, FileFormats) {
   auto json = parse_rows_file(R"([[1,2],[3,4]])", 2, "f");
   ASSERT_TRUE(json.ok());
   EXPECT_EQ(json->values, (std::vector<std::int64_t>{1, 2, 3, 4}));
-  auto doc = parse_rows_file(R"({"schema":"scout.catalog.rows","schema_version":"1.0","shapes":[[5]]})", std::nullopt, "f");
+  auto doc =
+      parse_rows_file(R"({"schema":"scout.catalog.rows","schema_version":"1.0","shapes":[[5]]})", std::nullopt, "f");
   ASSERT_TRUE(doc.ok());
   EXPECT_EQ(doc->values, (std::vector<std::int64_t>{5}));
-  const char* bad[] = {"",           "1,2\n3\n",     "1,-2\n",          "0,0\n",     "[[1,2],[3]]", "[[1,\"a\"]]",
-                       "[1,2]",      "{\"shapes\":[[1]]}", "1,x\n", "[[1,2]"};
+  const char* bad[] = {"",      "1,2\n3\n",           "1,-2\n", "0,0\n", "[[1,2],[3]]", "[[1,\"a\"]]",
+                       "[1,2]", "{\"shapes\":[[1]]}", "1,x\n",  "[[1,2]"};
   for (const char* b : bad) {
     auto e = parse_rows_file(b, std::nullopt, "f");
     ASSERT_FALSE(e.ok()) << b;

@@ -22,9 +22,11 @@ CountVector simulate(const KernelConfig& cfg, std::span<const std::int64_t> rows
 
 // The tie order of the definition: more total work, more total rows, the
 // lexicographically larger vector; true when shape a is preferred to b.
-bool preferred(const CountVector& ca, std::span<const std::int64_t> ra, const CountVector& cb, std::span<const std::int64_t> rb) {
+bool preferred(const CountVector& ca, std::span<const std::int64_t> ra, const CountVector& cb,
+               std::span<const std::int64_t> rb) {
   if (total_work_items(ca) != total_work_items(cb)) return total_work_items(ca) > total_work_items(cb);
-  const auto sa = std::accumulate(ra.begin(), ra.end(), std::int64_t{0}), sb = std::accumulate(rb.begin(), rb.end(), std::int64_t{0});
+  const auto sa = std::accumulate(ra.begin(), ra.end(), std::int64_t{0}),
+             sb = std::accumulate(rb.begin(), rb.end(), std::int64_t{0});
   if (sa != sb) return sa > sb;
   return std::lexicographical_compare(rb.begin(), rb.end(), ra.begin(), ra.end());
 }
@@ -95,9 +97,9 @@ TEST(CatalogCompress, AgreesWithAllPairsDominanceOnRandomDomains) {
       for (const auto& v : vectors) flat.insert(flat.end(), v.begin(), v.end());
       space = ShapeSpace::heterogeneous(cfg.experts, std::move(flat));
     }
-    SCOPED_TRACE(::testing::Message() << "trial " << trial << " tile " << cfg.tile_m << "x" << cfg.tile_n << "x" << cfg.tile_k << " sms "
-                                      << cfg.sms << " H " << cfg.hidden << " O " << cfg.output_dim << " E " << cfg.experts << " shapes "
-                                      << space.size());
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << " tile " << cfg.tile_m << "x" << cfg.tile_n << "x"
+                                      << cfg.tile_k << " sms " << cfg.sms << " H " << cfg.hidden << " O "
+                                      << cfg.output_dim << " E " << cfg.experts << " shapes " << space.size());
     auto c = compress(cfg, space);
     ASSERT_TRUE(c.ok()) << c.error().message();
     ASSERT_EQ(fast(cfg, space, *c), brute_force(cfg, space));
@@ -133,9 +135,10 @@ TEST(CatalogCompress, ObservationsReplaceModelCounts) {
   Observations obs;
   CountVector c5 = count_vector(cfg, std::vector<std::int64_t>{5});
   c5[static_cast<std::size_t>(kernel_offset(Kernel::forward))] += 1;
-  c5[static_cast<std::size_t>(count_index(Kernel::forward, role_index(LinearRole{true, false, Position::last, true})))] += 1;
+  c5[static_cast<std::size_t>(
+      count_index(Kernel::forward, role_index(LinearRole{true, false, Position::last, true})))] += 1;
   obs[{5}] = c5;
-  obs[{9}] = count_vector(cfg, std::vector<std::int64_t>{9});  // agrees with the model
+  obs[{9}] = count_vector(cfg, std::vector<std::int64_t>{9});        // agrees with the model
   obs[{1000}] = count_vector(cfg, std::vector<std::int64_t>{1000});  // outside the space: ignored
   auto with = compress(cfg, space, &obs);
   ASSERT_TRUE(with.ok());

@@ -22,10 +22,13 @@ TEST(CatalogGpu, WithoutAGpuTheKernelIsUnavailableNotACrash) {
 
 TEST(CatalogGpu, VersionsAreDottedOrAbsent) {
   const std::string nccl = nccl_header_version();
-  if (SCOUT_WITH_NCCL) EXPECT_TRUE(std::regex_match(nccl, std::regex(R"(\d+\.\d+\.\d+)"))) << nccl;
-  else EXPECT_TRUE(nccl.empty());
+  if (SCOUT_WITH_NCCL)
+    EXPECT_TRUE(std::regex_match(nccl, std::regex(R"(\d+\.\d+\.\d+)"))) << nccl;
+  else
+    EXPECT_TRUE(nccl.empty());
   const GpuInfo gpu = query_gpu();
-  if (!gpu.cuda_runtime.empty()) EXPECT_TRUE(std::regex_match(gpu.cuda_runtime, std::regex(R"(\d+\.\d+)"))) << gpu.cuda_runtime;
+  if (!gpu.cuda_runtime.empty())
+    EXPECT_TRUE(std::regex_match(gpu.cuda_runtime, std::regex(R"(\d+\.\d+)"))) << gpu.cuda_runtime;
   if (!gpu.driver.empty()) EXPECT_TRUE(std::regex_match(gpu.driver, std::regex(R"(\d+\.\d+)"))) << gpu.driver;
 }
 

@@ -29,7 +29,8 @@ CountVector simulate(const KernelConfig& cfg, std::span<const std::int64_t> rows
 // H = O = 128, rows 1..3457, tiles 64x64x32, 108 SMs.
 TEST(CatalogModel, PaperCaseGivesFourRegimesAndSixteenRepresentatives) {
   KernelConfig cfg;  // defaults are the paper's configuration; spelled out for the reader
-  cfg.tile_m = 64, cfg.tile_n = 64, cfg.tile_k = 32, cfg.sms = 108, cfg.hidden = 128, cfg.output_dim = 128, cfg.experts = 1;
+  cfg.tile_m = 64, cfg.tile_n = 64, cfg.tile_k = 32, cfg.sms = 108, cfg.hidden = 128, cfg.output_dim = 128,
+  cfg.experts = 1;
   auto result = compress(cfg, ShapeSpace::uniform(1, range(1, 3457)));
   ASSERT_TRUE(result.ok()) << result.error().message();
   const Compression& c = *result;
@@ -44,7 +45,8 @@ TEST(CatalogModel, PaperCaseGivesFourRegimesAndSixteenRepresentatives) {
   for (const auto& r : c.regimes)
     for (std::size_t i : r.representatives) reps.push_back(static_cast<std::int64_t>(i) + 1);
   std::sort(reps.begin(), reps.end());
-  EXPECT_EQ(reps, (std::vector<std::int64_t>{31, 32, 63, 800, 831, 832, 1696, 1727, 1728, 3360, 3391, 3392, 3424, 3455, 3456, 3457}));
+  EXPECT_EQ(reps, (std::vector<std::int64_t>{31, 32, 63, 800, 831, 832, 1696, 1727, 1728, 3360, 3391, 3392, 3424, 3455,
+                                             3456, 3457}));
   const double reduction = 1.0 - static_cast<double>(c.representatives) / static_cast<double>(c.shapes);
   EXPECT_NEAR(reduction * 100.0, 99.54, 0.005);
   // Every member is covered exactly once in the accounting.
@@ -103,8 +105,9 @@ TEST(CatalogModel, ClosedFormCountsEqualSimulatedScheduler) {
     cfg.sms = uni(1, 24), cfg.hidden = uni(1, 30), cfg.output_dim = uni(1, 30), cfg.experts = uni(1, 5);
     std::vector<std::int64_t> rows;
     for (std::int64_t e = 0; e < cfg.experts; ++e) rows.push_back(uni(0, 3) == 0 ? 0 : uni(1, 60));
-    SCOPED_TRACE(::testing::Message() << "trial " << trial << " tile " << cfg.tile_m << "x" << cfg.tile_n << "x" << cfg.tile_k << " sms " << cfg.sms
-                                      << " H " << cfg.hidden << " O " << cfg.output_dim << " E " << cfg.experts);
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << " tile " << cfg.tile_m << "x" << cfg.tile_n << "x"
+                                      << cfg.tile_k << " sms " << cfg.sms << " H " << cfg.hidden << " O "
+                                      << cfg.output_dim << " E " << cfg.experts);
     ASSERT_EQ(count_vector(cfg, rows), simulate(cfg, rows));
   }
 }
@@ -116,7 +119,8 @@ TEST(CatalogModel, QueueRepeatMeansTheCtaRanEarlierWork) {
   for (Kernel k : k_all_kernels) {
     for (const WorkItem& w : enumerate_work_items(cfg, rows, k)) {
       EXPECT_EQ(w.cta, w.slot % cfg.sms);
-      const bool repeat = k == Kernel::weight_grad ? weight_grad_role(w.role).queue_repeat : linear_role(w.role).queue_repeat;
+      const bool repeat =
+          k == Kernel::weight_grad ? weight_grad_role(w.role).queue_repeat : linear_role(w.role).queue_repeat;
       EXPECT_EQ(repeat, w.slot >= cfg.sms);
       EXPECT_EQ(repeat, w.iteration > 0);
     }
@@ -126,7 +130,8 @@ TEST(CatalogModel, QueueRepeatMeansTheCtaRanEarlierWork) {
 TEST(CatalogModel, RoleNamesRoundTrip) {
   for (Kernel k : k_all_kernels)
     for (int r = 0; r < role_count(k); ++r) EXPECT_EQ(parse_role_name(k, role_name(k, r)), r) << role_name(k, r);
-  EXPECT_EQ(role_name(Kernel::forward, role_index(LinearRole{true, false, Position::last, true})), "last+m_tail+queue_repeat");
+  EXPECT_EQ(role_name(Kernel::forward, role_index(LinearRole{true, false, Position::last, true})),
+            "last+m_tail+queue_repeat");
   EXPECT_EQ(role_name(Kernel::weight_grad, role_index(WeightGradRole{true, Position::last, Position::first, false})),
             "reduction_last+reduction_tail/tile_first");
   EXPECT_EQ(parse_role_name(Kernel::forward, "reduction_last/tile_first"), -1);

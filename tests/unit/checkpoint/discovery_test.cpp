@@ -37,7 +37,8 @@ TEST(Discovery, SubdirectoriesInNaturalOrderAndOnlyCheckpoints) {
   touch(t.path / ".hidden" / "model_rank0.safetensors");
   auto found = discover_checkpoints({t.path.string()});
   ASSERT_TRUE(found.ok()) << found.error().message();
-  std::vector<std::string> want = {(t.path / "step_9").string(), (t.path / "step_10").string(), (t.path / "step_100").string()};
+  std::vector<std::string> want = {(t.path / "step_9").string(), (t.path / "step_10").string(),
+                                   (t.path / "step_100").string()};
   EXPECT_EQ(*found, want);
 }
 

@@ -33,7 +33,8 @@ TEST_F(LayoutTest, MeshGroupsRanksIntoReplicaSetsPerRole) {
   ASSERT_EQ(l->sets.size(), 4u);  // 2 roles x 2 tp shards
   for (const auto& s : l->sets) {
     ASSERT_EQ(s.files.size(), 4u);
-    for (std::size_t i = 1; i < 4; ++i) EXPECT_EQ(s.files[i].rank - s.files[i - 1].rank, 2);  // dp=4,tp=2: {0,2,4,6}, {1,3,5,7}
+    for (std::size_t i = 1; i < 4; ++i)
+      EXPECT_EQ(s.files[i].rank - s.files[i - 1].rank, 2);  // dp=4,tp=2: {0,2,4,6}, {1,3,5,7}
   }
   EXPECT_EQ(l->sets[0].shard, "model_rank{rank}.safetensors tp=0");
 }
@@ -65,7 +66,8 @@ TEST_F(LayoutTest, ExplicitPatternAndReplicas) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->sets[0].files[1].rank, -1);
   EXPECT_EQ(layout_from_replicas({(m_dir / "shard-0.bin").string()}).error().code, ExitCode::usage);
-  EXPECT_EQ(layout_from_replicas({(m_dir / "shard-0.bin").string(), (m_dir / "shard-0.bin").string()}).error().code, ExitCode::usage);
+  EXPECT_EQ(layout_from_replicas({(m_dir / "shard-0.bin").string(), (m_dir / "shard-0.bin").string()}).error().code,
+            ExitCode::usage);
 }
 
 }  // namespace

@@ -17,7 +17,9 @@ ReplayCycle cycle(std::int64_t n, ReplayOutcome outcome, bool full = false) {
   return c;
 }
 
-std::string id(const LedgerCheckpoint* c) { return c ? c->id : "none"; }
+std::string id(const LedgerCheckpoint* c) {
+  return c ? c->id : "none";
+}
 
 TEST(Ledger, CheckpointIsVerifiedAfterTwoConsecutiveCleanCycles) {
   Ledger l;
@@ -156,8 +158,10 @@ TEST(Ledger, JsonRoundTripAndStrictReader) {
 }
 
 TEST(Ledger, ReplayVerdictFieldsAreValidated) {
-  nlohmann::json v = {{"schema", "scout.verdict"}, {"schema_version", "1.0"}, {"command", "replay"}, {"job", "j"},
-                      {"status", "healthy"}, {"details", {{"cycle", 3}, {"checkpoint", "step_100"}, {"sweep", "full"}}}};
+  nlohmann::json v = {
+      {"schema", "scout.verdict"}, {"schema_version", "1.0"},
+      {"command", "replay"},       {"job", "j"},
+      {"status", "healthy"},       {"details", {{"cycle", 3}, {"checkpoint", "step_100"}, {"sweep", "full"}}}};
   auto r = parse_replay_verdict(v, "f", "j");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->cycle, 3);
@@ -175,8 +179,8 @@ TEST(Ledger, ReplayVerdictFieldsAreValidated) {
 // a slow peer (status attributed) but whose numbers all agreed is clean.
 TEST(Ledger, ReplayNumericsDecideTheOutcome) {
   auto verdict = [](const char* status, const char* numerics) {
-    nlohmann::json v = {{"schema", "scout.verdict"}, {"schema_version", "1.0"}, {"command", "replay"}, {"job", "j"},
-                        {"status", status}, {"details", {{"cycle", 1}}}};
+    nlohmann::json v = {{"schema", "scout.verdict"}, {"schema_version", "1.0"},  {"command", "replay"}, {"job", "j"},
+                        {"status", status},          {"details", {{"cycle", 1}}}};
     if (numerics) v["details"]["numerics"] = numerics;
     return parse_replay_verdict(v, "f", "j");
   };
@@ -185,15 +189,17 @@ TEST(Ledger, ReplayNumericsDecideTheOutcome) {
     const char* numerics;
     ReplayOutcome want;
   };
-  for (const Case& c : {Case{"attributed", "clean", ReplayOutcome::clean}, Case{"attributed", "sdc", ReplayOutcome::sdc},
-                        Case{"healthy", "clean", ReplayOutcome::clean}, Case{"inconclusive", "unclear", ReplayOutcome::unclear},
-                        Case{"inconclusive", "sdc", ReplayOutcome::sdc}, Case{"group_stall", "clean", ReplayOutcome::unclear},
-                        Case{"attributed", nullptr, ReplayOutcome::sdc}, Case{"healthy", nullptr, ReplayOutcome::clean}}) {
+  for (const Case& c :
+       {Case{"attributed", "clean", ReplayOutcome::clean}, Case{"attributed", "sdc", ReplayOutcome::sdc},
+        Case{"healthy", "clean", ReplayOutcome::clean}, Case{"inconclusive", "unclear", ReplayOutcome::unclear},
+        Case{"inconclusive", "sdc", ReplayOutcome::sdc}, Case{"group_stall", "clean", ReplayOutcome::unclear},
+        Case{"attributed", nullptr, ReplayOutcome::sdc}, Case{"healthy", nullptr, ReplayOutcome::clean}}) {
     auto r = verdict(c.status, c.numerics);
     ASSERT_TRUE(r.ok()) << c.status << " " << (c.numerics ? c.numerics : "-") << ": " << r.error().message();
     EXPECT_EQ(r->outcome, c.want) << c.status << " " << (c.numerics ? c.numerics : "-");
   }
-  for (auto [status, numerics] : {std::pair{"healthy", "sdc"}, {"healthy", "unclear"}, {"attributed", "unclear"}, {"healthy", "fine"}}) {
+  for (auto [status, numerics] :
+       {std::pair{"healthy", "sdc"}, {"healthy", "unclear"}, {"attributed", "unclear"}, {"healthy", "fine"}}) {
     auto r = verdict(status, numerics);
     ASSERT_FALSE(r.ok()) << status << " " << numerics;
     EXPECT_EQ(r.error().code, ExitCode::bad_input);
@@ -247,7 +253,9 @@ TEST(LedgerStore, ConcurrentUpdatesAreSerialized) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 10; ++i) {
         auto r = store.update("j", [&](Ledger& l) -> Result<bool> {
-          return ledger_add_checkpoint(l, "/c/" + std::to_string(t) + "_" + std::to_string(i), CheckpointState::pending, "", "t").changed;
+          return ledger_add_checkpoint(l, "/c/" + std::to_string(t) + "_" + std::to_string(i), CheckpointState::pending,
+                                       "", "t")
+              .changed;
         });
         ASSERT_TRUE(r.ok()) << r.error().message();
       }

@@ -3,15 +3,15 @@
 // ranges inside a segment at word-aligned and unaligned starts, across piece
 // boundaries (pread in blocks); a segment's
 // CRC-32 is checked; a range past the end of the file is an error, not a fault.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
-#include <fcntl.h>
 #include <filesystem>
 #include <random>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include "lib/checkpoint/checkpoint_file.hpp"
@@ -67,7 +67,8 @@ TEST_F(RangeHashTest, RangesInsideASegmentHashLikeTheirBytesAndTheCrcIsChecked) 
   // A second segment whose CRC is wrong.
   const std::size_t bad = job.add(0, 4096, {}, crc ^ 1u, "broken");
   ASSERT_TRUE(job.wait().ok());
-  for (std::size_t i = 0; i < spans.size(); ++i) EXPECT_EQ(job.sum(ranges[i].target), expected(spans[i].first, spans[i].second)) << i;
+  for (std::size_t i = 0; i < spans.size(); ++i)
+    EXPECT_EQ(job.sum(ranges[i].target), expected(spans[i].first, spans[i].second)) << i;
   EXPECT_FALSE(job.crc_failure(seg).has_value());
   auto f = job.crc_failure(bad);
   ASSERT_TRUE(f.has_value());
@@ -110,7 +111,8 @@ TEST_F(RangeHashTest, ThePoolsThreadsEndWhenIdle) {
     EXPECT_EQ(job.sum(r.target), expected(0, bytes.size()));
   }
   // Idle threads end after 2 s; allow 30 s on a loaded machine.
-  for (int i = 0; i < 300 && hashing_threads_alive() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (int i = 0; i < 300 && hashing_threads_alive() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(hashing_threads_alive(), 0u);
   // A later job starts them again.
   RangeHashJob job(fd, "test");

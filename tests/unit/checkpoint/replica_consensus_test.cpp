@@ -20,7 +20,8 @@ ReplicaSet set_of(std::size_t n) {
 }
 
 TEST(ReplicaConsensus, AgreeingReplicasHaveNoDisagreement) {
-  auto r = compare_replicas(set_of(3), {digest("f0", {{"a", 1}, {"b", 2}}), digest("f1", {{"a", 1}, {"b", 2}}), digest("f2", {{"a", 1}, {"b", 2}})});
+  auto r = compare_replicas(set_of(3), {digest("f0", {{"a", 1}, {"b", 2}}), digest("f1", {{"a", 1}, {"b", 2}}),
+                                        digest("f2", {{"a", 1}, {"b", 2}})});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->tensors, 2u);
   EXPECT_EQ(r->bytes, 32u);
@@ -46,7 +47,8 @@ TEST(ReplicaConsensus, TwoReplicasThatDisagreeAreInconclusive) {
 }
 
 TEST(ReplicaConsensus, MissingTensorIsBadInputNamingFileAndTensor) {
-  auto r = compare_replicas(set_of(3), {digest("f0", {{"a", 1}, {"b", 2}}), digest("f1", {{"a", 1}}), digest("f2", {{"a", 1}, {"b", 2}})});
+  auto r = compare_replicas(
+      set_of(3), {digest("f0", {{"a", 1}, {"b", 2}}), digest("f1", {{"a", 1}}), digest("f2", {{"a", 1}, {"b", 2}})});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ExitCode::bad_input);
   EXPECT_NE(r.error().what.find("'b'"), std::string::npos);

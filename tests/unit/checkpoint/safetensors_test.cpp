@@ -43,7 +43,8 @@ TEST_F(SafetensorsTest, ReadsValidFileAndHashesLikeOneShot) {
   std::string data(24, '\0');
   std::mt19937 rng(1);
   for (auto& c : data) c = static_cast<char>(rng());
-  std::string header = R"({"b":{"dtype":"F32","shape":[2,2],"data_offsets":[8,24]},"a":{"dtype":"I16","shape":[4],"data_offsets":[0,8]},"__metadata__":{"format":"pt"}})";
+  std::string header =
+      R"({"b":{"dtype":"F32","shape":[2,2],"data_offsets":[8,24]},"a":{"dtype":"I16","shape":[4],"data_offsets":[0,8]},"__metadata__":{"format":"pt"}})";
   auto h = read_safetensors_header(write("ok.safetensors", header, data));
   ASSERT_TRUE(h.ok()) << h.error().message();
   ASSERT_EQ(h->tensors.size(), 2u);
@@ -73,7 +74,11 @@ TEST_F(SafetensorsTest, RejectsMalformedFiles) {
       {"unknown_dtype", R"({"t":{"dtype":"F99","shape":[4],"data_offsets":[0,16]}})", data, {}, "unknown dtype"},
       {"lying_offsets", R"({"t":{"dtype":"F32","shape":[8],"data_offsets":[0,16]}})", data, {}, "needs 32"},
       {"truncated", R"({"t":{"dtype":"F32","shape":[8],"data_offsets":[0,32]}})", data, {}, "truncated"},
-      {"overlap", R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", data, {}, "overlap"},
+      {"overlap",
+       R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+       data,
+       {},
+       "overlap"},
       {"negative_shape", R"({"t":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})", data, {}, "negative"},
       {"reversed", R"({"t":{"dtype":"U8","shape":[0],"data_offsets":[8,0]}})", data, {}, "before begin"},
   };
@@ -100,7 +105,8 @@ namespace {
 // deeply nested JSON overflowed the stack (the value was copied recursively).
 TEST_F(SafetensorsTest, DeeplyNestedHeaderIsBadInput) {
   std::string deep = std::string(20000, '[') + std::string(20000, ']');
-  auto h = read_safetensors_header(write("deep.safetensors", R"({"a":{"dtype":"U8","shape":[1],"data_offsets":)" + deep + "}}", "x"));
+  auto h = read_safetensors_header(
+      write("deep.safetensors", R"({"a":{"dtype":"U8","shape":[1],"data_offsets":)" + deep + "}}", "x"));
   ASSERT_FALSE(h.ok());
   EXPECT_EQ(h.error().code, ExitCode::bad_input);
 }
@@ -115,8 +121,9 @@ TEST_F(SafetensorsTest, PipelinedHashesEqualStreamingHashes) {
     std::size_t n = 1 + rng() % 5000;
     std::size_t begin = data.size();
     for (std::size_t i = 0; i < n; ++i) data.push_back(static_cast<char>(rng()));
-    header += (t ? "," : "") + std::string("\"t") + std::to_string(t) + R"(":{"dtype":"U8","shape":[)" + std::to_string(n) +
-              R"(],"data_offsets":[)" + std::to_string(begin) + "," + std::to_string(data.size()) + "]}";
+    header += (t ? "," : "") + std::string("\"t") + std::to_string(t) + R"(":{"dtype":"U8","shape":[)" +
+              std::to_string(n) + R"(],"data_offsets":[)" + std::to_string(begin) + "," + std::to_string(data.size()) +
+              "]}";
   }
   header += "}";
   auto h = read_safetensors_header(write("p.safetensors", header, data));

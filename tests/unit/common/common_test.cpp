@@ -1,11 +1,11 @@
 // The one-home utilities of lib/common: files, /proc, clocks, hex, schema checks.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "lib/common/clock.hpp"
 #include "lib/common/file.hpp"
@@ -97,7 +97,8 @@ TEST(Proc, ReadsTheExitStatusOfAZombie) {
 
 TEST(Clock, RealtimeIsEpochNanoseconds) {
   const auto a = realtime_ns();
-  const auto b = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto b =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   EXPECT_GT(a, std::int64_t{1'600'000'000} * 1'000'000'000);
   EXPECT_LT(std::llabs(b - a), std::int64_t{60} * 1'000'000'000);
   const auto m1 = monotonic_ns();  // two statements: the order of evaluation is then defined
@@ -115,7 +116,8 @@ TEST(Hex, OneSpellingRoundTrips) {
     EXPECT_EQ(parse_hex64(hex64(v)), v);
   }
   EXPECT_EQ(parse_hex64("0xBDE5A2C9D27E0BE1"), 0xbde5a2c9d27e0be1ULL);
-  for (const char* bad : {"", "0x", "bde5a2c9d27e0be1", "0xbde5a2c9d27e0be", "0xbde5a2c9d27e0be10", "0xbde5a2c9d27e0bg1", "1xbde5a2c9d27e0be1"})
+  for (const char* bad : {"", "0x", "bde5a2c9d27e0be1", "0xbde5a2c9d27e0be", "0xbde5a2c9d27e0be10",
+                          "0xbde5a2c9d27e0bg1", "1xbde5a2c9d27e0be1"})
     EXPECT_FALSE(parse_hex64(bad)) << bad;
 }
 
@@ -129,8 +131,9 @@ TEST(Schema, ChecksNameAndMajorVersion) {
   ASSERT_FALSE(v2.ok());
   EXPECT_EQ(v2.error().code, ExitCode::bad_input);
   EXPECT_NE(v2.error().message().find("schema version 2.0"), std::string::npos);
-  for (const auto& bad : {doc("scout.y", "1.0"), doc(5, "1.0"), doc("scout.x", 1), doc("scout.x", "1"), doc("scout.x", "1.x"),
-                          doc("scout.x", "-1.0"), nlohmann::json::array(), nlohmann::json{{"schema", "scout.x"}}})
+  for (const auto& bad :
+       {doc("scout.y", "1.0"), doc(5, "1.0"), doc("scout.x", 1), doc("scout.x", "1"), doc("scout.x", "1.x"),
+        doc("scout.x", "-1.0"), nlohmann::json::array(), nlohmann::json{{"schema", "scout.x"}}})
     EXPECT_FALSE(check_schema(bad, "scout.x", 1, "f", "h").ok()) << bad.dump();
 }
 

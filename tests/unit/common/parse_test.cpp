@@ -8,7 +8,8 @@ namespace {
 TEST(Parse, Doubles) {
   EXPECT_DOUBLE_EQ(*parse_double(" 2.5 ", "x"), 2.5);
   EXPECT_DOUBLE_EQ(*parse_double("+3", "x"), 3.0);
-  for (const char* bad : {"", "nan", "inf", "-inf", "1x", "x", "1e999"}) EXPECT_FALSE(parse_double(bad, "x").ok()) << bad;
+  for (const char* bad : {"", "nan", "inf", "-inf", "1x", "x", "1e999"})
+    EXPECT_FALSE(parse_double(bad, "x").ok()) << bad;
 }
 
 TEST(Parse, DoubleListRejectsEmptyFields) {

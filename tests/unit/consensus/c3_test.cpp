@@ -7,8 +7,12 @@
 namespace scout {
 namespace {
 
-C3Result exact(std::vector<std::uint64_t> v) { return c3_exact(v); }
-C3Result stat(std::vector<double> v, StatisticalOptions o = {}) { return c3_statistical(v, o); }
+C3Result exact(std::vector<std::uint64_t> v) {
+  return c3_exact(v);
+}
+C3Result stat(std::vector<double> v, StatisticalOptions o = {}) {
+  return c3_statistical(v, o);
+}
 std::vector<bool> only(std::size_t n, std::vector<std::size_t> idx) {
   std::vector<bool> out(n, false);
   for (auto i : idx) out[i] = true;
@@ -35,7 +39,9 @@ TEST(C3Exact, UnanimousAgrees) {
   EXPECT_EQ(exact({9}).status, C3Status::agree);
 }
 
-TEST(C3Exact, PairThatDisagreesIsInconclusive) { EXPECT_EQ(exact({1, 2}).status, C3Status::inconclusive); }
+TEST(C3Exact, PairThatDisagreesIsInconclusive) {
+  EXPECT_EQ(exact({1, 2}).status, C3Status::inconclusive);
+}
 
 TEST(C3Exact, EmptyIsInconclusive) {
   auto r = exact({});
@@ -104,7 +110,9 @@ TEST(C3Statistical, NoDispersionAgrees) {
   EXPECT_EQ(stat({3}).status, C3Status::agree);
 }
 
-TEST(C3Statistical, PairThatDisagreesIsInconclusive) { EXPECT_EQ(stat({1, 50}).status, C3Status::inconclusive); }
+TEST(C3Statistical, PairThatDisagreesIsInconclusive) {
+  EXPECT_EQ(stat({1, 50}).status, C3Status::inconclusive);
+}
 
 TEST(C3Statistical, ScaleFallbacks) {
   auto mad = stat({10, 11, 12, 13, 14});

@@ -5,9 +5,9 @@
 // deaths inside a call, gloo's failure cascade) leave the records a real job
 // would. Ranks, steps and faults are drawn at random (seed printed): the
 // verdict names the faulty rank(s), never a victim.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <fmt/format.h>
 #include <algorithm>
 #include <cstdlib>
 #include <map>
@@ -178,7 +178,7 @@ struct Sim {
         s.ring.erase(s.ring.begin(), s.ring.end() - static_cast<std::ptrdiff_t>(records::layout::k_ring_size));
       snap.recent = s.ring;
       if (!s.ring.empty()) snap.pending = s.ring.back().fingerprint;
-      snap.collective_state = s.failed ? CollectiveState::failed
+      snap.collective_state = s.failed    ? CollectiveState::failed
                               : s.waiting ? CollectiveState::inside
                                           : (s.ring.empty() ? CollectiveState::none : CollectiveState::done);
       snap.phase = s.waiting ? records::Phase::collective : records::Phase::forward;
@@ -187,8 +187,8 @@ struct Sim {
       e.writer_alive = !s.dead;
       if (s.dead) {
         e.process = all_dead_gone ? ProcessEvidence{ProcessState::gone, '?', -1, 0, false, "gone"}
-                    : s.failed   ? ProcessEvidence{ProcessState::exited, 'Z', 1, 0, false, "exited 1"}
-                                 : ProcessEvidence{ProcessState::exited, 'Z', -1, 9, false, "killed"};
+                    : s.failed    ? ProcessEvidence{ProcessState::exited, 'Z', 1, 0, false, "exited 1"}
+                                  : ProcessEvidence{ProcessState::exited, 'Z', -1, 9, false, "killed"};
       } else if (s.stopped) {
         e.process = {ProcessState::stopped, 'T', -1, 0, false, "stopped"};
       } else {
@@ -235,7 +235,9 @@ class CascadeTest : public ::testing::Test {
     rng.seed(seed);
     std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
   }
-  std::int64_t pick(std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); }
+  std::int64_t pick(std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  }
   std::uint64_t seed = 0;
   std::mt19937_64 rng;
 };
@@ -261,7 +263,8 @@ TEST_F(CascadeTest, ExitBeforeTpWithTheCascadeNamesOnlyTheRank) {
       Sim sim(spec, 6, k_hybrid);
       std::int64_t bad = pick(0, sim.world - 1);
       std::uint64_t step = static_cast<std::uint64_t>(pick(2, 5));
-      SCOPED_TRACE(testing::Message() << spec << " rank " << bad << " step " << step << " cascade " << cascade << " seed " << seed);
+      SCOPED_TRACE(testing::Message() << spec << " rank " << bad << " step " << step << " cascade " << cascade
+                                      << " seed " << seed);
       sim.faults[bad] = {Fault::exit_before, sim.index_of(bad, "tp", step)};
       Verdict v = decide(input_of(sim.run(cascade)));
       EXPECT_EQ(suspects(v), std::set<std::int64_t>{bad}) << v.summary;
@@ -337,7 +340,8 @@ TEST_F(CascadeTest, DataParallelCascadeNamesTheDeadRankAndListsVictims) {
     std::int64_t bad = pick(0, world - 1);
     std::size_t at = static_cast<std::size_t>(pick(3, 12));
     for (bool gone : {false, true}) {
-      SCOPED_TRACE(testing::Message() << "world " << world << " rank " << bad << " at " << at << " gone " << gone << " seed " << seed);
+      SCOPED_TRACE(testing::Message() << "world " << world << " rank " << bad << " at " << at << " gone " << gone
+                                      << " seed " << seed);
       sim.faults[bad] = {Fault::exit_before, at};
       Verdict v = decide(input_of(sim.run(true, gone)));
       EXPECT_EQ(suspects(v), std::set<std::int64_t>{bad}) << v.summary;
@@ -365,7 +369,8 @@ TEST_F(CascadeTest, RanksEndingOnACommunicationErrorOutsideRecordedCallsAreVicti
     const std::int64_t bad = ranks[0];
     const std::size_t at = static_cast<std::size_t>(pick(2, 12));
     const auto caught = static_cast<std::size_t>(pick(1, (world - 1) / 2 - 1));  // behind with bad: still a minority
-    SCOPED_TRACE(testing::Message() << "world " << world << " rank " << bad << " at " << at << " caught " << caught << " seed " << seed);
+    SCOPED_TRACE(testing::Message() << "world " << world << " rank " << bad << " at " << at << " caught " << caught
+                                    << " seed " << seed);
     sim.faults[bad] = {Fault::exit_before, at};
     for (std::size_t i = 1; i <= caught; ++i) sim.faults[ranks[i]] = {Fault::exit_before, at};
     for (bool gone : {false, true}) {
@@ -513,7 +518,8 @@ TEST_F(CascadeTest, RandomizedHybridFaultsNeverNameAnInnocent) {
       sim.faults[r] = {kind, sim.index_of(r, dim, static_cast<std::uint64_t>(pick(2, 5)))};
     }
     const bool cascade = pick(0, 1) == 1;
-    Verdict v = decide(input_of(sim.run(cascade, cascade && pick(0, 1) == 1), pick(0, 1) ? std::optional<Mesh>(mesh) : std::nullopt));
+    Verdict v = decide(
+        input_of(sim.run(cascade, cascade && pick(0, 1) == 1), pick(0, 1) ? std::optional<Mesh>(mesh) : std::nullopt));
     auto got = suspects(v);
     ++runs;
     // Consensus rests on the faulty ranks being a strict minority of every peer group:
@@ -526,16 +532,23 @@ TEST_F(CascadeTest, RandomizedHybridFaultsNeverNameAnInnocent) {
       minority &= n * 2 < peers.size();
     }
     if (!minority) continue;
-    for (auto r : got) ASSERT_TRUE(bad.count(r)) << "innocent rank " << r << " named; " << spec << " faults " << fmt::format("{}", fmt::join(bad, ","))
-                                                 << " seed " << seed << " run " << i << "\n" << v.summary << "\n" << v.details["waits"].dump() << "\n"
-                                                 << v.details["ranks"].dump();
+    for (auto r : got)
+      ASSERT_TRUE(bad.count(r)) << "innocent rank " << r << " named; " << spec << " faults "
+                                << fmt::format("{}", fmt::join(bad, ",")) << " seed " << seed << " run " << i << "\n"
+                                << v.summary << "\n"
+                                << v.details["waits"].dump() << "\n"
+                                << v.details["ranks"].dump();
     bool needs = false;
     for (auto r : bad) needs |= sim.faults[r].kind != Fault::die_inside;
-    if (!got.empty()) ++named;
+    if (!got.empty())
+      ++named;
     else if (needs && nfaults == 1)
-      ADD_FAILURE() << "faulty rank not named; " << spec << " rank " << *bad.begin() << " kind " << sim.faults[*bad.begin()].kind
-                    << " at " << sim.faults[*bad.begin()].at << " cascade " << cascade << " seed " << seed << " run " << i << "\n"
-                    << v.summary << "\n" << v.details["waits"].dump() << "\n" << v.details["ranks"].dump();
+      ADD_FAILURE() << "faulty rank not named; " << spec << " rank " << *bad.begin() << " kind "
+                    << sim.faults[*bad.begin()].kind << " at " << sim.faults[*bad.begin()].at << " cascade " << cascade
+                    << " seed " << seed << " run " << i << "\n"
+                    << v.summary << "\n"
+                    << v.details["waits"].dump() << "\n"
+                    << v.details["ranks"].dump();
   }
   std::printf("named a faulty rank in %d of %d runs\n", named, runs);
 }

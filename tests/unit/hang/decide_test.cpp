@@ -3,9 +3,9 @@
 // by hard-coding a rank.
 #include "lib/hang/decide.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <fmt/format.h>
 #include <random>
 #include <set>
 
@@ -46,7 +46,8 @@ struct World {
       s.collective_state = CollectiveState::inside;
       s.heartbeat_ns = k_now - 10 * k_s;
       s.progress_ns = k_now - 10 * k_s;
-      s.recent.push_back({{7, CollectiveType::all_reduce, 7, 1024, 0, seq - 1}, 99 + seq, k_now - 11 * k_s, k_now - 10 * k_s - 1});
+      s.recent.push_back(
+          {{7, CollectiveType::all_reduce, 7, 1024, 0, seq - 1}, 99 + seq, k_now - 11 * k_s, k_now - 10 * k_s - 1});
       e.writer_alive = true;
       e.process.state = ProcessState::alive;
       e.process.raw_state = 'S';
@@ -107,7 +108,9 @@ class DecideTest : public ::testing::Test {
     rng.seed(seed);
     std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
   }
-  std::int64_t pick(std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); }
+  std::int64_t pick(std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  }
   std::uint64_t seed = 0;
   std::mt19937_64 rng;
 };
@@ -169,7 +172,8 @@ TEST_F(DecideTest, SkippedCollectiveIsNamedWhileABystanderDiedFirst) {
   World w(pick(3, 16));
   std::int64_t bad = pick(0, w.size - 1);
   std::int64_t bystander = (bad + pick(1, w.size - 1)) % w.size;
-  SCOPED_TRACE(testing::Message() << "world " << w.size << " rank " << bad << " bystander " << bystander << " seed " << seed);
+  SCOPED_TRACE(testing::Message() << "world " << w.size << " rank " << bad << " bystander " << bystander << " seed "
+                                  << seed);
   // The skipper went on to the next step's first collective: same per-group count, next step.
   w[bad].snapshot.step += 1;
   w[bystander].process = {ProcessState::gone, '?', -1, 0, false, "gone"};
@@ -419,7 +423,7 @@ TEST_F(DecideTest, SmallGroupsListOneValuePerMemberInPeerOrder) {
   ASSERT_EQ(g.values.size(), static_cast<std::size_t>(w.size));
   for (std::int64_t r = 0; r < w.size; ++r) {
     const std::string expected = r == bad ? "pg 0x0000000000000007 seq 19 all_reduce dt7 x1024 r0"
-                                        : "pg 0x0000000000000007 seq 20 all_reduce dt7 x1024 r0";
+                                          : "pg 0x0000000000000007 seq 20 all_reduce dt7 x1024 r0";
     EXPECT_EQ(g.values[r], expected) << "rank " << r;
   }
   EXPECT_FALSE(g.stats.contains("values"));
@@ -539,7 +543,8 @@ TEST_F(DecideTest, EvidenceRoundTripsThroughItsBlob) {
   EXPECT_FALSE(deserialize(nlohmann::json::to_cbor(doc)).ok());
   // The whole ring travels, with the failed flag and the ring's counters.
   for (std::uint64_t i = 0; i < 64; ++i)
-    w[0].snapshot.recent.push_back({{7, CollectiveType::all_reduce, 7, 1024, 0, 100 + i}, 500 + i, k_now, i % 2 ? k_now : 0, i % 3 == 0});
+    w[0].snapshot.recent.push_back(
+        {{7, CollectiveType::all_reduce, 7, 1024, 0, 100 + i}, 500 + i, k_now, i % 2 ? k_now : 0, i % 3 == 0});
   w[0].snapshot.recent.erase(w[0].snapshot.recent.begin());
   w[0].snapshot.events = 1000;
   w[0].snapshot.dropped = 3;

@@ -1,12 +1,12 @@
 // Flight Recorder dumps in both of torch 2.15's forms (the pickled
 // dump-on-timeout file and its JSON twin, written by one process from one
 // recorder state: fuzz/corpus/flight_recorder/seed-*) give the same snapshot.
+#include "lib/hang/flight_recorder.hpp"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
-
-#include "lib/hang/flight_recorder.hpp"
 
 using namespace scout;
 
@@ -46,7 +46,10 @@ TEST(FlightRecorder, PickledAndJsonDumpsGiveOneSnapshot) {
 
 TEST(FlightRecorder, APickleNamingAClassIsRefusedByName) {
   // GLOBAL os.system, then a call: a dump never holds a class, and nothing is ever executed.
-  const std::string evil("\x80\x02" "cos\nsystem\nq\x00X\x04\x00\x00\x00trueq\x01\x85q\x02Rq\x03.", 33);
+  const std::string evil(
+      "\x80\x02"
+      "cos\nsystem\nq\x00X\x04\x00\x00\x00trueq\x01\x85q\x02Rq\x03.",
+      33);
   auto r = hang::snapshot_from_flight_recorder(evil, 0, "job");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ExitCode::bad_input);
@@ -54,9 +57,12 @@ TEST(FlightRecorder, APickleNamingAClassIsRefusedByName) {
 }
 
 TEST(FlightRecorder, MalformedDumpsAreBadInput) {
-  for (std::string bad : {std::string("\x80\x02}q\x00(X\x07\x00\x00\x00" "entries", 18), std::string("{not json"),
-                          std::string("\x80\x02]q\x00.", 6), std::string(R"({"entries": [{"profiling_name": 7}]})"),
-                          std::string(R"({"entries": 3})"), std::string(R"({"entries": [], "pg_config": {"0": {"ranks": ["a"]}}})")}) {
+  for (std::string bad : {std::string("\x80\x02}q\x00(X\x07\x00\x00\x00"
+                                      "entries",
+                                      18),
+                          std::string("{not json"), std::string("\x80\x02]q\x00.", 6),
+                          std::string(R"({"entries": [{"profiling_name": 7}]})"), std::string(R"({"entries": 3})"),
+                          std::string(R"({"entries": [], "pg_config": {"0": {"ranks": ["a"]}}})")}) {
     auto r = hang::snapshot_from_flight_recorder(bad, 0, "job");
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.error().code, ExitCode::bad_input) << bad;

@@ -1,15 +1,16 @@
 // Process evidence from the real /proc of real child processes.
 #include "lib/hang/process_state.hpp"
-#include "lib/common/clock.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
 #include <ctime>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
+
+#include "lib/common/clock.hpp"
 
 namespace scout::hang {
 namespace {

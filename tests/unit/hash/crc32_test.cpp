@@ -13,7 +13,9 @@
 namespace scout::hash {
 namespace {
 
-std::span<const std::byte> bytes_of(std::string_view s) { return std::as_bytes(std::span(s.data(), s.size())); }
+std::span<const std::byte> bytes_of(std::string_view s) {
+  return std::as_bytes(std::span(s.data(), s.size()));
+}
 
 std::vector<std::byte> random_bytes(std::size_t n, std::uint64_t seed) {
   std::mt19937_64 rng(seed);

@@ -29,8 +29,7 @@ TEST(Gf64, PolynomialIsPrimitive) {
   // primitive.
   const std::uint64_t n = ~std::uint64_t{0};
   EXPECT_EQ(pow(k_x, n), 1u);
-  for (std::uint64_t q : {3ull, 5ull, 17ull, 257ull, 641ull, 65537ull, 6700417ull})
-    EXPECT_NE(pow(k_x, n / q), 1u) << q;
+  for (std::uint64_t q : {3ull, 5ull, 17ull, 257ull, 641ull, 65537ull, 6700417ull}) EXPECT_NE(pow(k_x, n / q), 1u) << q;
 }
 
 TEST(Gf64, PowersOfXMatchRepeatedShifts) {

@@ -34,7 +34,9 @@ std::uint64_t get_word(const std::vector<std::byte>& b, std::size_t k) {
   return w;
 }
 
-std::span<const std::byte> word_bytes(const std::uint64_t& w) { return {reinterpret_cast<const std::byte*>(&w), 8}; }
+std::span<const std::byte> word_bytes(const std::uint64_t& w) {
+  return {reinterpret_cast<const std::byte*>(&w), 8};
+}
 
 unsigned test_seed() {
   static const unsigned seed = std::random_device{}();
@@ -51,7 +53,8 @@ TEST(TensorHash, PartialSumIsTheDefinition) {
       std::uint64_t expect = 0;
       for (std::size_t k = 0; 8 * k < n; ++k) expect ^= gf64::mul(get_word(bytes, k), gf64::x64_pow(first + k));
       for (HashKernel kernel : available_kernels())
-        EXPECT_EQ(partial_sum_with(kernel, bytes, first), expect) << kernel_name(kernel) << " n=" << n << " first=" << first;
+        EXPECT_EQ(partial_sum_with(kernel, bytes, first), expect)
+            << kernel_name(kernel) << " n=" << n << " first=" << first;
     }
   }
 }
@@ -72,7 +75,8 @@ TEST(TensorHash, EveryKernelMatchesTheScalarReference) {
     const std::uint64_t first = rng() % 3 == 0 ? 0 : rng() >> (rng() % 64);
     std::span<const std::byte> s(big.data() + offset, n);
     const std::uint64_t ref = partial_sum_with(HashKernel::scalar, s, first);
-    for (HashKernel k : kernels) ASSERT_EQ(partial_sum_with(k, s, first), ref) << kernel_name(k) << " n=" << n << " offset=" << offset;
+    for (HashKernel k : kernels)
+      ASSERT_EQ(partial_sum_with(k, s, first), ref) << kernel_name(k) << " n=" << n << " offset=" << offset;
   }
 }
 
@@ -182,11 +186,11 @@ TEST(TensorHash, ReshapeAndDtypeReinterpretationChangeIt) {
     std::vector<std::int64_t> shape;
   };
   std::vector<Case> cases = {
-      {DType::f32, {16}},    {DType::f32, {4, 4}},   {DType::f32, {2, 8}},    {DType::f32, {8, 2}},
-      {DType::f32, {1, 16}}, {DType::f32, {16, 1}},  {DType::f32, {2, 2, 4}}, {DType::i32, {16}},
-      {DType::u32, {16}},    {DType::bf16, {32}},    {DType::f16, {32}},      {DType::i16, {4, 8}},
-      {DType::u8, {64}},     {DType::i8, {64}},      {DType::boolean, {64}},  {DType::f64, {8}},
-      {DType::i64, {8}},     {DType::u64, {2, 4}},   {DType::f8_e4m3, {64}},  {DType::f8_e5m2, {64}},
+      {DType::f32, {16}},    {DType::f32, {4, 4}},  {DType::f32, {2, 8}},    {DType::f32, {8, 2}},
+      {DType::f32, {1, 16}}, {DType::f32, {16, 1}}, {DType::f32, {2, 2, 4}}, {DType::i32, {16}},
+      {DType::u32, {16}},    {DType::bf16, {32}},   {DType::f16, {32}},      {DType::i16, {4, 8}},
+      {DType::u8, {64}},     {DType::i8, {64}},     {DType::boolean, {64}},  {DType::f64, {8}},
+      {DType::i64, {8}},     {DType::u64, {2, 4}},  {DType::f8_e4m3, {64}},  {DType::f8_e5m2, {64}},
   };
   std::map<std::uint64_t, std::size_t> seen;
   for (std::size_t i = 0; i < cases.size(); ++i) {
@@ -267,7 +271,8 @@ TEST(TensorHash, ThreadCountDoesNotMatter) {
     auto bytes = random_bytes(n, test_seed() + n);
     const std::int64_t shape[] = {static_cast<std::int64_t>(n)};
     const std::uint64_t one = hash_tensor(DType::u8, shape, bytes, 1);
-    for (unsigned t = 2; t <= std::max(hw, 9u); ++t) EXPECT_EQ(hash_tensor(DType::u8, shape, bytes, t), one) << t << " threads, n=" << n;
+    for (unsigned t = 2; t <= std::max(hw, 9u); ++t)
+      EXPECT_EQ(hash_tensor(DType::u8, shape, bytes, t), one) << t << " threads, n=" << n;
     EXPECT_EQ(hash_tensor(DType::u8, shape, bytes, 0), one);
   }
 }
@@ -320,7 +325,8 @@ TEST(TensorHash, StridedViewsHashLikeTheirContiguousCopies) {
     std::vector<float> copy;
     for (std::int64_t i = 0; i < shape[0]; ++i)
       for (std::int64_t j = 0; j < shape[1]; ++j)
-        for (std::int64_t k = 0; k < shape[2]; ++k) copy.push_back(base[i * vstrides[0] + j * vstrides[1] + k * vstrides[2]]);
+        for (std::int64_t k = 0; k < shape[2]; ++k)
+          copy.push_back(base[i * vstrides[0] + j * vstrides[1] + k * vstrides[2]]);
     const std::uint64_t expect = hash_tensor(DType::f32, shape, std::as_bytes(std::span(copy)));
     EXPECT_EQ(hash_strided(DType::f32, shape, vstrides, reinterpret_cast<const std::byte*>(base.data())), expect)
         << perm[0] << perm[1] << perm[2];
@@ -384,7 +390,8 @@ TEST(TensorHash, TestVectorsPassOnEveryKernel) {
     std::vector<std::byte> bytes;
     if (v.contains("bytes_hex")) {
       const auto hex = v.at("bytes_hex").get<std::string>();
-      for (std::size_t i = 0; i + 1 < hex.size(); i += 2) bytes.push_back(static_cast<std::byte>(std::stoul(hex.substr(i, 2), nullptr, 16)));
+      for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
+        bytes.push_back(static_cast<std::byte>(std::stoul(hex.substr(i, 2), nullptr, 16)));
     } else {
       const auto& g = v.at("generator");
       ASSERT_EQ(g.at("kind"), "splitmix64");

@@ -7,12 +7,15 @@
 namespace scout::pickle {
 namespace {
 
-std::span<const std::byte> bytes(const std::string& s) { return {reinterpret_cast<const std::byte*>(s.data()), s.size()}; }
+std::span<const std::byte> bytes(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
 
 // Bytes from hex digits (pickles are written as hex: C++ hex escapes swallow the letters that follow them).
 std::string hex(std::string_view h) {
   std::string out;
-  for (std::size_t i = 0; i + 1 < h.size(); i += 2) out += static_cast<char>(std::stoi(std::string(h.substr(i, 2)), nullptr, 16));
+  for (std::size_t i = 0; i + 1 < h.size(); i += 2)
+    out += static_cast<char>(std::stoi(std::string(h.substr(i, 2)), nullptr, 16));
   return out;
 }
 
@@ -23,8 +26,9 @@ Policy allow(std::initializer_list<const char*> globals) {
 }
 
 // pickle.dumps({'a': [1, 2.5, None, True], 'b': (b'xy', 'z')}, protocol=2), by hand.
-const std::string k_dict = hex(
-    "80027d71002858010000006171015d7102284b014740040000000000004e8865580100000062710343027879710458010000007a7105867106752e");
+const std::string k_dict =
+    hex("80027d71002858010000006171015d7102284b014740040000000000004e8865580100000062710343027879710458010000007a710586"
+        "7106752e");
 
 TEST(Pickle, ReadsContainersAndScalars) {
   auto doc = parse(bytes(k_dict), Policy{});
@@ -55,9 +59,10 @@ TEST(Pickle, GlobalsOutsideTheAllowListAreNamed) {
 }
 
 TEST(Pickle, OrderedDictBecomesADictAndObjectsStayOpaque) {
-  const std::string od = hex(
-      "800263636f6c6c656374696f6e730a4f726465726564446963740a71002952710158010000006b71026361726770617273650a4e616d65737061"
-      "63650a7103298171047d710558020000006c7271064b077362732e");
+  const std::string od =
+      hex("800263636f6c6c656374696f6e730a4f726465726564446963740a71002952710158010000006b71026361726770617273650a4e616d"
+          "65737061"
+          "63650a7103298171047d710558020000006c7271064b077362732e");
   auto doc = parse(bytes(od), allow({"collections.OrderedDict", "argparse.Namespace"}));
   ASSERT_TRUE(doc) << doc.error().message();
   ASSERT_EQ(doc->root->kind, Kind::dict);
@@ -76,10 +81,19 @@ TEST(Pickle, LimitsAndTruncationAreErrorsNotCrashes) {
   Policy shallow;
   shallow.max_depth = 0;
   EXPECT_FALSE(parse(bytes(k_dict), shallow));
-  EXPECT_FALSE(parse(bytes(hex("80026807" "2e")), Policy{}));      // memo never stored
-  EXPECT_FALSE(parse(bytes(hex("8002" "61" "2e")), Policy{}));     // APPEND on an empty stack
-  EXPECT_FALSE(parse(bytes(hex("80024b014b02" "2e")), Policy{}));  // two values at STOP
-  EXPECT_FALSE(parse(bytes(hex("80028201" "2e")), Policy{}));      // EXT1
+  EXPECT_FALSE(parse(bytes(hex("80026807"
+                               "2e")),
+                     Policy{}));  // memo never stored
+  EXPECT_FALSE(parse(bytes(hex("8002"
+                               "61"
+                               "2e")),
+                     Policy{}));  // APPEND on an empty stack
+  EXPECT_FALSE(parse(bytes(hex("80024b014b02"
+                               "2e")),
+                     Policy{}));  // two values at STOP
+  EXPECT_FALSE(parse(bytes(hex("80028201"
+                               "2e")),
+                     Policy{}));  // EXT1
 }
 
 TEST(Pickle, CyclesAreRepresentableAndRenderBounded) {

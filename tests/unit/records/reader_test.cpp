@@ -193,7 +193,8 @@ TEST(RecordsReader, FailedCompletionIsPublishedAsFailedInTheProgressAndTheRing) 
   EXPECT_FALSE(r.snapshot->recent[0].failed);
   EXPECT_TRUE(r.snapshot->recent[1].failed);
   EXPECT_NE(r.snapshot->recent[1].exit_ns, 0);
-  EXPECT_EQ(r.snapshot->recent[1].fingerprint.type, CollectiveType::all_reduce);  // the state bits leave the type intact
+  EXPECT_EQ(r.snapshot->recent[1].fingerprint.type,
+            CollectiveType::all_reduce);  // the state bits leave the type intact
   EXPECT_EQ(r.snapshot->events, 2u);
   EXPECT_EQ(r.snapshot->dropped, 0u);
   // A later call that completes is done again.

@@ -39,10 +39,12 @@ TEST(ReplayInject, ParsesEveryForm) {
 }
 
 TEST(ReplayInject, RejectsBadSpecsWithUsageErrors) {
-  for (const char* bad : {"", "sdc", "sdc:peer=1", "sdc:peer=1,tensor=weights,word=0,bit=0", "sdc:peer=1,tensor=output,word=0,bit=64",
-                          "sdc:peer=-1,tensor=output,word=0,bit=1", "sdc:peer=1,tensor=output,word=x,bit=1", "slow:peer=1",
-                          "slow:peer=1,factor=1", "slow:peer=1,factor=nan", "slow:peer=1,factor=2,bit=3", "boom:peer=1",
-                          "sdc:peer=1,peer=2,tensor=output,word=0,bit=0", "sdc:random,peer=1", "slow:random", "sdc:peer=1,,tensor=output"}) {
+  for (const char* bad :
+       {"", "sdc", "sdc:peer=1", "sdc:peer=1,tensor=weights,word=0,bit=0", "sdc:peer=1,tensor=output,word=0,bit=64",
+        "sdc:peer=-1,tensor=output,word=0,bit=1", "sdc:peer=1,tensor=output,word=x,bit=1", "slow:peer=1",
+        "slow:peer=1,factor=1", "slow:peer=1,factor=nan", "slow:peer=1,factor=2,bit=3", "boom:peer=1",
+        "sdc:peer=1,peer=2,tensor=output,word=0,bit=0", "sdc:random,peer=1", "slow:random",
+        "sdc:peer=1,,tensor=output"}) {
     auto r = parse_injection(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.error().code, ExitCode::usage) << bad;
@@ -118,7 +120,8 @@ TEST(ReplayBattery, GenerationIsDeterministicAndShardsReassemble) {
       auto params = assemble_params(*r, shards);
       ASSERT_TRUE(params.ok()) << id << " " << peers;
       ASSERT_EQ(params->size(), r->params.size());
-      for (std::size_t i = 0; i < params->size(); ++i) EXPECT_EQ((*params)[i].data, generate_tensor(r->params[i], 5, i).data);
+      for (std::size_t i = 0; i < params->size(); ++i)
+        EXPECT_EQ((*params)[i].data, generate_tensor(r->params[i], 5, i).data);
     }
   }
   EXPECT_FALSE(battery_recipe("nope", "tiny").ok());

@@ -13,8 +13,12 @@ TEST(C3Suspects, OutliersBecomeSuspectsInPeerOrder) {
   ASSERT_TRUE(a.majority);
   EXPECT_EQ(xs[*a.majority], 5u);
   EXPECT_EQ(a.outliers, (std::vector<std::size_t>{1, 3}));
-  auto s = suspects_from_c3(a, "value_differs_from_majority", [](std::size_t i) { return nlohmann::json{{"position", i}}; },
-                            [](std::int64_t r) { return "node" + std::to_string(r); });
+  auto s = suspects_from_c3(
+      a, "value_differs_from_majority",
+      [](std::size_t i) {
+        return nlohmann::json{{"position", i}};
+      },
+      [](std::int64_t r) { return "node" + std::to_string(r); });
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0].rank, 11);
   EXPECT_EQ(s[0].node, "node11");

@@ -1,12 +1,12 @@
 #include "lib/report/verdict.hpp"
 
 #include <gtest/gtest.h>
+
+#include <fstream>
 #include <valijson/adapters/nlohmann_json_adapter.hpp>
 #include <valijson/schema.hpp>
 #include <valijson/schema_parser.hpp>
 #include <valijson/validator.hpp>
-
-#include <fstream>
 
 namespace scout {
 namespace {

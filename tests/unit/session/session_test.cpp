@@ -5,6 +5,8 @@
 #include "lib/session/session.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -12,9 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <random>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
 
 #include "lib/session/hierarchy.hpp"
 #include "lib/transport/auth.hpp"
@@ -41,7 +41,8 @@ std::uint64_t test_seed() {
 struct TempDir {
   fs::path path;
   TempDir() {
-    path = fs::temp_directory_path() / ("scout-session-test-" + std::to_string(getpid()) + "-" + std::to_string(std::random_device{}()));
+    path = fs::temp_directory_path() /
+           ("scout-session-test-" + std::to_string(getpid()) + "-" + std::to_string(std::random_device{}()));
     fs::create_directories(path);
   }
   ~TempDir() { fs::remove_all(path); }
@@ -68,7 +69,9 @@ SessionOptions options_for(std::int64_t member, std::int64_t n, milliseconds tim
   return o;
 }
 
-Bytes blob_of(std::int64_t i) { return Bytes(static_cast<std::size_t>(10 + 37 * i), static_cast<std::uint8_t>(i + 1)); }
+Bytes blob_of(std::int64_t i) {
+  return Bytes(static_cast<std::size_t>(10 + 37 * i), static_cast<std::uint8_t>(i + 1));
+}
 
 // Runs `body(member, session)` for every member but `absent`, each on its own thread and store object.
 void run_members(const TempDir& dir, std::int64_t n, const std::vector<std::int64_t>& absent,
@@ -107,16 +110,23 @@ TEST_P(SessionSizes, AllGatherBroadcastBarrierAndTimedOperationsReachEveryMember
   run_members(dir, n, {}, [&](std::int64_t i, Session& s) {
     auto& fail = failures[static_cast<std::size_t>(i)];
     auto g = s.all_gather(blob_of(i), op("evidence"));
-    if (!g) { fail = g.error().message(); return; }
+    if (!g) {
+      fail = g.error().message();
+      return;
+    }
     for (int j = 0; j < n; ++j) {
       const auto& c = g->from[static_cast<std::size_t>(j)];
-      if (c.state != Contribution::State::ok || c.data != blob_of(j)) fail += "member " + std::to_string(j) + " missing; ";
+      if (c.state != Contribution::State::ok || c.data != blob_of(j))
+        fail += "member " + std::to_string(j) + " missing; ";
     }
     auto b = s.broadcast(root, i == root ? blob_of(100 + root) : Bytes{}, op("params"));
     if (!b || *b != blob_of(100 + root)) fail += "broadcast; ";
     if (!s.barrier(op("barrier"))) fail += "barrier; ";
     auto t = s.timed_all_gather(blob_of(i), op("timed"));
-    if (!t) { fail += t.error().message(); return; }
+    if (!t) {
+      fail += t.error().message();
+      return;
+    }
     for (int j = 0; j < n; ++j)
       if (t->durations_ns[static_cast<std::size_t>(j)] < 0) fail += "duration of " + std::to_string(j) + " unknown; ";
     auto tb = s.timed_broadcast(root, i == root ? blob_of(7) : Bytes{}, op("timed-params"));
@@ -142,16 +152,24 @@ TEST(Session, AMemberThatNeverArrivesIsReportedAbsentAndTheOthersFinish) {
   const std::int64_t absent = static_cast<std::int64_t>(test_seed() % n);
   std::printf("absent member %lld\n", static_cast<long long>(absent));
   std::vector<std::string> failures(n);
-  run_members(dir, n, {absent}, [&](std::int64_t i, Session& s) {
-    auto g = s.all_gather(blob_of(i), op("evidence", milliseconds(4000)));
-    if (!g) { failures[i] = g.error().message(); return; }
-    for (int j = 0; j < n; ++j) {
-      const auto& c = g->from[static_cast<std::size_t>(j)];
-      if ((j == absent) != (c.state == Contribution::State::absent)) failures[i] += "member " + std::to_string(j) + " wrong; ";
-    }
-    auto gone = s.absent();
-    if (gone.size() != 1 || gone[0].member != absent || gone[0].why != Absence::Why::never_arrived) failures[i] += "absence not reported; ";
-  }, milliseconds(3000));
+  run_members(
+      dir, n, {absent},
+      [&](std::int64_t i, Session& s) {
+        auto g = s.all_gather(blob_of(i), op("evidence", milliseconds(4000)));
+        if (!g) {
+          failures[i] = g.error().message();
+          return;
+        }
+        for (int j = 0; j < n; ++j) {
+          const auto& c = g->from[static_cast<std::size_t>(j)];
+          if ((j == absent) != (c.state == Contribution::State::absent))
+            failures[i] += "member " + std::to_string(j) + " wrong; ";
+        }
+        auto gone = s.absent();
+        if (gone.size() != 1 || gone[0].member != absent || gone[0].why != Absence::Why::never_arrived)
+          failures[i] += "absence not reported; ";
+      },
+      milliseconds(3000));
   for (int i = 0; i < n; ++i) EXPECT_EQ(failures[i], "") << "member " << i;
 }
 
@@ -210,7 +228,10 @@ TEST(Session, AMemberThatDiesAfterFormingIsLostAndTheSurvivorsReform) {
   std::vector<std::int64_t> rest;
   run_members(dir, n, {victim}, [&](std::int64_t i, Session& s) {
     auto g = s.all_gather(blob_of(i), op("evidence", milliseconds(15000)));
-    if (!g) { failures[i] = g.error().message(); return; }
+    if (!g) {
+      failures[i] = g.error().message();
+      return;
+    }
     rounds[i] = s.rounds();
     for (int j = 0; j < n; ++j) {
       const auto& c = g->from[static_cast<std::size_t>(j)];
@@ -235,15 +256,19 @@ TEST(Session, AContributionUnderAnotherTokenIsRejectedNotPassedOn) {
   std::printf("member %lld signs with a wrong token\n", static_cast<long long>(stray));
   const auto wrong = transport::JobToken::from_secret("job", "0", "guessed", true);
   std::vector<std::vector<Contribution::State>> seen(n);
-  run_members(dir, n, {}, [&](std::int64_t i, Session& s) {
-    auto g = s.all_gather(blob_of(i), op("evidence"));
-    ASSERT_TRUE(g.ok()) << g.error().message();
-    for (int j = 0; j < n; ++j) seen[i].push_back(g->from[static_cast<std::size_t>(j)].state);
-  }, milliseconds(15000), [&](std::int64_t i) {
-    auto o = options_for(i, n);
-    if (i == stray) o.signer = &wrong;  // it knows the namespace, not the key
-    return o;
-  });
+  run_members(
+      dir, n, {},
+      [&](std::int64_t i, Session& s) {
+        auto g = s.all_gather(blob_of(i), op("evidence"));
+        ASSERT_TRUE(g.ok()) << g.error().message();
+        for (int j = 0; j < n; ++j) seen[i].push_back(g->from[static_cast<std::size_t>(j)].state);
+      },
+      milliseconds(15000),
+      [&](std::int64_t i) {
+        auto o = options_for(i, n);
+        if (i == stray) o.signer = &wrong;  // it knows the namespace, not the key
+        return o;
+      });
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < n; ++j) {
       const bool foreign = (i == stray) != (j == stray);
@@ -265,11 +290,15 @@ TEST_P(SessionLimits, ContributionsOverTheLimitAreDroppedAlikeEverywhereWithACle
     o.limits.max_bytes_per_member = i == 0 ? 400 : 4000;
     Bytes mine = i == big ? Bytes(1000, 9) : blob_of(i);
     auto g = s.all_gather(mine, o);
-    if (!g) { failures[i] = g.error().message(); return; }
+    if (!g) {
+      failures[i] = g.error().message();
+      return;
+    }
     for (int j = 0; j < n; ++j) {
       const auto& c = g->from[static_cast<std::size_t>(j)];
       const auto want = j == big ? Contribution::State::over_limit : Contribution::State::ok;
-      if (c.state != want) failures[i] += "member " + std::to_string(j) + " " + std::string(contribution_state_name(c.state)) + "; ";
+      if (c.state != want)
+        failures[i] += "member " + std::to_string(j) + " " + std::string(contribution_state_name(c.state)) + "; ";
       if (j == big && c.reason.find("the limit is 400 bytes") == std::string::npos)
         failures[i] += "reason: " + c.reason + "; ";
     }
@@ -277,15 +306,20 @@ TEST_P(SessionLimits, ContributionsOverTheLimitAreDroppedAlikeEverywhereWithACle
     OpOptions bo = op("params");
     bo.limits.max_bytes_per_member = 100;
     auto b = s.broadcast(0, i == 0 ? Bytes(500, 1) : Bytes{}, bo);
-    if (n > 1 && (b.ok() || b.error().message().find("limit is 100") == std::string::npos)) failures[i] += "broadcast not refused; ";
+    if (n > 1 && (b.ok() || b.error().message().find("limit is 100") == std::string::npos))
+      failures[i] += "broadcast not refused; ";
     // Under the total limit, the largest contributions go first.
     OpOptions t = op("total");
     std::uint64_t all_but_last = 0;  // signed contributions: 32 bytes of tag each
     for (int j = 0; j + 1 < n; ++j) all_but_last += blob_of(j).size() + transport::k_tag_size;
     t.limits.max_total_bytes = all_but_last;  // room for all but the largest (member n-1)
     auto all = s.all_gather(blob_of(i), t);
-    if (!all) { failures[i] += all.error().message(); return; }
-    if (n > 1 && all->from[static_cast<std::size_t>(n - 1)].state != Contribution::State::over_limit) failures[i] += "total limit not applied; ";
+    if (!all) {
+      failures[i] += all.error().message();
+      return;
+    }
+    if (n > 1 && all->from[static_cast<std::size_t>(n - 1)].state != Contribution::State::over_limit)
+      failures[i] += "total limit not applied; ";
   });
   for (int i = 0; i < n; ++i) EXPECT_EQ(failures[i], "") << "member " << i;
 }
@@ -299,17 +333,25 @@ TEST(Session, SubgroupsOverSubsetsWorkSideBySide) {
   run_members(dir, n, {}, [&](std::int64_t i, Session& s) {
     std::vector<std::int64_t> mine = i < 2 ? std::vector<std::int64_t>{0, 1} : std::vector<std::int64_t>{2, 3};
     auto sub = s.subgroup(i < 2 ? "rack0" : "rack1", mine, milliseconds(15000));
-    if (!sub) { failures[i] = sub.error().message(); return; }
+    if (!sub) {
+      failures[i] = sub.error().message();
+      return;
+    }
     auto g = (*sub)->all_gather(blob_of(i), op("evidence"));
-    if (!g) { failures[i] = g.error().message(); return; }
+    if (!g) {
+      failures[i] = g.error().message();
+      return;
+    }
     for (int j = 0; j < n; ++j) {
       const bool in = std::find(mine.begin(), mine.end(), j) != mine.end();
-      if (in != (g->from[static_cast<std::size_t>(j)].state == Contribution::State::ok)) failures[i] += std::to_string(j) + "; ";
+      if (in != (g->from[static_cast<std::size_t>(j)].state == Contribution::State::ok))
+        failures[i] += std::to_string(j) + "; ";
     }
     (*sub)->close();
     // The parent still works after its subgroups.
     auto all = s.all_gather(blob_of(i), op("after"));
-    if (!all || all->from[static_cast<std::size_t>((i + 1) % n)].state != Contribution::State::ok) failures[i] += "parent broken; ";
+    if (!all || all->from[static_cast<std::size_t>((i + 1) % n)].state != Contribution::State::ok)
+      failures[i] += "parent broken; ";
   });
   for (int i = 0; i < n; ++i) EXPECT_EQ(failures[i], "") << "member " << i;
 }
@@ -368,9 +410,15 @@ TEST_P(TwoPhase, OnlyTheMemberThatStandsOutSendsDetailsFlatAndHierarchical) {
       auto& fail = failures[static_cast<std::size_t>(i)];
       if (group_size == 0) {
         auto s = Session::open(*store, options_for(i, n));
-        if (!s) { fail = s.error().message(); return; }
+        if (!s) {
+          fail = s.error().message();
+          return;
+        }
         auto r = (*s)->two_phase(request_for(i, odd));
-        if (!r) { fail = r.error().message(); return; }
+        if (!r) {
+          fail = r.error().message();
+          return;
+        }
         if (r->decision != want) fail = "wrong decision";
         if (r->selected != std::vector<std::int64_t>{odd}) fail += "wrong selection";
         return;
@@ -379,9 +427,15 @@ TEST_P(TwoPhase, OnlyTheMemberThatStandsOutSendsDetailsFlatAndHierarchical) {
       ho.member = options_for(i, n);
       ho.group_size = group_size;
       auto h = Hierarchy::open(*store, ho);
-      if (!h) { fail = h.error().message(); return; }
+      if (!h) {
+        fail = h.error().message();
+        return;
+      }
       auto r = (*h)->two_phase(request_for(i, odd));
-      if (!r) { fail = r.error().message(); return; }
+      if (!r) {
+        fail = r.error().message();
+        return;
+      }
       if (r->decision != want) fail = "wrong decision";
       if (r->selected != std::vector<std::int64_t>{odd}) fail += "wrong selection";
       // Nobody connects to more than its group and, for leaders, the other leaders.
@@ -401,7 +455,8 @@ TEST(Hierarchy, AMemberThatNeverArrivesLeavesTheOthersADecisionEvenWhenItWouldHa
   const std::int64_t absent = static_cast<std::int64_t>(rng() % n);
   std::int64_t odd = static_cast<std::int64_t>(rng() % (n - 1));
   if (odd >= absent) ++odd;
-  std::printf("member %lld never arrives, member %lld stands out\n", static_cast<long long>(absent), static_cast<long long>(odd));
+  std::printf("member %lld never arrives, member %lld stands out\n", static_cast<long long>(absent),
+              static_cast<long long>(odd));
   const Bytes want = {static_cast<std::uint8_t>(odd), static_cast<std::uint8_t>(odd)};
   std::vector<std::string> failures(n);
   std::vector<std::thread> threads;
@@ -413,15 +468,22 @@ TEST(Hierarchy, AMemberThatNeverArrivesLeavesTheOthersADecisionEvenWhenItWouldHa
       ho.member = options_for(i, n, milliseconds(3000));
       ho.group_size = group_size;
       auto h = Hierarchy::open(*store, ho);
-      if (!h) { failures[i] = h.error().message(); return; }
+      if (!h) {
+        failures[i] = h.error().message();
+        return;
+      }
       // The lowest member present leads its group.
       const bool should_lead = i % group_size == 0 || (i % group_size == 1 && absent == i - 1);
       if ((*h)->leads() != should_lead) failures[i] += "wrong leader; ";
       auto rq = request_for(i, odd);
       auto r = (*h)->two_phase(rq);
-      if (!r) { failures[i] += r.error().message(); return; }
+      if (!r) {
+        failures[i] += r.error().message();
+        return;
+      }
       if (r->decision != want) failures[i] += "wrong decision; ";
-      if (r->table && r->table->positions[static_cast<std::size_t>(absent)]) failures[i] += "absent member in the table; ";
+      if (r->table && r->table->positions[static_cast<std::size_t>(absent)])
+        failures[i] += "absent member in the table; ";
       (*h)->close();
     });
   }

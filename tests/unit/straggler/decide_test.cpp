@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-
 #include <random>
 
 #include "tests/unit/straggler/sim.hpp"
@@ -17,7 +16,9 @@ std::uint64_t fresh_seed() {
   return s;
 }
 
-Analysis simulate(const sim::Spec& s, DecideOptions o = {}) { return analyse(sim::run(s), s.mesh, o); }
+Analysis simulate(const sim::Spec& s, DecideOptions o = {}) {
+  return analyse(sim::run(s), s.mesh, o);
+}
 
 std::vector<std::int64_t> compute_suspects(const Decision& d) {
   std::vector<std::int64_t> out;
@@ -27,7 +28,9 @@ std::vector<std::int64_t> compute_suspects(const Decision& d) {
   return out;
 }
 
-bool any_suspect(const Decision& d) { return !d.suspects.empty() || !d.slow_groups.empty(); }
+bool any_suspect(const Decision& d) {
+  return !d.suspects.empty() || !d.slow_groups.empty();
+}
 
 TEST(StragglerTiming, MeshGroupsListEveryKindAndTheWorld) {
   auto g = mesh_groups(*Mesh::parse("dp=2,tp=2"));
@@ -182,7 +185,9 @@ TEST(StragglerDecide, OrdinaryJitterAndTheStoreHostsExtraWorkNameNoOne) {
     s.compute_factor[0] = 1.06;  // the store host
     const double c = s.compute_ns;
     s.extra_ns = [c](std::int64_t, std::uint64_t, std::mt19937_64& g) {
-      return std::uniform_real_distribution<double>(0, 1)(g) < 0.02 ? std::uniform_real_distribution<double>(1, 8)(g) * c : 0.0;
+      return std::uniform_real_distribution<double>(0, 1)(g) < 0.02
+                 ? std::uniform_real_distribution<double>(1, 8)(g) * c
+                 : 0.0;
     };
     auto a = simulate(s);
     EXPECT_TRUE(a.decision.enough_data);
@@ -266,7 +271,8 @@ TEST(StragglerDecide, OnAContendedHostWaitingForACpuIsNoStraggler) {
     auto evidence = sim::run(s);
     for (auto& r : evidence)
       for (auto& x : r.ranks) x.cpu_ns = x.runq_ns = -1;
-    EXPECT_EQ(compute_suspects(analyse(evidence, s.mesh, {}).decision), std::vector<std::int64_t>{innocent}) << "seed " << seed;
+    EXPECT_EQ(compute_suspects(analyse(evidence, s.mesh, {}).decision), std::vector<std::int64_t>{innocent})
+        << "seed " << seed;
   }
 }
 
@@ -289,7 +295,8 @@ TEST(StragglerDecide, OnAContendedHostTheRankUsingMoreCpuPerCallIsNamed) {
       return 8e5 * (rank == victim ? factor : 1.0) * (1 + 0.03 * std::uniform_real_distribution<double>(-1, 1)(g));
     };
     auto a = simulate(s);
-    EXPECT_EQ(compute_suspects(a.decision), std::vector<std::int64_t>{victim}) << "seed " << seed << " factor " << factor;
+    EXPECT_EQ(compute_suspects(a.decision), std::vector<std::int64_t>{victim})
+        << "seed " << seed << " factor " << factor;
     ASSERT_EQ(a.decision.suspects.size(), 1u) << "seed " << seed;
     EXPECT_EQ(a.decision.suspects[0].evidence["measure"], "cpu");
     EXPECT_NEAR(a.decision.suspects[0].ratio, factor, 0.1 * factor) << "seed " << seed;
@@ -315,7 +322,8 @@ TEST(StragglerDecide, OnAContendedHostARankStoppedFromOutsideIsNamedByItsTimeOff
       return 8e5 * (1 + 0.03 * std::uniform_real_distribution<double>(-1, 1)(g));
     };
     auto a = simulate(s);
-    EXPECT_EQ(compute_suspects(a.decision), std::vector<std::int64_t>{victim}) << "seed " << seed << " factor " << factor;
+    EXPECT_EQ(compute_suspects(a.decision), std::vector<std::int64_t>{victim})
+        << "seed " << seed << " factor " << factor;
     ASSERT_EQ(a.decision.suspects.size(), 1u) << "seed " << seed;
     EXPECT_EQ(a.decision.suspects[0].evidence["measure"], "off_cpu") << "seed " << seed;
     EXPECT_NEAR(a.decision.suspects[0].ratio, factor, 0.15 * factor) << "seed " << seed;
@@ -420,8 +428,8 @@ TEST(StragglerDecide, AGroupFarLessSlowThanTheSlowestIsAConsequenceNotACause) {
   s.link_ns = 2e6;
   s.seed = seed;
   s.link_factor = [](const GroupInfo& g) {
-    if (g.kind == "dp" && g.members[0] == 1) return 8.0;                          // the cause: 14 ms more per call
-    if (g.kind == "tp" && g.members[0] == 4) return 2.0;                          // a knock-on: 2 ms more
+    if (g.kind == "dp" && g.members[0] == 1) return 8.0;  // the cause: 14 ms more per call
+    if (g.kind == "tp" && g.members[0] == 4) return 2.0;  // a knock-on: 2 ms more
     return 1.0;
   };
   auto a = simulate(s);

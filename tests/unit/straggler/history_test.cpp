@@ -1,13 +1,12 @@
 #include "lib/straggler/history.hpp"
 
-#include "lib/checkpoint/durable_file.hpp"
-
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <random>
 
+#include "lib/checkpoint/durable_file.hpp"
 #include "tests/unit/straggler/sim.hpp"
 
 namespace scout::straggler {
@@ -90,8 +89,10 @@ TEST(StragglerHistory, FileRoundTripsIsLockedAndRefusesOtherJobsAndGarbage) {
   auto other = update_history(path, "job-b", times_of(s), {}, std::chrono::milliseconds(1000));
   ASSERT_FALSE(other.ok());
   EXPECT_EQ(other.error().code, ExitCode::bad_input);
-  for (const char* bad : {"{", "[]", R"({"schema":"x"})", R"({"schema":"scout.straggler-history","version":1,"job":"job-a","groups":{"g":{"compute_ns":[-1]}}})",
-                          R"({"schema":"scout.straggler-history","version":1,"job":"job-a","groups":{"g":{"bogus":[1]}}})"}) {
+  for (const char* bad :
+       {"{", "[]", R"({"schema":"x"})",
+        R"({"schema":"scout.straggler-history","version":1,"job":"job-a","groups":{"g":{"compute_ns":[-1]}}})",
+        R"({"schema":"scout.straggler-history","version":1,"job":"job-a","groups":{"g":{"bogus":[1]}}})"}) {
     auto p = parse_history(bad, "job-a", path);
     EXPECT_FALSE(p.ok()) << bad;
     if (!p.ok()) {

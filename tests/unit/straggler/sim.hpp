@@ -22,12 +22,12 @@ struct Spec {
   std::int64_t ranks_per_node = 1;
   std::int64_t steps_per_round = 20;
   std::int64_t rounds = 3;
-  double compute_ns = 2e6;   // per call
-  double jitter = 0.04;      // relative, uniform +-
-  double link_ns = 3e5;      // per call
-  std::map<std::int64_t, double> compute_factor;               // rank -> factor
-  std::function<double(const GroupInfo&)> link_factor;          // group -> factor (default 1)
-  std::function<double(std::int64_t round)> fleet_factor;       // all compute, per round (default 1)
+  double compute_ns = 2e6;                                 // per call
+  double jitter = 0.04;                                    // relative, uniform +-
+  double link_ns = 3e5;                                    // per call
+  std::map<std::int64_t, double> compute_factor;           // rank -> factor
+  std::function<double(const GroupInfo&)> link_factor;     // group -> factor (default 1)
+  std::function<double(std::int64_t round)> fleet_factor;  // all compute, per round (default 1)
   // Extra ns added to one rank's compute before one call (default none): CPU taken from outside in bursts,
   // a loaded host's descheduling spikes. Called once per (rank, call) in program order.
   std::function<double(std::int64_t rank, std::uint64_t step, std::mt19937_64& rng)> extra_ns;
@@ -36,7 +36,7 @@ struct Spec {
   std::function<double(std::int64_t rank, std::int64_t round, std::mt19937_64& rng)> cpu_per_call;
   double runq_share = 0;
   std::map<std::int64_t, double> runq_extra_ns;  // rank -> more wait for a CPU per call than the others
-  bool baseline = false;  // the first read is the baseline read (no decision on it)
+  bool baseline = false;                         // the first read is the baseline read (no decision on it)
   std::uint64_t seed = 1;
 };
 

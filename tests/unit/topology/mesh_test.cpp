@@ -67,8 +67,8 @@ TEST(Mesh, RankCoordinateRoundTripOnRandomMeshes) {
 }
 
 TEST(Mesh, RejectsBadSpecs) {
-  for (const char* bad : {"", "dp=0", "dp=-1", "xx=2", "dp=2,dp=2", "dp", "dp=two", "dp=4,,tp=2",
-                          "dp=65536,tp=65536", "dp=99999999999999999999"}) {
+  for (const char* bad : {"", "dp=0", "dp=-1", "xx=2", "dp=2,dp=2", "dp", "dp=two", "dp=4,,tp=2", "dp=65536,tp=65536",
+                          "dp=99999999999999999999"}) {
     auto mesh = Mesh::parse(bad);
     EXPECT_FALSE(mesh.ok()) << bad;
     if (!mesh.ok()) {

@@ -4,14 +4,14 @@
 #include "lib/transport/presence.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
-#include <map>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <thread>
-#include <unistd.h>
 
 #include "lib/transport/auth.hpp"
 
@@ -40,12 +40,21 @@ struct TempDir {
 };
 
 PresenceEntry entry(const JobToken& t, std::int64_t observer, std::int64_t pid) {
-  return {.key_id = t.key_id(), .attempt = t.attempt(), .observer = observer, .host = "h", .pid = pid,
-          .authenticated = t.authenticated(), .written_ns = k_now};
+  return {.key_id = t.key_id(),
+          .attempt = t.attempt(),
+          .observer = observer,
+          .host = "h",
+          .pid = pid,
+          .authenticated = t.authenticated(),
+          .written_ns = k_now};
 }
 
-bool all_alive(std::int64_t) { return true; }
-bool none_alive(std::int64_t) { return false; }
+bool all_alive(std::int64_t) {
+  return true;
+}
+bool none_alive(std::int64_t) {
+  return false;
+}
 
 TEST(StoreCounter, ConcurrentAddsHandOutDistinctValues) {
   TempDir dir;
@@ -96,13 +105,18 @@ TEST(Presence, RoundTripsAndRejectsMalformedEntries) {
   EXPECT_EQ(back->pid, 4242);
   EXPECT_TRUE(back->authenticated);
   EXPECT_EQ(back->written_ns, k_now);
-  for (std::string bad : {std::string("not json"), std::string("[]"), std::string("{}"),
-                          std::string(R"({"key_id":"k","attempt":"","observer":-1,"host":"h","pid":1,"authenticated":true,"written_ns":0})"),
-                          std::string(R"({"key_id":"k","attempt":"","observer":0,"host":"h","pid":0,"authenticated":true,"written_ns":0})"),
-                          std::string(R"({"key_id":"k","attempt":"","observer":0,"host":"h\u0007","pid":1,"authenticated":true,"written_ns":0})"),
-                          std::string(R"({"key_id":"k","attempt":"","observer":0,"host":"h","pid":1,"authenticated":1,"written_ns":0})"),
-                          std::string(R"({"key_id":"k","attempt":"","observer":"0","host":"h","pid":1,"authenticated":true,"written_ns":0})"),
-                          std::string(5000, ' ')}) {
+  for (std::string bad :
+       {std::string("not json"), std::string("[]"), std::string("{}"),
+        std::string(
+            R"({"key_id":"k","attempt":"","observer":-1,"host":"h","pid":1,"authenticated":true,"written_ns":0})"),
+        std::string(
+            R"({"key_id":"k","attempt":"","observer":0,"host":"h","pid":0,"authenticated":true,"written_ns":0})"),
+        std::string(
+            R"({"key_id":"k","attempt":"","observer":0,"host":"h\u0007","pid":1,"authenticated":true,"written_ns":0})"),
+        std::string(R"({"key_id":"k","attempt":"","observer":0,"host":"h","pid":1,"authenticated":1,"written_ns":0})"),
+        std::string(
+            R"({"key_id":"k","attempt":"","observer":"0","host":"h","pid":1,"authenticated":true,"written_ns":0})"),
+        std::string(5000, ' ')}) {
     auto d = decode_presence(bad);
     EXPECT_FALSE(d.ok()) << bad;
     if (!d.ok()) EXPECT_EQ(d.error().code, ExitCode::bad_input);
@@ -135,7 +149,8 @@ TEST(Presence, StraysAreFoundWithTheirReasons) {
   {
     auto s1 = dir.open(), s2 = dir.open(), s3 = dir.open();
     ASSERT_TRUE(announce_presence(*s1, prefix, entry(other_token, 1, 200), milliseconds(1000)).ok());
-    ASSERT_TRUE(announce_presence(*s1, prefix, entry(other_token, 1, 200), milliseconds(1000)).ok());  // twice: listed once
+    ASSERT_TRUE(
+        announce_presence(*s1, prefix, entry(other_token, 1, 200), milliseconds(1000)).ok());  // twice: listed once
     ASSERT_TRUE(announce_presence(*s2, prefix, entry(other_attempt, 2, 201), milliseconds(1000)).ok());
     ASSERT_TRUE(announce_presence(*s3, prefix, entry(no_token, 3, 202), milliseconds(1000)).ok());
     auto old = entry(other_token, 4, 203);

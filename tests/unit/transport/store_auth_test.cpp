@@ -32,9 +32,9 @@ TEST(JobToken, ForgedOrForeignBlobsAreRejected) {
   auto ok = a.verify(s, "ctx/1");
   ASSERT_TRUE(ok.has_value());
   EXPECT_EQ(*ok, blob);
-  EXPECT_FALSE(a.verify(s, "ctx/2").has_value());            // replayed as another observer
-  EXPECT_FALSE(other_job.verify(s, "ctx/1").has_value());    // another job
-  EXPECT_FALSE(wrong_secret.verify(s, "ctx/1").has_value()); // forged with a guessed token
+  EXPECT_FALSE(a.verify(s, "ctx/2").has_value());             // replayed as another observer
+  EXPECT_FALSE(other_job.verify(s, "ctx/1").has_value());     // another job
+  EXPECT_FALSE(wrong_secret.verify(s, "ctx/1").has_value());  // forged with a guessed token
   auto tampered = s;
   tampered[2] ^= 1;
   EXPECT_FALSE(a.verify(tampered, "ctx/1").has_value());
