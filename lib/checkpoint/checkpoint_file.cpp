@@ -16,6 +16,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <stdexcept>
 #include <thread>
 
 #include "lib/checkpoint/checkpoint_dir.hpp"
@@ -379,14 +381,24 @@ Result<PendingArchive> queue_torch_archive(int fd, std::uint64_t base, std::uint
       ranges_of[t.storage_data].push_back({t.storage_data + t.storage_offset * es, bytes, target, 0});
       out.sums.emplace_back(out.digests.size(), target);
     } else {
-      // A strided view: its storage is read whole (pread; a view's storage is
-      // rarely large) and hashed in the view's logical order.
-      std::vector<std::byte> storage(static_cast<std::size_t>(t.storage_bytes));
-      if (!read_exact(fd, storage.data(), storage.size(), t.storage_data))
+      // A strided view: gathered from its storage in windows (memory bounded by two windows, whatever the
+      // storage's size) and hashed in the view's logical order.
+      const hash::StorageReader read = [&](std::byte* dst, std::size_t n, std::uint64_t at) {
+        return read_exact(fd, dst, n, t.storage_data + at);
+      };
+      std::optional<std::uint64_t> h;
+      try {
+        h = hash::hash_strided_windowed(t.dtype, t.shape, t.strides, static_cast<std::int64_t>(t.storage_offset),
+                                        t.storage_bytes, read, threads);
+      } catch (const std::invalid_argument& e) {
+        return input_error(fmt::format("{}: tensor '{}' does not fit its storage", label, t.name), e.what(),
+                           "the file is damaged; use another replica");
+      }
+      if (!h)
         return input_error(fmt::format("{}: cannot read the storage of '{}' (bytes {}..{})", label, t.name,
                                        t.storage_data, t.storage_data + t.storage_bytes),
                            "file truncated", "the file is incomplete; re-copy it or use another replica");
-      d.hash = hash::hash_strided(t.dtype, t.shape, t.strides, storage.data() + t.storage_offset * es, threads);
+      d.hash = *h;
     }
     out.digests.push_back(std::move(d));
   }

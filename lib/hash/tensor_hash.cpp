@@ -4,9 +4,11 @@
 #include <bit>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "lib/hash/gf64.hpp"
@@ -243,6 +245,118 @@ std::uint64_t hash_strided(DType dtype, std::span<const std::int64_t> shape, std
   }
   if (fill > 0) flush();
   return finalize(sum, dtype, shape, flushed);
+}
+
+namespace {
+
+std::int64_t floor_div(std::int64_t a, std::int64_t b) {  // b > 0
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+// The j in [j0, j1) whose element offset `row + j * s` lies in [lo, hi).
+std::pair<std::int64_t, std::int64_t> inside_window(std::int64_t row, std::int64_t s, std::int64_t j0, std::int64_t j1,
+                                                    std::int64_t lo, std::int64_t hi) {
+  std::int64_t a = j0, b = j1;
+  if (s == 0) {
+    if (row < lo || row >= hi) b = a;
+  } else if (s > 0) {
+    a = std::max(a, floor_div(lo - row + s - 1, s));
+    b = std::min(b, floor_div(hi - 1 - row, s) + 1);
+  } else {
+    a = std::max(a, floor_div(row - (hi - 1) + (-s) - 1, -s));
+    b = std::min(b, floor_div(row - lo, -s) + 1);
+  }
+  return {a, std::max(a, b)};
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> hash_strided_windowed(DType dtype, std::span<const std::int64_t> shape,
+                                                   std::span<const std::int64_t> strides, std::int64_t storage_offset,
+                                                   std::uint64_t storage_bytes, const StorageReader& read,
+                                                   unsigned threads, std::size_t window_bytes) {
+  if (shape.size() != strides.size()) throw std::invalid_argument("shape and strides differ in rank");
+  const std::size_t esize = dtype_size(dtype);
+  if (esize == 0) throw std::invalid_argument("unknown dtype");
+  if (window_bytes < 64 || window_bytes % 64 != 0) throw std::invalid_argument("window is not a multiple of 64");
+  std::size_t numel = 1;
+  std::int64_t lo = storage_offset, hi = storage_offset;  // element offsets the view reaches, [lo, hi]
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0) throw std::invalid_argument("negative dimension");
+    numel *= static_cast<std::size_t>(shape[i]);
+    if (shape[i] > 0) (strides[i] >= 0 ? hi : lo) += (shape[i] - 1) * strides[i];
+  }
+  if (numel == 0) return hash_strided(dtype, shape, strides, nullptr, threads);
+  const std::int64_t storage_elems = static_cast<std::int64_t>(storage_bytes / esize);
+  if (lo < 0 || hi >= storage_elems) throw std::invalid_argument("the view reaches outside its storage");
+  const std::size_t span_bytes = static_cast<std::size_t>(hi - lo + 1) * esize;
+
+  // A view whose span fits a window: read it once, gather in memory.
+  std::vector<std::byte> window(std::min(span_bytes, window_bytes));
+  if (span_bytes <= window_bytes) {
+    if (!read(window.data(), span_bytes, static_cast<std::uint64_t>(lo) * esize)) return std::nullopt;
+    return hash_strided(dtype, shape, strides, window.data() + (storage_offset - lo) * static_cast<std::int64_t>(esize),
+                        threads);
+  }
+
+  // Larger: the logical order in output chunks of window_bytes (a multiple of 8 and of every element size, so
+  // each chunk starts on a word boundary), each gathered from the storage windows its elements touch.
+  const std::size_t rank = shape.size();
+  const std::int64_t inner = static_cast<std::int64_t>(shape[rank - 1]);
+  const std::int64_t s = strides[rank - 1];
+  const std::size_t chunk_elems = window_bytes / esize, window_elems = window_bytes / esize;
+  std::vector<std::byte> out(window_bytes);
+  // Calls f(row_offset, j0, j1, out_index) for each row piece of logical elements [e0, e1).
+  auto for_each_row = [&](std::size_t e0, std::size_t e1, auto&& f) {
+    std::size_t row = e0 / static_cast<std::size_t>(inner);
+    std::vector<std::int64_t> index(rank, 0);
+    for (std::size_t i = rank - 1, r = row; i-- > 0;) {
+      index[i] = static_cast<std::int64_t>(r % static_cast<std::size_t>(shape[i]));
+      r /= static_cast<std::size_t>(shape[i]);
+    }
+    for (std::size_t e = e0; e < e1; ++row) {
+      std::int64_t offset = storage_offset;
+      for (std::size_t i = 0; i + 1 < rank; ++i) offset += index[i] * strides[i];
+      const std::int64_t j0 = static_cast<std::int64_t>(e - row * static_cast<std::size_t>(inner));
+      const std::int64_t j1 = std::min<std::int64_t>(inner, j0 + static_cast<std::int64_t>(e1 - e));
+      f(offset, j0, j1, e - e0);
+      e += static_cast<std::size_t>(j1 - j0);
+      for (std::size_t i = rank - 1; i-- > 0;) {
+        if (++index[i] < shape[i]) break;
+        index[i] = 0;
+      }
+    }
+  };
+  std::uint64_t sum = 0, hashed = 0;
+  for (std::size_t e0 = 0; e0 < numel; e0 += chunk_elems) {
+    const std::size_t e1 = std::min(numel, e0 + chunk_elems);
+    std::int64_t clo = hi, chi = lo;  // the chunk's own span
+    for_each_row(e0, e1, [&](std::int64_t row, std::int64_t j0, std::int64_t j1, std::size_t) {
+      const std::int64_t a = row + j0 * s, b = row + (j1 - 1) * s;
+      clo = std::min({clo, a, b});
+      chi = std::max({chi, a, b});
+    });
+    for (std::int64_t w = clo; w <= chi; w += static_cast<std::int64_t>(window_elems)) {
+      const std::int64_t we = std::min(chi + 1, w + static_cast<std::int64_t>(window_elems));
+      if (!read(window.data(), static_cast<std::size_t>(we - w) * esize, static_cast<std::uint64_t>(w) * esize))
+        return std::nullopt;
+      for_each_row(e0, e1, [&](std::int64_t row, std::int64_t j0, std::int64_t j1, std::size_t at) {
+        const auto [a, b] = inside_window(row, s, j0, j1, w, we);
+        if (a >= b) return;
+        std::byte* dst = out.data() + (at + static_cast<std::size_t>(a - j0)) * esize;
+        const auto src = [&](std::int64_t j) { return window.data() + (row + j * s - w) * std::int64_t(esize); };
+        if (s == 1) {
+          std::memcpy(dst, src(a), static_cast<std::size_t>(b - a) * esize);
+          return;
+        }
+        for (std::int64_t j = a; j < b; ++j, dst += esize) std::memcpy(dst, src(j), esize);
+      });
+    }
+    const std::size_t bytes = (e1 - e0) * esize;
+    sum = combine(sum, parallel_partial_sum(std::span(out.data(), bytes), hashed / 8, threads));
+    hashed += bytes;
+  }
+  return finalize(sum, dtype, shape, hashed);
 }
 
 TensorHasher::TensorHasher(DType dtype, std::span<const std::int64_t> shape)

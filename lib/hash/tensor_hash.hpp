@@ -51,6 +51,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -100,6 +102,25 @@ inline constexpr std::size_t k_parallel_threshold = std::size_t{2} << 20;
 // with `threads`; others are gathered in chunks.
 std::uint64_t hash_strided(DType dtype, std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
                            const std::byte* base, unsigned threads = 0);
+
+// Reads `size` bytes at byte `offset` of a storage into `dst`; false when it cannot (a short or failed read).
+using StorageReader = std::function<bool(std::byte* dst, std::size_t size, std::uint64_t offset)>;
+
+// hash_strided of a view whose storage is not in memory: element (i0, i1, ...)
+// is at element `storage_offset + i0*strides[0] + ...` of a storage of
+// `storage_bytes` bytes that `read` gives. Memory is bounded by two buffers
+// of `window_bytes` (a multiple of 64), whatever the storage's size: a view
+// whose span fits one window is read once; a larger one is gathered in output
+// chunks of `window_bytes`, each from the windows of the storage it touches
+// (a transposed matrix larger than a window is then read several times).
+// Same value as hash_strided over the storage in memory. nullopt when `read`
+// fails; std::invalid_argument when the view reaches outside the storage.
+inline constexpr std::size_t k_strided_window_bytes = std::size_t{16} << 20;
+std::optional<std::uint64_t> hash_strided_windowed(DType dtype, std::span<const std::int64_t> shape,
+                                                   std::span<const std::int64_t> strides, std::int64_t storage_offset,
+                                                   std::uint64_t storage_bytes, const StorageReader& read,
+                                                   unsigned threads = 0,
+                                                   std::size_t window_bytes = k_strided_window_bytes);
 
 // The implementations of the word-sum loop. All give bit-identical results;
 // `scalar` is the portable reference.

@@ -85,6 +85,22 @@ def torch_script(body):
     return proc.stdout
 
 
+def peak_rss_kib(cmd, timeout=300):
+    """Runs cmd and returns (exit code, its own peak resident memory in KiB, from wait4); killed after timeout."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid == proc.pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return proc.returncode, usage.ru_maxrss
+        if time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise TimeoutError(f"{cmd} ran past {timeout} s")
+        time.sleep(0.02)
+
+
 class VerifyCkptTest(ScoutTestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="scout_vc_")
@@ -504,6 +520,46 @@ torch.save({{"x": Evil()}}, "{self.dir}/evil.pt")
         self.assertCleanError(r, "bad_input", "verify-ckpt")
         self.assertIn("posix.system", r.stderr)
         self.assertIn("not allowed", r.stderr)
+
+    def test_a_large_strided_view_is_gathered_in_windows_not_read_whole(self):
+        """A transposed view over a 96 MiB storage: hashed like its contiguous copy, one flipped bit named, and the
+        process's peak memory stays below the storage's size (it is gathered through bounded windows)."""
+        bad = self.rng.randrange(3)
+        element = self.rng.randrange(4096 * 6144)
+        bit = self.rng.randrange(32)
+        print(f"seed {SEED}: strided view, replica {bad}, element {element}, bit {bit}", file=sys.stderr)
+        torch_script(f"""
+torch.manual_seed({self.rng.randrange(1 << 30)})
+big = torch.randn(4096, 6144)
+torch.save({{"t": big.t().contiguous()}}, "{self.dir}/copy.pt")
+for r in range(3):
+    if r == {bad}:
+        flipped = big.clone()
+        flipped.view(-1).view(torch.int32)[{element}] ^= (1 << {bit}) - (1 << 32 if {bit} == 31 else 0)
+        torch.save({{"t": flipped.t()}}, f"{self.dir}/r{{r}}.pt")
+    else:
+        torch.save({{"t": big.t()}}, f"{self.dir}/r{{r}}.pt")
+""")
+        files = [self.path(f"r{r}.pt") for r in range(3)]
+        storage_kib = 4096 * 6144 * 4 // 1024
+        proc = subprocess.Popen([scoutlib.SCOUT_BIN, "verify-ckpt", "--replicas"] + files + ["--jobs", "1", "--format", "json"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = proc.communicate(timeout=300)
+        r = scoutlib.Result(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+        self.assertExit(r, "attributed")
+        doc = r.json()
+        self.assertEqual(len(doc["suspects"]), 1, doc["suspects"])
+        ev = doc["suspects"][0]["evidence"]
+        self.assertEqual((ev["file"], ev["tensor"], ev["replica"]), (files[bad], "t", bad))
+        # The view hashes like its contiguous copy (the clean replicas and the copy agree).
+        clean = [f for i, f in enumerate(files) if i != bad]
+        rc, peak = peak_rss_kib([scoutlib.SCOUT_BIN, "verify-ckpt", "--replicas"] + clean + [self.path("copy.pt"), "--jobs", "1"])
+        self.assertEqual(rc, 0)
+        r = run(["verify-ckpt", "--replicas"] + clean + [self.path("copy.pt")])
+        self.assertExit(r, "healthy")
+        self.assertEqual(r.json()["details"]["tensors_compared"], 1)
+        print(f"strided view: peak memory {peak} KiB for a {storage_kib} KiB storage", file=sys.stderr)
+        self.assertLess(peak, storage_kib, f"peak memory {peak} KiB, storage {storage_kib} KiB")
 
     def check_form(self, python, form, n=3):
         """Replicas of one form written by real torch: one flipped bit named with file, tensor and replica; clean ones healthy."""

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -38,8 +39,12 @@ std::span<const std::byte> word_bytes(const std::uint64_t& w) {
   return {reinterpret_cast<const std::byte*>(&w), 8};
 }
 
+// Random per run; SCOUT_TEST_SEED=<seed> repeats a run (the failures print it).
 unsigned test_seed() {
-  static const unsigned seed = std::random_device{}();
+  static const unsigned seed = [] {
+    if (const char* env = std::getenv("SCOUT_TEST_SEED")) return static_cast<unsigned>(std::strtoul(env, nullptr, 10));
+    return static_cast<unsigned>(std::random_device{}());
+  }();
   return seed;
 }
 
@@ -359,6 +364,53 @@ TEST(TensorHash, StridedViewsHashLikeTheirContiguousCopies) {
     const std::int64_t cs[2] = {r, c}, cstr[2] = {c, 1};
     EXPECT_EQ(hash_strided(DType::bf16, cs, cstr, reinterpret_cast<const std::byte*>(m.data())),
               hash_tensor(DType::bf16, cs, std::as_bytes(std::span(m))));
+  }
+}
+
+// Views of random rank, shape, strides (any sign, zero for broadcasts) and
+// storage offset, read through small windows, hash like hash_strided over the
+// storage in memory; a failed read is nullopt, a view past its storage throws.
+TEST(TensorHash, WindowedStridedViewsHashLikeTheViewInMemory) {
+  SCOPED_TRACE(testing::Message() << "seed " << test_seed());
+  std::mt19937_64 rng(test_seed());
+  const DType dtypes[] = {DType::u8, DType::bf16, DType::f32, DType::f64};
+  for (int round = 0; round < 300; ++round) {
+    SCOPED_TRACE(testing::Message() << "round " << round);
+    const DType dtype = dtypes[rng() % 4];
+    const std::int64_t esize = static_cast<std::int64_t>(dtype_size(dtype));
+    const std::size_t rank = 1 + rng() % 4;
+    std::vector<std::int64_t> shape(rank), strides(rank);
+    std::int64_t extent = 1;  // a contiguous layout's size, then permuted, sliced, negated or broadcast
+    for (std::size_t i = rank; i-- > 0;) {
+      shape[i] = 1 + static_cast<std::int64_t>(rng() % 24);
+      strides[i] = extent * (1 + static_cast<std::int64_t>(rng() % 2));
+      extent = strides[i] * shape[i];
+    }
+    std::shuffle(strides.begin(), strides.end(), rng);
+    if (rng() % 4 == 0) strides[rng() % rank] = 0;
+    std::int64_t low = 0, high = 0;
+    for (std::size_t i = 0; i < rank; ++i) {
+      if (rng() % 5 == 0) strides[i] = -strides[i];
+      (strides[i] < 0 ? low : high) += (shape[i] - 1) * strides[i];
+    }
+    const std::int64_t offset = -low + static_cast<std::int64_t>(rng() % 17);
+    const std::int64_t elems = offset + high + 1 + static_cast<std::int64_t>(rng() % 9);
+    const auto storage = random_bytes(static_cast<std::size_t>(elems * esize), rng());
+    const std::uint64_t expect = hash_strided(dtype, shape, strides, storage.data() + offset * esize, 1);
+    const StorageReader read = [&](std::byte* dst, std::size_t n, std::uint64_t at) {
+      if (at + n > storage.size()) return false;
+      std::memcpy(dst, storage.data() + at, n);
+      return true;
+    };
+    const std::size_t window = 64 * (1 + rng() % 40);
+    EXPECT_EQ(hash_strided_windowed(dtype, shape, strides, offset, storage.size(), read, 1, window), expect)
+        << "window " << window << " elements " << elems;
+    EXPECT_EQ(hash_strided_windowed(dtype, shape, strides, offset, storage.size(), read, 2), expect);
+    const StorageReader fails = [](std::byte*, std::size_t, std::uint64_t) { return false; };
+    EXPECT_EQ(hash_strided_windowed(dtype, shape, strides, offset, storage.size(), fails, 1, window), std::nullopt);
+    EXPECT_THROW((void)hash_strided_windowed(dtype, shape, strides, offset, static_cast<std::uint64_t>(high * esize),
+                                             read, 1, window),
+                 std::invalid_argument);
   }
 }
 
