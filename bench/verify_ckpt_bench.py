@@ -19,7 +19,10 @@ With --dir DIR the files are kept there and reused by later runs with the
 same --mb (a stamp file records it), so repeated measurements skip writing.
 Every repetition runs the reference and scout back to back, in alternating
 order (on a VM the host may cache what the first run read); the line gives
-the median ratio and the load average before and after.
+the median of the pair ratios, the ratio of the median times ("of medians")
+with each side's fastest and slowest time (on a VM whose host caches the disk,
+a cold `cat` can take 1 s one run and 0.3 s the next), and the load average
+before and after.
 
 Usage: bench/verify_ckpt_bench.py [--mb N] [--repeat N] [--formats safetensors,pt,dcp] [--dir DIR [--prepare-only]] [--drop-caches]
 """
@@ -201,7 +204,9 @@ def main():
                     cpu_ratios.append(took[ref_cmd[0]][1] / max(took[SCOUT][1], 1e-6))
                 r, s = statistics.median(ref_s), statistics.median(scout_s)
                 line.append(f"{mode} {ref_cmd[0]} {mib / r:6.0f} MiB/s scout {mib / s:6.0f} MiB/s ratio {statistics.median(ratios):4.2f}"
-                            f" [{' '.join(f'{x:.2f}' for x in ratios)}] cpu {statistics.median(cpu_ratios):4.2f}")
+                            f" [{' '.join(f'{x:.2f}' for x in ratios)}] of medians {r / s:4.2f}"
+                            f" ({ref_cmd[0]} {min(ref_s):.2f}-{max(ref_s):.2f} s, scout {min(scout_s):.2f}-{max(scout_s):.2f} s)"
+                            f" cpu {statistics.median(cpu_ratios):4.2f}")
             print("  ".join(line) + f"   (target >= 0.90; median of {args.repeat}; load {load_before:.1f}->{os.getloadavg()[0]:.1f})", flush=True)
     finally:
         if not args.dir:
