@@ -17,6 +17,7 @@
 #include "lib/checkpoint/checkpoint_file.hpp"
 #include "lib/hash/crc32.hpp"
 #include "lib/hash/tensor_hash.hpp"
+#include "tests/unit/test_seed.hpp"
 
 namespace scout::checkpoint {
 namespace {
@@ -24,7 +25,7 @@ namespace {
 class RangeHashTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    seed = std::random_device{}();
+    seed = test_support::test_seed32();
     std::mt19937_64 rng(seed);
     bytes.resize((std::size_t{19} << 20) + 12345);  // more than two 8 MiB pieces
     for (auto& b : bytes) b = static_cast<std::byte>(rng());

@@ -12,6 +12,7 @@
 #include "lib/common/hex.hpp"
 #include "lib/common/proc.hpp"
 #include "lib/common/schema.hpp"
+#include "tests/unit/test_seed.hpp"
 
 namespace scout {
 namespace {
@@ -110,7 +111,9 @@ TEST(Hex, OneSpellingRoundTrips) {
   EXPECT_EQ(hex64(0), "0x0000000000000000");
   EXPECT_EQ(hex64(0xbde5a2c9d27e0be1ULL), "0xbde5a2c9d27e0be1");
   EXPECT_EQ(hex64(13683074425010892737ULL), "0xbde40bb18a01afc1");
-  std::mt19937_64 rng(std::random_device{}());
+  const std::uint64_t seed = test_support::test_seed();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
   for (int i = 0; i < 1000; ++i) {
     const std::uint64_t v = rng();
     EXPECT_EQ(parse_hex64(hex64(v)), v);

@@ -9,6 +9,8 @@
 #include <random>
 #include <set>
 
+#include "tests/unit/test_seed.hpp"
+
 namespace scout::hang {
 namespace {
 
@@ -19,8 +21,7 @@ constexpr std::int64_t k_s = 1'000'000'000;
 constexpr std::int64_t k_now = 1'800'000'000 * k_s;
 
 std::uint64_t seed_from_env() {
-  std::random_device rd;
-  return (static_cast<std::uint64_t>(rd()) << 32) | rd();
+  return test_support::test_seed();
 }
 
 // A world of ranks all inside collective `seq` of group 7 at `step`, silent for 10 s.

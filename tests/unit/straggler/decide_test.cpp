@@ -6,12 +6,13 @@
 #include <random>
 
 #include "tests/unit/straggler/sim.hpp"
+#include "tests/unit/test_seed.hpp"
 
 namespace scout::straggler {
 namespace {
 
 std::uint64_t fresh_seed() {
-  std::uint64_t s = std::random_device{}();
+  std::uint64_t s = test_support::test_seed();
   std::printf("straggler test seed=%llu\n", static_cast<unsigned long long>(s));
   return s;
 }

@@ -8,6 +8,7 @@
 
 #include "lib/checkpoint/durable_file.hpp"
 #include "tests/unit/straggler/sim.hpp"
+#include "tests/unit/test_seed.hpp"
 
 namespace scout::straggler {
 namespace {
@@ -39,7 +40,7 @@ TEST(StragglerHistory, GroupTimesMeasureComputeLinkAndStep) {
 }
 
 TEST(StragglerHistory, AFleetSlowdownDriftsFromItsOwnHistoryAndJitterDoesNot) {
-  std::uint64_t seed = std::random_device{}();
+  std::uint64_t seed = test_support::test_seed();
   std::printf("seed=%llu\n", static_cast<unsigned long long>(seed));
   History h;
   h.job = "j";
