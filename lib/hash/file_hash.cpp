@@ -6,16 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <csetjmp>
 #include <csignal>
 #include <cstring>
 #include <mutex>
 #include <span>
-#include <thread>
-#include <vector>
 
 #include "lib/hash/tensor_hash.hpp"
 
@@ -97,39 +93,17 @@ Result<RawFileHash> hash_raw_file(const std::string& path, unsigned threads) {
       return fail("mmap", err);
     }
     ::madvise(map, out.size, MADV_SEQUENTIAL);
-    // hash_tensor's split over threads, each thread's read guarded against SIGBUS.
-    const std::span bytes(static_cast<const std::byte*>(map), static_cast<std::size_t>(out.size));
-    static const unsigned k_cores = std::max(1u, std::thread::hardware_concurrency());
-    const std::size_t words = (bytes.size() + 7) / 8;
-    unsigned n = threads == 0 ? k_cores : threads;
-    if (bytes.size() < k_parallel_threshold) n = 1;
-    n = static_cast<unsigned>(std::min<std::size_t>(n, words));
-    const std::size_t per = (words + n - 1) / n;
-    std::vector<std::uint64_t> sums(n, 0);
-    std::atomic<bool> faulted{false};
-    auto part = [&](unsigned t) {
-      const std::size_t w0 = std::min(words, t * per), w1 = std::min(words, w0 + per);
-      if (w0 == w1) return;
-      const std::size_t b0 = w0 * 8, b1 = std::min(bytes.size(), w1 * 8);
-      if (auto s = guarded_partial_sum(bytes.subspan(b0, b1 - b0), w0))
-        sums[t] = *s;
-      else
-        faulted.store(true);
-    };
-    std::vector<std::thread> pool;
-    for (unsigned t = 1; t < n; ++t) pool.emplace_back(part, t);
-    part(0);
-    for (auto& th : pool) th.join();
+    // Each thread's read is guarded against SIGBUS.
+    const auto hash = hash_tensor_with(DType::u8, shape, std::span(static_cast<const std::byte*>(map), out.size),
+                                       threads, guarded_partial_sum);
     ::munmap(map, out.size);
-    if (faulted.load()) {
+    if (!hash) {
       ::close(fd);
       return input_error(fmt::format("cannot hash {}", path),
                          fmt::format("the file shrank below its {} bytes while it was read", out.size),
                          "a writer truncated it; hash it again once it is complete");
     }
-    std::uint64_t sum = 0;
-    for (std::uint64_t s : sums) sum = combine(sum, s);
-    out.hash = finalize(sum, DType::u8, shape, out.size);
+    out.hash = *hash;
   }
   ::close(fd);
   return out;

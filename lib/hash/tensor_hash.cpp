@@ -144,33 +144,44 @@ std::uint64_t finalize(std::uint64_t sum, DType dtype, std::span<const std::int6
 
 namespace {
 
-// partial_sum of `bytes` (starting at word `first_word`) split into
-// contiguous word ranges over `threads` threads. Ranges combine by XOR in any
-// order (proof 4), so the value does not depend on `threads`.
-std::uint64_t parallel_partial_sum(std::span<const std::byte> bytes, std::uint64_t first_word, unsigned threads) {
+// `part` of `bytes` (starting at word `first_word`) split into contiguous
+// word ranges over `threads` threads. Ranges combine by XOR in any order
+// (proof 4), so the value does not depend on `threads`. nullopt when any
+// range's `part` is nullopt.
+std::optional<std::uint64_t> parallel_sum_with(std::span<const std::byte> bytes, std::uint64_t first_word,
+                                               unsigned threads, PartialSumFn part) {
   // hardware_concurrency() reads /sys on every call: ask once.
   static const unsigned k_cores = std::max(1u, std::thread::hardware_concurrency());
   if (threads == 0) threads = k_cores;
   const std::size_t words = (bytes.size() + 7) / 8;
   threads = static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(1, words)));
-  if (threads == 1 || bytes.size() < k_parallel_threshold) return partial_sum(bytes, first_word);
+  if (threads == 1 || bytes.size() < k_parallel_threshold) return part(bytes, first_word);
   const std::size_t per = (words + threads - 1) / threads;
-  std::vector<std::uint64_t> parts(threads, 0);
+  std::vector<std::optional<std::uint64_t>> parts(threads, std::uint64_t{0});
   std::vector<std::thread> pool;
   pool.reserve(threads);
   for (unsigned t = 1; t < threads; ++t) {
     const std::size_t w0 = std::min(words, t * per), w1 = std::min(words, w0 + per);
     if (w0 == w1) break;
     const std::size_t b0 = w0 * 8, b1 = std::min(bytes.size(), w1 * 8);
-    pool.emplace_back([&parts, bytes, t, b0, b1, w0, first_word] {
-      parts[t] = partial_sum(bytes.subspan(b0, b1 - b0), first_word + w0);
+    pool.emplace_back([&parts, bytes, t, b0, b1, w0, first_word, part] {
+      parts[t] = part(bytes.subspan(b0, b1 - b0), first_word + w0);
     });
   }
-  parts[0] = partial_sum(bytes.first(std::min(bytes.size(), per * 8)), first_word);
+  parts[0] = part(bytes.first(std::min(bytes.size(), per * 8)), first_word);
   for (auto& th : pool) th.join();
   std::uint64_t sum = 0;
-  for (std::uint64_t p : parts) sum = combine(sum, p);
+  for (const auto& p : parts) {
+    if (!p) return std::nullopt;
+    sum = combine(sum, *p);
+  }
   return sum;
+}
+
+std::uint64_t parallel_partial_sum(std::span<const std::byte> bytes, std::uint64_t first_word, unsigned threads) {
+  return *parallel_sum_with(
+      bytes, first_word, threads,
+      [](std::span<const std::byte> b, std::uint64_t w) -> std::optional<std::uint64_t> { return partial_sum(b, w); });
 }
 
 }  // namespace
@@ -178,6 +189,13 @@ std::uint64_t parallel_partial_sum(std::span<const std::byte> bytes, std::uint64
 std::uint64_t hash_tensor(DType dtype, std::span<const std::int64_t> shape, std::span<const std::byte> bytes,
                           unsigned threads) {
   return finalize(parallel_partial_sum(bytes, 0, threads), dtype, shape, bytes.size());
+}
+
+std::optional<std::uint64_t> hash_tensor_with(DType dtype, std::span<const std::int64_t> shape,
+                                              std::span<const std::byte> bytes, unsigned threads, PartialSumFn part) {
+  auto sum = parallel_sum_with(bytes, 0, threads, part);
+  if (!sum) return std::nullopt;
+  return finalize(*sum, dtype, shape, bytes.size());
 }
 
 std::uint64_t hash_strided(DType dtype, std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,

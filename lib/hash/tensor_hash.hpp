@@ -94,6 +94,13 @@ std::uint64_t hash_tensor(DType dtype, std::span<const std::int64_t> shape, std:
 // Inputs smaller than this are hashed by one thread.
 inline constexpr std::size_t k_parallel_threshold = std::size_t{2} << 20;
 
+// A word sum like partial_sum that may fail (nullopt), e.g. a read of a file
+// mapping that faults (guarded_partial_sum in file_hash.hpp).
+using PartialSumFn = std::optional<std::uint64_t> (*)(std::span<const std::byte> bytes, std::uint64_t first_word);
+// hash_tensor with each thread's word range summed by `part`; nullopt when any range's is.
+std::optional<std::uint64_t> hash_tensor_with(DType dtype, std::span<const std::int64_t> shape,
+                                              std::span<const std::byte> bytes, unsigned threads, PartialSumFn part);
+
 // Hash of a possibly non-contiguous tensor: element (i0, i1, ...) lives at
 // `base + (i0*strides[0] + i1*strides[1] + ...) * dtype_size(dtype)`
 // (`strides` in elements, any sign, as LibTorch and NumPy/itemsize give them).
