@@ -2,11 +2,13 @@
 """The large randomized hang campaign: real gloo jobs (Debian torch 1.13,
 tests/integration/trainers/cascade_trainer.py), cascade (DDP, worlds 4, 6, 8)
 and hybrid meshes (dp=4,tp=2, dp=3,tp=2, dp=2,pp=2,tp=2, dp=4,pp=2), random
-faults and probe delays. Prints every run (with its seed) and a table of
+faults and probe delays; kill: one rank SIGKILLed from outside at a random
+moment (worlds 4, 6, 8), which must be named once every process is gone.
+SCOUT_TEST_TORCH=2 runs the trainers under torch 2.x. Prints every run (with its seed) and a table of
 counts by world/mesh and fault; exits 1 if any run named an innocent rank or
 missed a faulty rank its position singled out.
 
-    python3 bench/hang_cascade_campaign.py --runs 40 --seed 1 [--kind cascade|hybrid|both]
+    python3 bench/hang_cascade_campaign.py --runs 40 --seed 1 [--kind cascade|hybrid|kill|both|all]
 
 Needs a build (SCOUT_BUILD_DIR, default build/) and /usr/bin/python3 with torch.
 """
@@ -27,12 +29,13 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", type=int, default=20, help="runs per kind")
     p.add_argument("--seed", type=int)
-    p.add_argument("--kind", choices=("cascade", "hybrid", "both"), default="both")
+    p.add_argument("--kind", choices=("cascade", "hybrid", "kill", "both", "all"), default="both",
+                   help="both: cascade and hybrid; all: also kill (one rank SIGKILLed from outside at a random moment)")
     p.add_argument("--json", help="write every run's result here")
     a = p.parse_args()
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 31)
     print(f"hang_cascade_campaign: seed {seed}", flush=True)
-    kinds = ("cascade", "hybrid") if a.kind == "both" else (a.kind,)
+    kinds = {"both": ("cascade", "hybrid"), "all": ("cascade", "hybrid", "kill")}.get(a.kind, (a.kind,))
     results = []
     t0 = time.monotonic()
     for i, kind in enumerate(kinds):

@@ -33,7 +33,7 @@ struct HashedFile {
 HashedFile hash_raw(const std::string& path, unsigned threads) {
   auto h = value_or_throw(hash::hash_raw_file(path, threads));
   checkpoint::FileDigest d{path, checkpoint::FileFormat::unknown, h.size, {}, {}};
-  d.tensors.push_back({path, DType::u8, {static_cast<std::int64_t>(h.size)}, h.size, h.hash});
+  d.tensors.push_back({path, DType::u8, {static_cast<std::int64_t>(h.size)}, h.size, h.hash, {}, false});
   return {"raw", std::move(d)};
 }
 

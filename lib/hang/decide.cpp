@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <csignal>
 #include <functional>
 #include <map>
 #include <optional>
@@ -157,7 +158,9 @@ constexpr std::size_t k_max_group_values = 256;
 constexpr std::size_t k_max_listed_waits = 256;
 
 // Infers the mesh from the records' coordinates when they are consistent with
-// row-major placement; otherwise every rank is a data-parallel replica.
+// row-major placement in some order of the dims in use (the canonical order
+// first: SCOUT_MESH=dp=2,pp=2,tp=2 places tp fastest, dp=2,tp=2,pp=2 pp);
+// otherwise every rank is a data-parallel replica.
 Mesh infer_mesh(std::int64_t world, const std::vector<RankView>& views, std::string& how) {
   Coords sizes{1, 1, 1, 1, 1, 1};
   bool any = false;
@@ -169,19 +172,18 @@ Mesh infer_mesh(std::int64_t world, const std::vector<RankView>& views, std::str
   std::int64_t product = 1;
   for (auto s : sizes) product *= s;
   if (any && product == world && product > 1) {
-    auto m = Mesh::make(sizes, {k_all_dims.begin(), k_all_dims.end()});
-    if (m) {
-      bool consistent = true;
-      for (std::size_t r = 0; r < views.size() && consistent; ++r)
+    auto m = mesh_from_coordinates(sizes, [&](const Mesh& mesh) {
+      for (std::size_t r = 0; r < views.size(); ++r)
         if (views[r].evidence) {
           Coords c;
           for (int d = 0; d < k_dim_count; ++d) c[d] = views[r].evidence->snapshot.coords[d];
-          consistent = m->rank(c) == static_cast<std::int64_t>(r);
+          if (mesh.rank(c) != static_cast<std::int64_t>(r)) return false;
         }
-      if (consistent) {
-        how = "records";
-        return *m;
-      }
+      return true;
+    });
+    if (m) {
+      how = "records";
+      return *m;
     }
   }
   how = "default";
@@ -333,6 +335,23 @@ Roles make_roles(const Mesh& mesh) {
   return roles;
 }
 
+// A rooted call's root (broadcast, reduce, gather, scatter: recorded as a global rank) as its index
+// among the group's members, so that replicas in different groups (the tp groups of a dp x tp mesh)
+// calling with the same group-local root make the same call. Other calls, and roots outside a
+// known group, are kept as recorded.
+records::Fingerprint group_local(const records::Fingerprint& f, const Roles& roles) {
+  using T = records::CollectiveType;
+  if (f.type != T::broadcast && f.type != T::reduce && f.type != T::gather && f.type != T::scatter) return f;
+  auto it = roles.by_id.find(f.group);
+  if (it == roles.by_id.end()) return f;
+  const auto& m = it->second.members;
+  auto at = std::lower_bound(m.begin(), m.end(), f.root_or_op);
+  if (at == m.end() || *at != f.root_or_op) return f;
+  auto out = f;
+  out.root_or_op = at - m.begin();
+  return out;
+}
+
 // One call of a rank's history, with its group's role.
 struct Call {
   std::uint64_t group = 0, role = 0, seq = 0;
@@ -345,6 +364,7 @@ struct RankPos {
   const RankSnapshot* s = nullptr;  // null: no snapshot
   std::uint64_t role = 0;           // role of the pending call's group
   bool call = false;                // a pending/last call exists
+  records::Fingerprint pending;     // the snapshot's pending call, a rooted call's root group-local
   bool entered = false;             // in its pending call (entering, inside, or failed)
   bool failed = false;              // its pending call failed
   bool comm_error = false;          // ending on a communication error (phase comm_error)
@@ -417,6 +437,7 @@ Positions find_positions(const DecisionInput& in, const Views& views, const Mesh
     p.s = &s;
     p.call = has_call(s);
     p.role = out.roles.role(s.pending.group);
+    p.pending = group_local(s.pending, out.roles);
     p.entered = in_call(s);
     p.failed = s.collective_state == CollectiveState::failed;
     p.comm_error = s.phase == records::Phase::comm_error;
@@ -429,14 +450,14 @@ Positions find_positions(const DecisionInput& in, const Views& views, const Mesh
     p.complete = s.events <= records::max_encoded_events() && s.events <= s.recent.size() + 1;
     for (const auto& e : s.recent) {
       if (e.fingerprint.group_seq == 0 || e.fingerprint.type == records::CollectiveType::none) continue;
-      p.history.push_back(
-          {e.fingerprint.group, out.roles.role(e.fingerprint.group), e.fingerprint.group_seq, e.fingerprint, e.failed});
+      p.history.push_back({e.fingerprint.group, out.roles.role(e.fingerprint.group), e.fingerprint.group_seq,
+                           group_local(e.fingerprint, out.roles), e.failed});
     }
     // The pending call belongs to the history even when the ring lost it.
     if (p.call) {
       bool present = false;
       for (const auto& c : p.history) present |= c.group == s.pending.group && c.seq == s.pending.group_seq;
-      if (!present) p.history.push_back({s.pending.group, p.role, s.pending.group_seq, s.pending, p.failed});
+      if (!present) p.history.push_back({s.pending.group, p.role, s.pending.group_seq, p.pending, p.failed});
     }
     for (const auto& c : p.history) {
       auto& g = p.reached[c.group];
@@ -449,7 +470,22 @@ Positions find_positions(const DecisionInput& in, const Views& views, const Mesh
   out.newest_progress = silence.newest_progress_ns();
   out.silent_ns = silence.silent_ns(in.now_ns);
   // A collective that completed with an error is a stall too: it can never be done.
-  out.stalled = silence.stalled(in.now_ns, in.threshold_ns) || any_failed;
+  // So is a job whose every record is final (each writer gone) with a rank inside a
+  // call: nothing can move again, however recent its last progress (post-mortem records; Flight
+  // Recorder dumps, written on a failure or timeout: CI, test_torch2_fr exit, probed 0.9 s after the
+  // newest entry, was called healthy).
+  bool all_final = false, any_inside = false;
+  for (std::int64_t r = 0; r < world; ++r) {
+    const auto& p = out.ranks[r];
+    if (!p.s) continue;
+    if (views.ranks[r].evidence->writer_alive) {
+      all_final = false;
+      break;
+    }
+    all_final = true;
+    any_inside |= p.entered;
+  }
+  out.stalled = silence.stalled(in.now_ns, in.threshold_ns) || any_failed || (all_final && any_inside);
 
   std::unordered_map<PosKey, std::uint64_t, PosKeyHash> ids;
   for (std::int64_t r = 0; r < world; ++r) {
@@ -459,7 +495,7 @@ Positions find_positions(const DecisionInput& in, const Views& views, const Mesh
       out.key_rank.push_back(r);
       continue;
     }
-    const auto& f = p.s->pending;
+    const auto& f = p.pending;
     auto type = static_cast<std::uint8_t>(f.type);
     if (type > static_cast<std::uint8_t>(records::CollectiveType::other)) type = 0xff;
     PosKey k{p.role, f.group_seq, f.count, f.root_or_op, type, f.dtype, p.call};
@@ -493,8 +529,12 @@ std::string position_text(const Positions& pos, const Views& views, std::uint64_
 // (group role, per-group sequence): a call `o` made that `m` skipped past
 // (extra), a call of `m`'s that `o` went past without making (skipped), or
 // the same call number with other arguments. nullopt when one history is a
-// prefix of the other (a rank behind or ahead on the same path).
-std::optional<Finding> history_divergence(const RankPos& o, const RankPos& m) {
+// prefix of the other (a rank behind or ahead on the same path). With
+// `structure_only` a call's arguments are not compared, only its type; with
+// `ignore_root` its root (a global rank: replicas in different tp groups
+// broadcast from different ranks) is not.
+std::optional<Finding> history_divergence(const RankPos& o, const RankPos& m, bool structure_only = false,
+                                          bool ignore_root = false) {
   const auto& R = o.history;
   const auto& M = m.history;
   auto key = [](const Call& c) { return std::pair{c.role, c.seq}; };
@@ -514,9 +554,11 @@ std::optional<Finding> history_divergence(const RankPos& o, const RankPos& m) {
     const Call& rc = R[a];
     const Call& mc = M[b];
     if (key(rc) == key(mc)) {
-      if (same_call(rc.fingerprint, mc.fingerprint)) continue;
+      auto rf = rc.fingerprint, mf = mc.fingerprint;
+      if (ignore_root) rf.root_or_op = mf.root_or_op;
+      if (structure_only ? rf.type == mf.type : same_call(rf, mf)) continue;
       json ev = {{"mismatched_call", {{"rank_call", call_json(rc)}, {"majority_call", call_json(mc)}}}};
-      if (rc.fingerprint.type != mc.fingerprint.type || rc.fingerprint.root_or_op != mc.fingerprint.root_or_op)
+      if (rf.type != mf.type || rf.root_or_op != mf.root_or_op)
         return Finding{"different_collective", HangKind::control_flow_divergence, ev};
       return Finding{"collective_arguments_differ", HangKind::argument_divergence, ev};
     }
@@ -543,9 +585,14 @@ std::optional<Finding> history_divergence(const RankPos& o, const RankPos& m) {
 // histories are prefixes of each other (they are at different points of the same
 // path), so a strict minority of diverged ranks is all this can name. Ranks with
 // dropped events are neither judged nor used as references; beyond 64 members
-// each is compared with an evenly spread sample of 32.
+// each is compared with an evenly spread sample of 32. `structure_only`: the
+// members run one program with other arguments (the ranks of a pipeline stage
+// at different tp coordinates hold shards of other sizes, and a broadcast
+// within each tp group has its own root): the order and type of the calls is
+// compared, not their arguments.
 std::vector<std::pair<std::int64_t, Finding>> history_outliers(const Positions& pos,
-                                                               const std::vector<std::int64_t>& members) {
+                                                               const std::vector<std::int64_t>& members,
+                                                               bool structure_only = false) {
   // Ranks with the same history are one class: compared once.
   struct Class {
     std::int64_t rep = -1;
@@ -560,8 +607,10 @@ std::vector<std::pair<std::int64_t, Finding>> history_outliers(const Positions& 
     if (!p.s || !p.history_ok || p.history.empty()) continue;
     std::uint64_t h = 0xcbf29ce484222325ull;
     for (const auto& c : p.history)
-      for (std::uint64_t x : {c.role, c.seq, c.fingerprint.count, static_cast<std::uint64_t>(c.fingerprint.root_or_op),
-                              std::uint64_t{static_cast<std::uint8_t>(c.fingerprint.type)} << 8 | c.fingerprint.dtype})
+      for (std::uint64_t x : {c.role, c.seq, structure_only ? 0 : c.fingerprint.count,
+                              structure_only ? 0 : static_cast<std::uint64_t>(c.fingerprint.root_or_op),
+                              std::uint64_t{static_cast<std::uint8_t>(c.fingerprint.type)} << 8 |
+                                  (structure_only ? 0 : c.fingerprint.dtype)})
         h = (h ^ x) * 0x100000001b3ull;
     auto [it, fresh] = by_hash.try_emplace(h, classes.size());
     if (fresh) classes.push_back({r, 0, {}});
@@ -591,8 +640,8 @@ std::vector<std::pair<std::int64_t, Finding>> history_outliers(const Positions& 
     for (auto di : refs) {
       if (di == ci) continue;
       const auto& d = classes[di];
-      auto f = history_divergence(pos.ranks[c.rep], pos.ranks[d.rep]);
-      const bool incompatible = f || history_divergence(pos.ranks[d.rep], pos.ranks[c.rep]);
+      auto f = history_divergence(pos.ranks[c.rep], pos.ranks[d.rep], structure_only);
+      const bool incompatible = f || history_divergence(pos.ranks[d.rep], pos.ranks[c.rep], structure_only);
       if (!incompatible) {
         compatible += d.count;
         continue;
@@ -620,6 +669,71 @@ std::vector<std::pair<std::int64_t, Finding>> history_outliers(const Positions& 
   return out;
 }
 
+// A call made with other arguments where a pipeline stage's replica groups
+// are too small for a majority (dp = 2): at one call (group role, per-group
+// sequence), rank r's arguments differ from every replica's that made it, while
+// a strict majority of the stage's ranks that made it agree on other ones. A
+// value that depends on a coordinate (a shard size per tp coordinate, a
+// broadcast root per tp group) is shared by the rank's replicas, so it never
+// names anyone; one replica with other arguments than its partner is told
+// apart by the rest of the stage. At most one finding per rank (its first).
+std::vector<std::pair<std::int64_t, Finding>> stage_argument_outliers(const Positions& pos, const Mesh& mesh,
+                                                                      const std::vector<std::int64_t>& members) {
+  std::vector<std::pair<std::int64_t, Finding>> out;
+  if (members.size() < 3) return out;
+  // (role, seq) -> (rank, call) of every member that made it.
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::vector<std::pair<std::int64_t, const Call*>>> calls;
+  for (auto r : members) {
+    const auto& p = pos.ranks[r];
+    if (!p.s || !p.history_ok) continue;
+    for (const auto& c : p.history) calls[{c.role, c.seq}].emplace_back(r, &c);
+  }
+  std::set<std::int64_t> named;
+  for (const auto& [key, made] : calls) {
+    if (made.size() < 3) continue;
+    // The stage's majority arguments at this call, counted once (nullptr: no strict majority).
+    using Args = std::tuple<std::uint8_t, std::uint8_t, std::uint64_t, std::int64_t>;
+    auto args = [](const Call* c) {
+      const auto& f = c->fingerprint;
+      return Args{static_cast<std::uint8_t>(f.type), f.dtype, f.count, f.root_or_op};
+    };
+    std::map<Args, std::pair<std::size_t, const Call*>> tally;
+    for (const auto& [q, d] : made) {
+      auto& t = tally[args(d)];
+      ++t.first;
+      t.second = d;
+    }
+    const Call* majority = nullptr;
+    for (const auto& [a, t] : tally)
+      if (t.first * 2 > made.size()) majority = t.second;
+    if (!majority) continue;
+    std::map<std::int64_t, const Call*> by_rank(made.begin(), made.end());
+    for (const auto& [r, c] : made) {
+      if (named.count(r) || same_call(majority->fingerprint, c->fingerprint)) continue;
+      std::size_t replicas = 0, replicas_differ = 0;
+      for (auto q : mesh.peer_group(r)) {
+        if (q == r) continue;
+        auto it = by_rank.find(q);
+        if (it == by_rank.end()) continue;
+        ++replicas;
+        replicas_differ += !same_call(c->fingerprint, it->second->fingerprint);
+      }
+      if (replicas == 0 || replicas_differ != replicas) continue;
+      json ev = {{"mismatched_call",
+                  {{"rank_call", fingerprint_json(c->fingerprint)},
+                   {"majority_call", fingerprint_json(majority->fingerprint)}}},
+                 {"compared", made.size()}};
+      const bool other_type = c->fingerprint.type != majority->fingerprint.type;
+      out.emplace_back(r, other_type ? Finding{"different_collective", HangKind::control_flow_divergence, ev}
+                                     : Finding{"collective_arguments_differ", HangKind::argument_divergence, ev});
+      named.insert(r);
+    }
+  }
+  // Never half the stage or more.
+  if (named.size() * 2 >= members.size()) out.clear();
+  return out;
+}
+
 // How the finding of an outlier may be used.
 enum class Weight {
   definitive,  // the rank's own calls differ from its peers': named whatever its process does
@@ -637,12 +751,12 @@ struct Candidate {
 std::optional<Candidate> classify(const RankPos& o, const RankPos& m) {
   const auto& os = *o.s;
   const auto& ms = *m.s;
-  const auto& of = os.pending;
-  const auto& mf = ms.pending;
+  const auto& of = o.pending;  // roots group-local, as in the histories
+  const auto& mf = m.pending;
   json ev = {{"step", os.step},
              {"majority_step", ms.step},
-             {"pending", fingerprint_json(of)},
-             {"majority_pending", fingerprint_json(mf)},
+             {"pending", fingerprint_json(os.pending)},
+             {"majority_pending", fingerprint_json(ms.pending)},
              {"collective_state", records::collective_state_name(os.collective_state)},
              {"majority_collective_state", records::collective_state_name(ms.collective_state)}};
   if (!m.call) return std::nullopt;
@@ -710,6 +824,13 @@ struct Comparison {
   std::vector<char> at_majority;                 // per rank: holds its peer group's majority position
   std::vector<char> outlier;                     // per rank: an outlier of its peer group's position
   bool any_inconclusive = false;
+  // Replica groups of two whose call histories depart from each other (other arguments, or
+  // another call, under one number): a software divergence neither history can be blamed for.
+  struct Split {
+    std::int64_t a = -1, b = -1;
+    Finding finding;
+  };
+  std::vector<Split> splits;
 };
 
 // C3 over the positions of every peer group and every process group; the
@@ -839,6 +960,19 @@ Comparison compare_groups(const Positions& pos, const Views& views, const Mesh& 
     }
     out.groups.push_back(std::move(att.run));
   }
+  // Replica pairs: their histories cannot name either rank, but a departure between them is a
+  // software divergence, never a fabric stall (details.replica_splits).
+  if (mesh.peer_kind() == PeerKind::replica)
+    for (std::size_t gi = 0; gi < peer_group_count && out.splits.size() < k_max_group_values; ++gi) {
+      const auto& m = compared[gi].second;
+      if (m.size() != 2) continue;
+      const auto& pa = pos.ranks[m[0]];
+      const auto& pb = pos.ranks[m[1]];
+      if (!pa.s || !pb.s || !pa.history_ok || !pb.history_ok) continue;
+      auto f = history_divergence(pa, pb, false, true);
+      if (!f) f = history_divergence(pb, pa, false, true);
+      if (f) out.splits.push_back({m[0], m[1], std::move(*f)});
+    }
   // The call histories, whatever the positions: of every replica group of three
   // or more; of every pipeline stage where the replica groups are smaller (the
   // ranks of one stage run one program of collectives).
@@ -855,7 +989,13 @@ Comparison compare_groups(const Positions& pos, const Views& views, const Mesh& 
       auto it = out.candidates.find(r);
       if (it == out.candidates.end() || it->second.weight != Weight::definitive) hmembers.push_back(r);
     }
-    for (const auto& [r, f] : history_outliers(pos, hmembers)) {
+    // A stage's ranks at different tp (cp, ep) coordinates hold shards of other sizes: where
+    // their whole calls leave no majority, the order and types of their calls still must agree.
+    auto outliers = history_outliers(pos, hmembers);
+    if (outliers.empty() && hkind == "stage") outliers = history_outliers(pos, hmembers, true);
+    if (outliers.empty() && hkind == "stage" && mesh.peer_kind() == PeerKind::replica)
+      outliers = stage_argument_outliers(pos, mesh, hmembers);
+    for (const auto& [r, f] : outliers) {
       if (out.candidates.count(r)) continue;
       Finding g = f;
       g.evidence["step"] = pos.ranks[r].s->step;
@@ -978,6 +1118,75 @@ struct Explanation {
   HangKind kind = HangKind::healthy;
 };
 
+// How a peer's failure kills a rank: its call fails (recorded), an uncaught
+// communication exception aborts it (SIGABRT) or ends it with an error code,
+// or a launcher tearing the job down terminates it (SIGTERM, SIGINT, SIGHUP).
+// A death by any other signal (SIGKILL, SIGSEGV, SIGBUS, SIGILL, SIGFPE...)
+// is never a peer's doing: it came from the rank's own process or from outside.
+bool cascade_form_signal(int sig) {
+  return sig == SIGABRT || sig == SIGTERM || sig == SIGINT || sig == SIGHUP;
+}
+
+// The first failure, when neither a position nor a wait names anyone: a rank
+// that died with no failure in its record (its call neither failed nor ended
+// on a communication error), while every other death or failure in the job
+// did record one. Each victim of a death sees the dead peer's connection close
+// and records that; the rank that died first saw nothing. Where several ranks
+// died unrecorded, only those whose signal no peer's failure sends are named,
+// and only when every unrecorded death's form is known; a lone unrecorded
+// SIGABRT among recorded communication errors is how a victim dies, so
+// nothing is named then. Never more than a strict minority of the world.
+void name_first_failures(const Positions& pos, const Views& views, std::map<std::int64_t, Finding>& suspects) {
+  const auto& R = pos.ranks;
+  const auto world = static_cast<std::int64_t>(R.size());
+  std::vector<std::int64_t> unrecorded;  // dead without a recorded failure
+  std::vector<std::int64_t> recorded;    // failed calls and communication errors
+  for (std::int64_t r = 0; r < world; ++r) {
+    const auto& p = R[r];
+    if (!p.s) continue;
+    if (p.failed || p.comm_error) {
+      recorded.push_back(r);
+      continue;
+    }
+    if (!p.dead_final) continue;  // read while it lived: it may have recorded a failure since
+    const auto& proc = views.ranks[r].evidence->process;
+    if (proc.exit_code == 0 && proc.signal == 0) continue;  // it ended its program
+    unrecorded.push_back(r);
+  }
+  if (unrecorded.empty()) return;
+  std::vector<std::int64_t> named;
+  if (unrecorded.size() == 1) {
+    // Among recorded failures, a SIGABRT, or a death whose form is unknown (already reaped), may be a
+    // victim's: gloo's transport thread aborts on a peer's bad message before the call can fail (CI:
+    // world 4, two ranks skipping a call, the peer that received the wrong-sized message named).
+    const auto& proc = views.ranks[unrecorded.front()].evidence->process;
+    const bool unknown_form = proc.signal == 0 && proc.exit_code < 0;
+    if (recorded.empty() || !(proc.signal == SIGABRT || unknown_form)) named = unrecorded;
+  } else {
+    for (auto r : unrecorded) {
+      const auto& proc = views.ranks[r].evidence->process;
+      if (proc.signal == 0 && proc.exit_code < 0) return;  // a death of unknown form: it may be the cascade's
+      if (proc.signal != 0 && !cascade_form_signal(proc.signal)) named.push_back(r);
+    }
+  }
+  if (named.empty() || static_cast<std::int64_t>(named.size()) * 2 >= world) return;
+  for (auto r : named) {
+    json failed_after = json::array();
+    for (auto f : recorded) {
+      if (failed_after.size() >= k_max_group_values) break;
+      failed_after.push_back(f);
+    }
+    const auto& s = *R[r].s;
+    suspects.emplace(
+        r, Finding{process_reason(views.ranks[r].evidence->process),
+                   HangKind::dead_rank,
+                   {{"first_failure",
+                     {{"why", "died with no failure in its record, while every other failed rank recorded one"},
+                      {"collective_state", records::collective_state_name(s.collective_state)},
+                      {"failed_after", std::move(failed_after)}}}}});
+  }
+}
+
 // Names the ranks the evidence singles out, never one whose state the others
 // explain: a rank's own calls that differ from its peers' (definitive); a
 // stopped process; a rank away from its peers outside any collective that
@@ -989,6 +1198,34 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
   const std::int64_t world = views.world;
   const auto& R = pos.ranks;
   auto cannot_move = [&](std::int64_t r) { return R[r].dead_final || R[r].stopped || (!R[r].dead && R[r].silent); };
+  // A dead rank whose record still shows it inside a call that every other member finished with the
+  // same arguments, without a failure, and left: the call did not keep it, so it died between that
+  // call and the next, and a wait ending at it is explained by it (CI, HSDP 2x2 seed 1871708941: the
+  // rank that exited after its replica all-reduce, before publishing the completion, was a victim).
+  // Not a SIGABRT: gloo aborts a victim from its transport thread.
+  auto left_in_finished_call = [&](std::int64_t r) {
+    const auto& p = R[r];
+    if (!p.s || !p.entered || !p.dead_final || p.failed || p.comm_error) return false;
+    if (views.ranks[r].evidence->process.signal == SIGABRT) return false;
+    const auto g = p.s->pending.group;
+    const auto q = p.s->pending.group_seq;
+    auto it = pos.roles.by_id.find(g);
+    if (it == pos.roles.by_id.end() || it->second.members.size() < 2) return false;
+    for (auto m : it->second.members) {
+      if (m == r) continue;
+      if (m < 0 || m >= world || !R[m].s) return false;
+      const auto& mp = R[m];
+      if (mp.s->pending.group == g && mp.s->pending.group_seq == q) return false;  // still there
+      bool done = false;
+      for (const auto& c : mp.history)
+        if (c.group == g && c.seq == q) {
+          if (c.failed || !same_call(c.fingerprint, p.pending)) return false;
+          done = true;
+        }
+      if (!done) return false;
+    }
+    return true;
+  };
   // Definitive differences first, then ranks away from their peers.
   for (const auto& [r, c] : cmp.candidates) {
     if (c.weight == Weight::definitive) {
@@ -1018,14 +1255,16 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
       for (auto b : waits.calls[c].blockers) blocks[b].push_back(c);
     std::map<std::int64_t, std::vector<std::int64_t>> blocked_by;  // end of a chain -> ranks waiting for it directly
     for (auto b : waits.ends(from, world, [&](std::int64_t r) { return out.suspects.count(r) != 0; })) {
-      if (out.suspects.count(b) || R[b].entered || !R[b].s || !cannot_move(b) || R[b].comm_error) continue;
+      if (out.suspects.count(b) || (R[b].entered && !left_in_finished_call(b)) || !R[b].s || !cannot_move(b) ||
+          R[b].comm_error)
+        continue;
       auto& ws = blocked_by[b];
       for (auto c : blocks[b])
         for (auto w : in_call[c])
           if (ws.size() < k_max_group_values) ws.push_back(w);
     }
     for (const auto& [b, ws] : blocked_by) {
-      if (out.suspects.count(b) || R[b].entered || !R[b].s || !cannot_move(b)) continue;
+      if (out.suspects.count(b) || (R[b].entered && !left_in_finished_call(b)) || !R[b].s || !cannot_move(b)) continue;
       const auto& proc = views.ranks[b].evidence->process;
       if (R[b].dead && proc.exit_code == 0 && proc.signal == 0) continue;
       const auto& s = *R[b].s;
@@ -1042,6 +1281,15 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
                            {"group_seq", f.group_seq}});
       }
       ev["blocks"] = std::move(blocked);
+      if (R[b].entered) {
+        // Its last call finished for every other member: it died before the calls it blocks.
+        ev["died_after"] = {{"group", Roles::name(R[b].role, s.pending.group)},
+                            {"group_id", hex_id(s.pending.group)},
+                            {"group_seq", s.pending.group_seq},
+                            {"why", "every other member finished and left this call"}};
+        out.suspects.emplace(b, Finding{process_reason(proc), HangKind::dead_rank, std::move(ev)});
+        continue;
+      }
       out.suspects.emplace(b, Finding{"never_entered_collective", HangKind::rank_local_divergence, std::move(ev)});
     }
   }
@@ -1078,11 +1326,14 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
   if (out.suspects.empty() && !torn.empty() && static_cast<std::int64_t>(torn.size()) * 2 < world)
     for (auto r : torn)
       out.suspects.emplace(r, Finding{"writer_died_mid_write", HangKind::dead_rank, {{"record_problem", "torn"}}});
-  // Uninterruptible sleep: a minority stuck in the kernel, when nothing else explains the stall.
+  if (out.suspects.empty()) name_first_failures(pos, views, out.suspects);
+  // Uninterruptible sleep: a minority stuck in the kernel, when nothing else explains the stall. A rank
+  // whose record ends on a communication error is a victim on its way out (a process tearing down is in
+  // D for a moment: CI, HSDP 2x2 seed 392301511, a peer of the rank that exited named).
   if (out.suspects.empty() && stalled) {
     std::vector<std::int64_t> ds;
     for (std::int64_t r = 0; r < world; ++r)
-      if (R[r].dsleep) ds.push_back(r);
+      if (R[r].dsleep && !R[r].comm_error && !R[r].failed) ds.push_back(r);
     if (!ds.empty() && static_cast<std::int64_t>(ds.size()) * 2 < world)
       for (auto r : ds)
         out.suspects.emplace(
@@ -1364,6 +1615,24 @@ Verdict decide(const DecisionInput& in) {
       v.suspects.push_back(std::move(s));
     }
     v.summary = fmt::format("every visible rank waits inside a collective; unreachable: {}", unreachable_names.dump());
+  } else if (known == world && known_entered == world && known_alive == world && failed == 0 && !cmp.splits.empty()) {
+    // Every rank waits inside a call, but replicas made different calls: a software divergence that
+    // two replicas cannot attribute (no strict majority), not a fabric stall.
+    kind = HangKind::inconclusive;
+    v.status = VerdictStatus::inconclusive;
+    v.scope = Scope::group;
+    v.action = "escalate";
+    json splits = json::array();
+    std::vector<std::string> pairs;
+    for (const auto& sp : cmp.splits) {
+      splits.push_back({{"ranks", {sp.a, sp.b}}, {"reason", sp.finding.reason}, {"evidence", sp.finding.evidence}});
+      if (pairs.size() < 8) pairs.push_back(fmt::format("{} and {} ({})", sp.a, sp.b, sp.finding.reason));
+    }
+    details["replica_splits"] = std::move(splits);
+    v.summary = fmt::format(
+        "every rank waits inside a collective, but replicas made different calls: {}; a replica group of two "
+        "cannot tell which is wrong (compare the two ranks' code paths and inputs; details.replica_splits)",
+        fmt::join(pairs, ", "));
   } else if (known == world && known_entered == world && known_alive == world && failed == 0) {
     kind = HangKind::group_stall;
     v.status = VerdictStatus::group_stall;

@@ -19,6 +19,7 @@ struct ModuleState {
   void* handle = nullptr;
   std::string path;
   std::string failure;
+  int preferred_major = 0;  // prefer_torch_module(): 1 or 2, 0 for none
 };
 
 ModuleState& state() {
@@ -42,9 +43,11 @@ bool is_choice(const char* env) {
   return v == "1" || v == "2" || v == "system" || v == "venv";
 }
 
-std::vector<std::string> candidates() {
+std::vector<std::string> candidates(int preferred_major) {
   std::vector<std::string> out;
   const char* env = std::getenv("SCOUT_TORCH_MODULE");
+  if ((!env || !*env) && preferred_major == 1) env = "1";
+  if ((!env || !*env) && preferred_major == 2) env = "2";
   if (env && *env && !is_choice(env)) {
     out.emplace_back(env);  // a path: only that file
     return out;
@@ -71,7 +74,7 @@ Result<void*> torch_module_symbol(const char* symbol) {
                              "rebuild with libtorch-dev installed (cmake -DSCOUT_WITH_TORCH=ON)");
   if (!s.handle) {
     std::string tried;
-    for (const auto& path : candidates()) {
+    for (const auto& path : candidates(s.preferred_major)) {
       if (!std::filesystem::exists(path)) {
         tried += fmt::format(" {} (absent)", path);
         continue;
@@ -95,6 +98,22 @@ Result<void*> torch_module_symbol(const char* symbol) {
     return unavailable_error(fmt::format("the LibTorch module {} lacks '{}'", s.path, symbol),
                              "it is from another scout version", "use the module built with this scout");
   return sym;
+}
+
+bool prefer_torch_module(int major) {
+  auto& s = state();
+  std::lock_guard lock(s.mutex);
+  const char* env = std::getenv("SCOUT_TORCH_MODULE");
+  if (s.handle || (env && *env) || (major != 1 && major != 2)) return false;
+  s.preferred_major = major;
+  return true;
+}
+
+std::string torch_module_version() {
+  auto sym = torch_module_symbol("scout_torch_module_version");
+  if (!sym) return {};
+  auto version = reinterpret_cast<const char* (*)()>(*sym)();
+  return version ? version : "";
 }
 
 std::string torch_module_description() {

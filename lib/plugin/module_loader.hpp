@@ -27,6 +27,15 @@ Result<void*> torch_module_symbol(const char* symbol);
 // "not loadable (<why>)" (for `scout --version`).
 std::string torch_module_description();
 
+// Before the module is loaded and when $SCOUT_TORCH_MODULE is unset: load only
+// the module built against LibTorch `major` (1 or 2), e.g. the one whose
+// TCPStore client speaks a store's protocol. False (nothing changes) otherwise.
+bool prefer_torch_module(int major);
+
+// The LibTorch version the module was built for ("1.13.0", "2.15.0"...),
+// loading it; empty when it cannot be loaded.
+std::string torch_module_version();
+
 // Path of the loaded module, or empty when none has been loaded.
 std::string torch_module_path();
 

@@ -179,13 +179,14 @@ Mesh infer_mesh(const RoundEvidence& round, std::string& how) {
     product *= s;
   }
   if (!round.ranks.empty() && product == world && product != sizes[0]) {
-    if (auto m = Mesh::make(sizes, {k_all_dims.begin(), k_all_dims.end()})) {
-      bool consistent = true;
-      for (const auto& r : round.ranks) consistent &= m->rank(r.coords) == r.rank;
-      if (consistent) {
-        how = "records";
-        return *m;
-      }
+    auto m = mesh_from_coordinates(sizes, [&](const Mesh& mesh) {
+      for (const auto& r : round.ranks)
+        if (mesh.rank(r.coords) != r.rank) return false;
+      return true;
+    });
+    if (m) {
+      how = "records";
+      return *m;
     }
   }
   return *Mesh::parse(fmt::format("dp={}", world));

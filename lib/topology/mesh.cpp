@@ -218,4 +218,18 @@ Result<NodeMap> NodeMap::from_hosts(std::int64_t world, std::vector<std::string>
   return map;
 }
 
+std::optional<Mesh> mesh_from_coordinates(const Coords& sizes, const std::function<bool(const Mesh&)>& fits) {
+  std::vector<int> used;  // indices into k_all_dims of the dims of size > 1, canonical order
+  for (int d = 0; d < k_dim_count; ++d)
+    if (sizes[idx(k_all_dims[d])] > 1) used.push_back(d);
+  do {
+    std::vector<Dim> order;
+    for (int d : used) order.push_back(k_all_dims[d]);
+    auto m = Mesh::make(sizes, order);
+    if (!m) return std::nullopt;
+    if (fits(*m)) return *m;
+  } while (std::next_permutation(used.begin(), used.end()));
+  return std::nullopt;
+}
+
 }  // namespace scout

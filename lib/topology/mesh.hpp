@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -101,5 +102,11 @@ class NodeMap {
   std::vector<std::int64_t> m_node_of_rank;
   std::vector<std::string> m_names;
 };
+
+// The mesh of `sizes` whose row-major placement fits every rank's recorded
+// coordinates (`fits` checks one candidate), trying each placement order of
+// the dims of size > 1, the canonical order first: a mesh written as
+// dp=2,pp=2,tp=2 places tp fastest, dp=2,tp=2,pp=2 pp. nullopt when none fits.
+std::optional<Mesh> mesh_from_coordinates(const Coords& sizes, const std::function<bool(const Mesh&)>& fits);
 
 }  // namespace scout

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <gloo/rendezvous/file_store.h>
+#include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "lib/common/parse.hpp"
 #include "lib/plugin/module_loader.hpp"
 #include "lib/transport/tcp_store_abi.hpp"
+#include "lib/transport/tcp_store_dialect.hpp"
 
 namespace scout::transport {
 
@@ -321,7 +323,30 @@ Result<std::unique_ptr<KeyValueStore>> open_store(const StoreUri& uri, bool host
       return unavailable_error(fmt::format("cannot open the store {}", uri.text), e.what());
     }
   }
+  // A store another process hosts (torchrun's, a trainer's): its TCPStore protocol decides which
+  // module's client can talk to it (1.13's and 2.x's are incompatible both ways).
+  StoreDialect dialect = StoreDialect::unknown;
+  if (!host_server) {
+    using std::chrono::milliseconds;
+    dialect = probe_store_dialect(uri.host, uri.port, std::min(timeout, milliseconds(1500)));
+    spdlog::debug("store {} speaks the TCPStore protocol of {}", uri.text, store_dialect_name(dialect));
+    if (dialect != StoreDialect::unknown) prefer_torch_module(dialect == StoreDialect::torch1 ? 1 : 2);
+  }
   auto abi = load_tcp_abi();
+  if (abi && dialect != StoreDialect::unknown) {
+    const auto version = torch_module_version();
+    const char want = dialect == StoreDialect::torch1 ? '1' : '2';
+    if (!version.empty() && version.front() != want)
+      return unavailable_error(
+          fmt::format("the store {} speaks the TCPStore protocol of {}, but scout's LibTorch module {} is built "
+                      "for LibTorch {}",
+                      uri.text, store_dialect_name(dialect), torch_module_path(), version),
+          "torch 1.x and 2.x TCPStore clients and servers cannot talk to each other",
+          want == '2' ? "set SCOUT_TORCH_MODULE=2 (scout's torch 2.x module, libscout_torch2.so), or use --store "
+                        "file://DIR"
+                      : "set SCOUT_TORCH_MODULE=1 (scout's module for the system LibTorch), or use --store "
+                        "file://DIR");
+  }
   if (!abi)
     return unavailable_error(fmt::format("the tcp:// store needs scout's LibTorch module: {}", abi.error().what),
                              abi.error().why, "use --store file://DIR, or install libscout_torch.so next to scout");

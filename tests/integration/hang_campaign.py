@@ -10,10 +10,11 @@ is under way (a random delay after the fault shows) and again post mortem
 checked on every verdict: no rank outside the faulty ones is ever a suspect,
 and a faulty rank is named whenever its recorded position or history sets it
 apart (probes taken once the job is silent or gone, after a fault placed
-before a call, skipping or doubling one; and any probe whose waits end at a
-faulty rank).
+before a call, skipping or doubling one; any probe whose waits end at a
+faulty rank; and, post mortem, a rank SIGKILLed from outside: the one death
+with no failure recorded).
 
-    python3 hang_campaign.py --runs 4 --seed 7 [--kind cascade|hybrid]
+    python3 hang_campaign.py --runs 4 --seed 7 [--kind cascade|hybrid|kill]
 """
 import argparse
 import json
@@ -93,6 +94,11 @@ def mesh_groups(mesh, world):
 def draw(rng, kind, world=None):
     """A run description: world, mesh, faults [(rank, step, kind, where)], steps."""
     steps = 8
+    if kind == "kill":
+        # One rank SIGKILLed from outside at a random moment (most often inside a collective).
+        world = world or rng.choice((4, 6, 8))
+        return {"world": world, "mesh": f"dp={world}", "faults": [(rng.randrange(world), 3, "kill", "world")],
+                "steps": steps, "kind": "kill"}
     if kind == "cascade":
         world = world or rng.choice((4, 6, 8))
         mesh = f"dp={world}"
@@ -187,7 +193,11 @@ def run_one(rng, desc, log=print):
             dp = mesh_groups(mesh, world).get("dp", 1)
             diverging = [f for f in faults if f[2] in ("skip", "extra") and f[0] in faulty]
             minority = 2 * len(diverging) < dp or len(diverging) <= 1 and dp >= 3
-            required = sorted(r for r in faulty if ((when != "during" and before_call) or r in waits_end) and
+            # A rank SIGKILLed from outside is the one death no failure was recorded for: once every
+            # process is gone its record is final, and nothing but it explains the others' failures.
+            first_failure = when == "post_mortem" and len(faults) == 1 and faults[0][2] == "kill"
+            required = sorted(r for r in faulty if ((when != "during" and before_call) or r in waits_end or
+                                                    (first_failure and r in killed)) and
                               (minority or r not in {f[0] for f in diverging}))
             missed = [r for r in required if r not in named]
             row = {"when": when, "rc": rc, "status": doc["status"], "kind": doc["details"].get("kind"), "named": named,
@@ -235,7 +245,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", type=int, default=4)
     p.add_argument("--seed", type=int)
-    p.add_argument("--kind", choices=("cascade", "hybrid"), default="cascade")
+    p.add_argument("--kind", choices=("cascade", "hybrid", "kill"), default="cascade")
     a = p.parse_args()
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 31)
     results = campaign(a.runs, seed, a.kind)

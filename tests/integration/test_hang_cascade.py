@@ -38,6 +38,19 @@ class Cascade(ScoutTestCase):
         results = hang_campaign.campaign(3, seed, "cascade", worlds=[4, 6, 8], log=lambda m: print(m, file=sys.stderr))
         self.check(results, seed)
 
+    def test_a_rank_sigkilled_from_outside_is_named_once_every_process_is_gone(self):
+        # Campaign seed 1836021708 and a focused run (10 of 30 at world 8): a rank SIGKILLed inside
+        # the call its peers are in, at their position, was inconclusive. It is the one death with
+        # no failure in its record; every victim recorded the failed call.
+        seed = seed_from_env()
+        print(f"kill campaign seed {seed}", file=sys.stderr)
+        results = hang_campaign.campaign(2, seed, "kill", worlds=[8, 6], log=lambda m: print(m, file=sys.stderr))
+        self.check(results, seed)
+        for r in results:
+            post = [p for p in r["probes"] if p["when"] == "post_mortem"]
+            for p in post:
+                self.assertEqual(p["named"], r["faulty"], f"campaign seed {seed}, run seed {r['seed']}: {p}")
+
     def test_ranks_dying_in_an_unrecorded_call_are_victims(self):
         # CI campaign seed 1088033794, run seed 14660408: a rank SIGKILLed at step 1 while
         # DDP's bucket-rebuild broadcast (not recorded) was under way; two peers died of

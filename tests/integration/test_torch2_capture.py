@@ -138,8 +138,6 @@ class Capture(ScoutTestCase):
             self.assertEqual(rec["record"]["coords"][2], r % 2, rec)
 
     def test_pipeline_2_stages(self):
-        self.skipTest("the dp x pp 2x2 trainer hangs in torch's PipelineStage backward metadata inference "
-                      "(send_object_list), also without the publisher: the trainer's pipeline set-up is not fixed yet")
         docs, _ = self.check("pp", coords_from="device_mesh")
         for d in docs:
             self.assertEqual((d["coords"][0], d["coords"][3]), (d["rank"] // 2, d["rank"] % 2), d)
@@ -171,47 +169,53 @@ class Modules(ScoutTestCase):
             self.assertIn(f"built for LibTorch {version}", line[0], r)
             self.assertIn("libscout_torch2.so" if choice == "2" else "libscout_torch.so", line[0], r)
 
-    def test_store_hosted_by_a_torch2_process_serves_the_torch2_module(self):
-        """A TCPStore hosted by torch 2.x (what torchrun runs) and scout's tcp:// client (2.x module)."""
-        py = th.require_python("2")
+    def probe_through(self, port, choice):
+        """Two observers of a stopped 4-rank job joining the store at `port`; (rc, out, err) each."""
+        with th.TrainerJob(world=4, steps=5, fault="stop-before-collective") as job:
+            job.start()
+            job.settle()
+            env = dict(os.environ)
+            env.pop("SCOUT_TORCH_MODULE", None)
+            if choice:
+                env["SCOUT_TORCH_MODULE"] = choice
+            procs = [subprocess.Popen([SCOUT_BIN, "probe-hang", "--job", job.job, "--threshold", "1",
+                                       "--timeout", "40", "--format", "json", "--nodes", "2", "--node-index",
+                                       str(i), "--local-ranks", f"{2 * i}-{2 * i + 1}", "--store",
+                                       f"tcp://127.0.0.1:{port}", "--no-store-host"], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                     for i in range(2)]
+            outs = [p.communicate(timeout=120) for p in procs]
+            return job, [(p.returncode, out, err) for p, (out, err) in zip(procs, outs)]
+
+    def check_store(self, py, other_module, other_hint, protocol):
+        """A TCPStore hosted by `py`'s torch: with SCOUT_TORCH_MODULE unset scout probes the store's
+        protocol (torch 1.x and 2.x clients and servers cannot talk to each other) and loads the
+        module whose client speaks it; the other module, chosen explicitly, is refused at once with
+        the hint, and each observer decides from its own node alone."""
         port = th.free_port()
         host = subprocess.Popen([py, "-c", (
             "import sys, time, datetime, torch.distributed as d\n"
             f"s = d.TCPStore('127.0.0.1', {port}, is_master=True, wait_for_workers=False, "
             "timeout=datetime.timedelta(seconds=900))\n"
             "print('up', flush=True)\n"
-            "s.set('from-torch2', 'hello')\n"
+            "s.set('from-torch', 'hello')\n"
             "s.wait(['scout-done'], datetime.timedelta(seconds=900))\n")], stdout=subprocess.PIPE, text=True)
         try:
             self.assertEqual(host.stdout.readline().strip(), "up")
-            # Only the 2.x module: Debian's 1.13 client against torch 2.x's (libuv) TCPStore server got
-            # "Connection reset by peer" once and outlived its --timeout once (an open defect, see
-            # ARCHITECTURE.md); 2.x-hosted stores need SCOUT_TORCH_MODULE=2.
-            for choice in ("2",):
-                with th.TrainerJob(world=4, steps=5, fault="stop-before-collective") as job:
-                    job.start()
-                    job.settle()
-                    env = dict(os.environ, SCOUT_TORCH_MODULE=choice)
-                    procs = [subprocess.Popen([SCOUT_BIN, "probe-hang", "--job", job.job, "--threshold", "1",
-                                               "--timeout", "40", "--format", "json", "--nodes", "2", "--node-index",
-                                               str(i), "--local-ranks", f"{2 * i}-{2 * i + 1}", "--store",
-                                               f"tcp://127.0.0.1:{port}", "--no-store-host"], env=env,
-                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                             for i in range(2)]
-                    outs = [p.communicate(timeout=120) for p in procs]
-                    if choice == "1":
-                        # Debian's 1.13 client against torch 2.x's (libuv) TCPStore server: the server
-                        # resets the connection (seen here). Known incompatibility: no hang, no crash,
-                        # the observers report the store error; use SCOUT_TORCH_MODULE=2 with 2.x stores.
-                        for p, (out, err) in zip(procs, outs):
-                            self.assertIn(p.returncode, (EXIT["attributed"], EXIT["inconclusive"], EXIT["unavailable"]),
-                                          f"module 1\n{out}\n{err}")
+            for choice in (None, other_module):
+                job, results = self.probe_through(port, choice)
+                for rc, out, err in results:
+                    if choice == other_module:
+                        self.assertIn(rc, (EXIT["attributed"], EXIT["inconclusive"], EXIT["unavailable"]),
+                                      f"module {choice}\n{out}\n{err}")
+                        self.assertIn(f"TCPStore protocol of {protocol}", err)
+                        self.assertIn(other_hint, err)
                         continue
-                    for p, (out, err) in zip(procs, outs):
-                        self.assertEqual(p.returncode, EXIT["attributed"], f"module {choice} seed {job.seed}\n{out}\n{err}")
-                        doc = json.loads(out)
-                        self.assertEqual([s["rank"] for s in doc["suspects"]], [job.fault_rank], doc)
-                        self.assertFalse(doc["details"]["transport"]["store_hosted_here"])
+                    self.assertEqual(rc, EXIT["attributed"], f"module {choice} seed {job.seed}\n{out}\n{err}")
+                    doc = json.loads(out)
+                    self.assertEqual([s["rank"] for s in doc["suspects"]], [job.fault_rank], doc)
+                    self.assertFalse(doc["details"]["transport"]["store_hosted_here"])
+                    self.assertEqual(doc["details"]["unreachable"], [], doc)
             probe = subprocess.run([py, "-c", (
                 "import datetime, torch.distributed as d\n"
                 f"s = d.TCPStore('127.0.0.1', {port}, is_master=False, timeout=datetime.timedelta(seconds=30))\n"
@@ -222,7 +226,15 @@ class Modules(ScoutTestCase):
             if host.poll() is None:
                 host.kill()
                 host.wait(timeout=10)
+            host.stdout.close()
 
+    def test_store_hosted_by_a_torch2_process_serves_the_torch2_module(self):
+        """What torchrun runs on torch 2.x (a libuv TCPStore server)."""
+        self.check_store(th.require_python("2"), "1", "SCOUT_TORCH_MODULE=2", "torch 2.x")
+
+    def test_store_hosted_by_a_torch1_process_serves_the_system_module(self):
+        """Debian's torch 1.13 hosting the store: the system module's client."""
+        self.check_store("/usr/bin/python3", "2", "SCOUT_TORCH_MODULE=1", "torch 1.x")
 
 if __name__ == "__main__":
     unittest.main()

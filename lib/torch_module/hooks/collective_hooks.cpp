@@ -15,8 +15,11 @@
 // the operation finished) or, where the backend supports them (NCCL's
 // watchdog), backend completion hooks keyed by Work::getCompletionKey(). A
 // failed operation is published as "failed" (scout_hooks_set_fail), never as
-// done; a timed-out one whose future never completes stays "inside". Only when a Work has neither is the exit
-// taken at issue (counted as `exit_at_issue`).
+// done; a timed-out one whose future never completes stays "inside". A Work with neither (gloo's
+// point-to-point works, some coalesced batches) publishes no exit at all: its completion is unknown, so
+// it stays "inside" until the rank's next op (counted as `exits_at_issue`). An exit taken at issue would
+// say "done" of a rank still blocked in its wait(), and the hang decision would read that rank as
+// outside every call, silent, and name it for its peers' wait (a pipeline stage waiting in a send).
 //
 // Nothing here throws across the C ABI; a hook never throws into torch.
 #include <torch/version.h>
@@ -183,12 +186,18 @@ struct Open {
 thread_local std::array<Open, 8> t_open{};
 thread_local std::size_t t_open_n = 0;
 
+// `completed`: the backend said the op finished, so its exit is published; otherwise only issue is
+// known, and nothing is published (see the top of this file).
 void publish_exit(std::uint64_t token, bool completed) {
   ExitFn ex = g_sink.exit.load(std::memory_order_acquire);
   void* rec = g_sink.record.load(std::memory_order_acquire);
   if (ex == nullptr || rec == nullptr || token == 0) return;
+  if (!completed) {
+    g_stats.exits_at_issue.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   ex(rec, token);
-  (completed ? g_stats.exits_completed : g_stats.exits_at_issue).fetch_add(1, std::memory_order_relaxed);
+  g_stats.exits_completed.fetch_add(1, std::memory_order_relaxed);
 }
 
 void pre_hook(GroupState& g, const c10d::PreHookArgs& a) noexcept {

@@ -185,7 +185,9 @@ def main(argv=None):
         model = layers[pp_rank]
         stage = PipelineStage(model, pp_rank, 2, torch.device("cpu"), group=mesh.get_group("pp"))
         loss_fn = nn.MSELoss()
-        schedule = ScheduleGPipe(stage, n_microbatches=2, loss_fn=loss_fn if pp_rank == 1 else None)
+        # Every stage gets the loss function: torch runs a stage's backward only where the schedule has
+        # one (without it stage 0 skipped the backward, and stage 1 waited for it forever).
+        schedule = ScheduleGPipe(stage, n_microbatches=2, loss_fn=loss_fn)
         sync_group = mesh.get_group("dp")
     elif args.mode == "compile":
         import torch.distributed._functional_collectives as funcol
@@ -256,7 +258,9 @@ def main(argv=None):
 
     import contextlib
     cdm = None
-    if args.out and args.mode != "compile":
+    # CommDebugMode's module tracker breaks the pipeline stage's backward (autograd.grad: "a leaf node
+    # was passed to _will_engine_execute_node"): pp is counted by Flight Recorder alone.
+    if args.out and args.mode not in ("compile", "pp"):
         from torch.distributed.tensor.debug import CommDebugMode
         cdm = CommDebugMode()
     try:

@@ -68,6 +68,39 @@ TEST(Mesh, RankCoordinateRoundTripOnRandomMeshes) {
   }
 }
 
+TEST(Mesh, PlacementIsFoundFromRankCoordinatesInAnyOrder) {
+  // Every written order of up to four dims: the recorded coordinates give back a mesh that places
+  // every rank where it is, and a coordinate table that fits no row-major order gives none.
+  const auto seed = test_support::test_seed();
+  std::mt19937_64 rng(seed);
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  const std::vector<std::string> specs = {"dp=2,pp=2,tp=2", "dp=2,tp=2,pp=2",      "pp=2,dp=3,tp=2",
+                                          "tp=4,dp=2",      "dp=2,cp=2,tp=2,pp=2", "ep=2,dp=3"};
+  for (const auto& spec : specs) {
+    auto written = *Mesh::parse(spec);
+    std::vector<Coords> coords;
+    for (std::int64_t r = 0; r < written.world_size(); ++r) coords.push_back(written.coords(r));
+    auto found = mesh_from_coordinates(written.sizes(), [&](const Mesh& m) {
+      for (std::int64_t r = 0; r < written.world_size(); ++r)
+        if (m.rank(coords[static_cast<std::size_t>(r)]) != r) return false;
+      return true;
+    });
+    ASSERT_TRUE(found) << spec;
+    for (std::int64_t r = 0; r < written.world_size(); ++r) EXPECT_EQ(found->coords(r), written.coords(r)) << spec;
+    // Two ranks' coordinates swapped: no placement order fits.
+    std::uniform_int_distribution<std::int64_t> pick(1, written.world_size() - 1);
+    const auto a = pick(rng);
+    std::swap(coords[0], coords[static_cast<std::size_t>(a)]);
+    EXPECT_FALSE(mesh_from_coordinates(written.sizes(),
+                                       [&](const Mesh& m) {
+                                         for (std::int64_t r = 0; r < written.world_size(); ++r)
+                                           if (m.rank(coords[static_cast<std::size_t>(r)]) != r) return false;
+                                         return true;
+                                       }))
+        << spec << " swapped 0 and " << a;
+  }
+}
+
 TEST(Mesh, RejectsBadSpecs) {
   for (const char* bad : {"", "dp=0", "dp=-1", "xx=2", "dp=2,dp=2", "dp", "dp=two", "dp=4,,tp=2", "dp=65536,tp=65536",
                           "dp=99999999999999999999"}) {

@@ -1,0 +1,141 @@
+#include "lib/transport/tcp_store_dialect.hpp"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+namespace scout::transport {
+
+std::string_view store_dialect_name(StoreDialect d) {
+  switch (d) {
+    case StoreDialect::torch1:
+      return "torch 1.x";
+    case StoreDialect::torch2:
+      return "torch 2.x";
+    case StoreDialect::unknown:
+      break;
+  }
+  return "unknown";
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int remaining_ms(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return left > 0 ? static_cast<int>(left) : 0;
+}
+
+// A connected socket, or -1; the connection itself is bounded by `deadline`.
+int connect_by(const std::string& host, std::uint16_t port, Clock::time_point deadline) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return -1;
+  int fd = -1;
+  for (auto* a = found; a && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) break;
+    bool ok = false;
+    if (errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int err = 0;
+      socklen_t len = sizeof err;
+      ok = ::poll(&p, 1, remaining_ms(deadline)) == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
+           err == 0;
+    }
+    if (!ok) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(found);
+  return fd;
+}
+
+bool send_all(int fd, const unsigned char* data, std::size_t n, Clock::time_point deadline) {
+  while (n > 0) {
+    ssize_t w = ::send(fd, data, n, MSG_NOSIGNAL);
+    if (w > 0) {
+      data += w;
+      n -= static_cast<std::size_t>(w);
+      continue;
+    }
+    if (w < 0 && errno != EAGAIN && errno != EINTR) return false;
+    pollfd p{fd, POLLOUT, 0};
+    if (::poll(&p, 1, remaining_ms(deadline)) != 1) return false;
+  }
+  return true;
+}
+
+// Reads exactly n bytes by the deadline; false on timeout, EOF or error.
+bool recv_exact(int fd, unsigned char* out, std::size_t n, Clock::time_point deadline) {
+  while (n > 0) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, remaining_ms(deadline)) != 1) return false;
+    ssize_t r = ::recv(fd, out, n, 0);
+    if (r == 0) return false;
+    if (r < 0) {
+      if (errno == EAGAIN || errno == EINTR) continue;
+      return false;
+    }
+    out += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+// torch 1.13's query numbers start at SET = 0: GETNUMKEYS is 6, answered by an int64.
+bool answers_as_torch1(const std::string& host, std::uint16_t port, std::chrono::milliseconds wait) {
+  const auto deadline = Clock::now() + wait;
+  int fd = connect_by(host, port, deadline);
+  if (fd < 0) return false;
+  const unsigned char query[] = {6};
+  unsigned char reply[8];
+  bool ok = send_all(fd, query, sizeof query, deadline) && recv_exact(fd, reply, sizeof reply, deadline);
+  ::close(fd);
+  return ok;
+}
+
+// torch 2.x: VALIDATE (0) with the magic number, then PING (13) with a nonce it echoes.
+bool answers_as_torch2(const std::string& host, std::uint16_t port, std::chrono::milliseconds wait) {
+  const auto deadline = Clock::now() + wait;
+  int fd = connect_by(host, port, deadline);
+  if (fd < 0) return false;
+  std::uint32_t nonce = std::random_device{}() | 1u;
+  const std::uint32_t magic = 0x3C85F7CEu;
+  unsigned char msg[10];
+  msg[0] = 0;
+  std::memcpy(msg + 1, &magic, 4);  // little-endian on the hosts torch runs on
+  msg[5] = 13;
+  std::memcpy(msg + 6, &nonce, 4);
+  unsigned char reply[4];
+  bool ok = send_all(fd, msg, sizeof msg, deadline) && recv_exact(fd, reply, sizeof reply, deadline) &&
+            std::memcmp(reply, &nonce, 4) == 0;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+StoreDialect probe_store_dialect(const std::string& host, std::uint16_t port, std::chrono::milliseconds wait) {
+  // A 1.13 server answers its one-byte query at once; a 2.x libuv server ignores it, so this
+  // wait is what probing a 2.x store costs. Past it the 2.x handshake is sent, which a slow
+  // 1.13 server resets (what a 2.x client does to it anyway): unknown, the default module.
+  using std::chrono::milliseconds;
+  if (answers_as_torch1(host, port, std::min(wait, milliseconds(500)))) return StoreDialect::torch1;
+  if (answers_as_torch2(host, port, wait)) return StoreDialect::torch2;
+  return StoreDialect::unknown;
+}
+
+}  // namespace scout::transport
