@@ -75,11 +75,41 @@ FAULTS = ("none", "stop-before-collective", "stop-inside-collective", "exit", "c
 _counter = [0]
 
 
+_port_rng = random.SystemRandom()
+
+
+def _ephemeral_range():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+            return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port():
-    """A TCP port that was free a moment ago (the trainers bind it soon after)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port that is free now and that the kernel does not hand out by itself: drawn
+    below the ephemeral range. A port from bind(0) is an ephemeral one, and before the
+    trainers bound it a client socket or gloo's own listener could take it (fresh clone:
+    test_records, 'Address already in use', then the ranks met another job's store)."""
+    lo, hi = _ephemeral_range()
+    base, top = (10000, lo) if lo > 16000 else (hi + 1, 65536)
+    for _ in range(200):
+        port = _port_rng.randrange(base, top)
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind(("0.0.0.0", port))
+            if socket.has_ipv6:
+                try:
+                    s6 = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+                except OSError:
+                    return port  # no IPv6 here: the IPv4 check is the whole check
+                with s6:
+                    s6.bind(("::", port))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError(f"no free TCP port found in [{base}, {top})")
 
 
 def scout_records(job, extra=(), timeout=30):
