@@ -439,6 +439,9 @@ Verdict decide_replay(const std::vector<std::optional<PeerEvidence>>& peers, con
                  {"straggler_min_abs_s", o.straggler_min_abs},
                  {"gather_min_abs_s", o.gather_min_abs},
                  {"kappa", o.kappa}}}};
+  if (o.oversubscribed)
+    v.details["thresholds"]["oversubscribed"] = {{"peers", o.oversubscribed->first},
+                                                 {"cpus", o.oversubscribed->second}};
   return v;
 }
 

@@ -48,6 +48,9 @@ struct DecideOptions {
   double straggler_min_abs = 0.002;  // ... and this many seconds above it (module calls)
   double gather_min_abs = 0.05;      // gathers: their time is mostly latency, so a larger floor
   double kappa = 3.5;
+  // Peers on this machine and the CPUs they share, where they outnumber them: a peer then
+  // waits whole scheduler slices for a CPU, so module calls get a higher floor (the caller's).
+  std::optional<std::pair<std::int64_t, std::int64_t>> oversubscribed;
   std::optional<std::int64_t> cycle;
   std::optional<std::string> checkpoint;
   std::string sweep = "periodic";  // periodic | full
