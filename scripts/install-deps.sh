@@ -56,13 +56,64 @@ PY
 }
 if have_pin; then
   echo "install-deps: torch $TORCH2_PIN present in $venv" >&2
+else
+  start=$(date +%s)
+  echo "install-deps: installing torch $TORCH2_PIN into $venv (minutes, several GB)" >&2
+  if [ ! -x "$venv/bin/python" ]; then
+    /usr/bin/python3 -m venv "$venv"
+  fi
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==$TORCH2_PIN" numpy >&2
+  have_pin || { echo "install-deps: error: torch $TORCH2_PIN did not install into $venv; see pip's output above" >&2; exit 1; }
+  echo "install-deps: torch $TORCH2_PIN installed in $(( $(date +%s) - start )) s, $(du -sh "$venv" | cut -f1) in $venv" >&2
+fi
+
+# --- Megatron-Core and DeepSpeed (PyPI) in the same venv --------------------
+# For tests/integration/test_torch2_frameworks.py (the publisher finds the mesh
+# from their parallel state). Pure Python, pinned, installed with --no-deps so
+# pip never replaces the pinned torch: the packages they import are listed
+# here. DeepSpeed is an sdist: built without its C++/CUDA ops (DS_BUILD_OPS=0)
+# against the venv's torch (--no-build-isolation). About 15 s and 45 MB. A
+# failure here is a warning, not an error: those tests then skip with the
+# reason. SCOUT_SKIP_FRAMEWORKS=1 skips this step.
+frameworks=(
+  megatron-core==0.16.1 packaging==26.4
+  deepspeed==0.19.8 einops==0.8.2 hjson==3.1.0 msgpack==1.2.4 psutil==7.2.2 py-cpuinfo==9.0.0
+  pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 tqdm==4.70.1
+)
+if [ "${SCOUT_SKIP_FRAMEWORKS:-0}" = "1" ]; then
+  echo "install-deps: SCOUT_SKIP_FRAMEWORKS=1: no Megatron-Core / DeepSpeed (their tests will skip)" >&2
+  exit 0
+fi
+missing_pins() {
+  "$venv/bin/python" - "${frameworks[@]}" <<'PY'
+import importlib.metadata as m, sys
+for pin in sys.argv[1:]:
+    name, version = pin.split("==")
+    try:
+        if m.version(name) == version:
+            continue
+    except m.PackageNotFoundError:
+        pass
+    print(pin)
+PY
+}
+mapfile -t want < <(missing_pins)
+if [ ${#want[@]} -eq 0 ]; then
+  echo "install-deps: Megatron-Core and DeepSpeed present in $venv" >&2
   exit 0
 fi
 start=$(date +%s)
-echo "install-deps: installing torch $TORCH2_PIN into $venv (minutes, several GB)" >&2
-if [ ! -x "$venv/bin/python" ]; then
-  /usr/bin/python3 -m venv "$venv"
+before=$(du -sk "$venv" | cut -f1)
+echo "install-deps: installing ${want[*]} into $venv" >&2
+if ! DS_BUILD_OPS=0 DS_ACCELERATOR=cpu "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
+    --no-build-isolation "${want[@]}" >&2; then
+  echo "install-deps: warning: Megatron-Core / DeepSpeed did not install (see pip above); test_torch2_frameworks will skip" >&2
+  exit 0
 fi
-"$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==$TORCH2_PIN" numpy >&2
-have_pin || { echo "install-deps: error: torch $TORCH2_PIN did not install into $venv; see pip's output above" >&2; exit 1; }
-echo "install-deps: torch $TORCH2_PIN installed in $(( $(date +%s) - start )) s, $(du -sh "$venv" | cut -f1) in $venv" >&2
+mapfile -t left < <(missing_pins)
+if [ ${#left[@]} -ne 0 ]; then
+  echo "install-deps: warning: still missing after pip: ${left[*]}; test_torch2_frameworks will skip" >&2
+  exit 0
+fi
+echo "install-deps: Megatron-Core and DeepSpeed installed in $(( $(date +%s) - start )) s," \
+  "$(( ($(du -sk "$venv" | cut -f1) - before) / 1024 )) MB in $venv" >&2

@@ -26,8 +26,10 @@ Environment (arguments win): RANK, WORLD_SIZE (LOCAL_RANK is not the rank);
 job id from SCOUT_JOB, TORCHELASTIC_RUN_ID or SLURM_JOB_ID; attempt from
 SCOUT_ATTEMPT, TORCHELASTIC_RESTART_COUNT or SLURM_RESTART_COUNT; mesh from
 SCOUT_MESH (e.g. "dp=4,tp=2", last dim fastest: coordinates of RANK; when
-unset, found from the job's DeviceMesh / Megatron-Core / DeepSpeed groups,
-see _mesh.py; pub.coords_source says where they came from); host from
+unset, found from the job's DeviceMesh, or Megatron-Core's parallel_state /
+DeepSpeed's groups polled at optimizer steps (tested with megatron-core 0.16.1
+and deepspeed 0.19.8: tests/integration/test_torch2_frameworks.py), see
+_mesh.py; pub.coords_source says where they came from); host from
 SCOUT_HOST (default gethostname); heartbeat period SCOUT_HEARTBEAT_S (1.0, 0 off);
 capture SCOUT_PUBLISHER_HOOKS=auto|native|python|wrappers (auto: native hooks
 when libscout_torch_hooks.so built for this torch is found, SCOUT_TORCH_HOOKS_LIB

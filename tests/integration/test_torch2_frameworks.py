@@ -1,0 +1,87 @@
+"""torch 2.x: the mesh found from Megatron-Core's parallel_state and from
+DeepSpeed's groups (no SCOUT_MESH), with real 4-rank gloo jobs
+(trainers/frameworks_trainer.py): Megatron-Core tp=2 x pp=2 and tp=2 x dp=2,
+DeepSpeed's pipeline engine on pp=2 x mp=2 and pp=2 x dp=2.
+
+Each test draws a fault (stop before the step's collective, or exit) and its
+rank and step from a seed it prints (SCOUT_TEST_SEED reproduces a run), then
+checks (a) that every rank's record carries the coordinates the framework
+gives it (the publisher polls the frameworks at optimizer steps), and (b)
+that `scout probe-hang` infers the mesh from the records and names that rank.
+
+Skips with the reason when the torch 2.x venv is absent, or Megatron-Core /
+DeepSpeed are not installed in it (scripts/install-deps.sh installs them).
+"""
+import os
+import random
+import subprocess
+import unittest
+
+from scoutlib import ScoutTestCase, run
+import trainer_harness as th
+
+TRAINER = os.path.join(th.HERE, "trainers", "frameworks_trainer.py")
+FAULTS = ("stop-before-collective", "exit")
+PACKAGES = {"megatron": ("megatron-core", "megatron.core.parallel_state"),
+            "deepspeed": ("deepspeed", "deepspeed.utils.groups")}
+
+
+def require_package(framework):
+    """Raises unittest.SkipTest (with the reason) unless the venv has the framework."""
+    py = th.require_python("2")
+    dist_name, module = PACKAGES[framework]
+    probe = ("import importlib.metadata as m, importlib.util as u, sys\n"
+             f"v = m.version({dist_name!r})\n"
+             f"sys.exit(0 if u.find_spec({module.split('.')[0]!r}) else 1)\n")
+    proc = subprocess.run([py, "-c", probe], capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise unittest.SkipTest(f"{dist_name} is not installed in {th.VENV} (scripts/install-deps.sh installs it): "
+                                f"{proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else 'not found'}")
+
+
+def expected_coords(rank, tp, dp):
+    """Megatron-Core's default order tp-cp-ep-dp-pp and DeepSpeed's topology
+    (pipe, data, model) both place tp fastest, then dp, then pp."""
+    return [(rank // tp) % dp, 0, rank % tp, rank // (tp * dp), 0, 0]
+
+
+class Frameworks(ScoutTestCase):
+    def localize(self, framework, mode, tp, dp, source, world=4):
+        require_package(framework)
+        seed = int(os.environ.get("SCOUT_TEST_SEED") or random.SystemRandom().randrange(1 << 31))
+        # Its own stream: the harness draws the fault rank and step from Random(seed).
+        fault = random.Random(seed ^ 0xFA17).choice(FAULTS)
+        print(f"test_torch2_frameworks: mode={mode} seed={seed} fault={fault}", flush=True)
+        with th.TrainerJob(world=world, steps=5, fault=fault, seed=seed, torch_version="2", trainer=TRAINER,
+                           pg_timeout=120, trainer_args=["--mode", mode],
+                           extra_env={"DS_ACCELERATOR": "cpu", "PYTHONWARNINGS": "ignore"}) as job:
+            job.start()
+            job.settle()
+            msg = f"mode {mode} seed {seed} fault {fault} rank {job.fault_rank} step {job.fault_step}"
+            recs = job.records()
+            self.assertEqual(sorted(recs), list(range(world)), f"{msg}\nlogs in {job.logdir}")
+            for r, rec in recs.items():
+                self.assertEqual(rec["record"]["coords"], expected_coords(r, tp, dp), f"{msg}: rank {r} ({source})")
+            res = run(["probe-hang", "--job", job.job, "--threshold", "1", "--timeout", "20"], timeout=60)
+            msg = f"{msg}\n{res}"
+            doc = res.json()
+            self.assertEqual(doc["details"]["mesh_source"], "records", msg)
+            self.assertExit(res, "attributed")
+            self.assertEqual(sorted(s["rank"] for s in doc["suspects"]), [job.fault_rank], msg)
+            print(f"test_torch2_frameworks: {mode}: mesh {doc['details']['mesh']} named {job.fault_rank}", flush=True)
+
+    def test_megatron_tp2_pp2(self):
+        self.localize("megatron", "megatron-tp-pp", tp=2, dp=1, source="megatron_core")
+
+    def test_megatron_tp2_dp2(self):
+        self.localize("megatron", "megatron-tp-dp", tp=2, dp=2, source="megatron_core")
+
+    def test_deepspeed_pp2_mp2(self):
+        self.localize("deepspeed", "deepspeed-pp-tp", tp=2, dp=1, source="deepspeed")
+
+    def test_deepspeed_pp2_dp2(self):
+        self.localize("deepspeed", "deepspeed-pp-dp", tp=1, dp=2, source="deepspeed")
+
+
+if __name__ == "__main__":
+    unittest.main()
