@@ -71,12 +71,13 @@ struct ByteRange {
 };
 
 // Hashes parts of one open file on a process-wide pool of hashing threads
-// (up to one per core, shared by every file in flight, so no core idles while
-// any file has work; idle threads end after 2 s). Each segment is read once,
-// in pieces of up to 8 MiB, with pread in 256 KiB blocks into a buffer that
-// stays in cache (nothing is mapped: a file truncated while it is read is a
-// short read and an error, not SIGBUS), each piece announced to the kernel ahead of use
-// (POSIX_FADV_WILLNEED) so cold files stream; the word sums of the ranges
+// (one per core and two more, since a thread waiting for a cold file's
+// bytes leaves its core idle; shared by every file in flight, so no core idles
+// while any file has work; idle threads end after 2 s). Each segment is read
+// once, in pieces of up to 8 MiB, with 1 MiB preads (large sequential reads
+// that the kernel's readahead follows) into a buffer walked in 256 KiB blocks
+// that stay in cache (nothing is mapped: a file truncated while it is read is
+// a short read and an error, not SIGBUS); the word sums of the ranges
 // inside it are XORed into their targets (any order: the sum is associative)
 // and, for zip entries, its CRC-32 is computed on the way (lib/hash/crc32.hpp)
 // and compared with the directory's. At most `in_flight` pieces are queued at
