@@ -292,29 +292,74 @@ def _patch(module, name, new):
 def _install_ddp():
     """Wrappers mode only (torch without ProcessGroup hooks, e.g. 1.13): DDP's
     all-reduce runs in C++ and is invisible there, so a comm hook publishes
-    each bucket. A hook the user registers is wrapped; if none is registered
-    by the first forward, the default all-reduce hook (DDP's arithmetic) is
-    registered: on such a torch that is the only way to see DDP's buckets
-    (it costs a Python call per bucket and a later registration by the user
-    then fails, as DDP allows one hook). On torch 2.15+ none of this runs."""
+    each bucket. A hook the user registers is wrapped. If none is registered
+    by the first forward, scout registers one dispatching hook whose target is
+    the default all-reduce (DDP's arithmetic); a hook the user registers later
+    (Python or built-in) replaces that target instead of failing, as DDP allows
+    one registration. A built-in hook registered before the first forward is
+    left to DDP's C++ (its buckets are not published). On torch 2.15+ none of
+    this runs: the ProcessGroup hooks see DDP's C++ Reducer."""
     DDP = torch.nn.parallel.DistributedDataParallel
     orig_register = DDP.register_comm_hook
     orig_forward = DDP.forward
+    builtin_names = [n for n in ("register_builtin_comm_hook", "_register_builtin_comm_hook") if hasattr(DDP, n)]
 
     def register_comm_hook(self, state, hook):
+        slot = getattr(self, "_scout_slot", None)
+        if slot is not None:
+            # scout's dispatching hook holds DDP's one registration: the user's hook becomes its target.
+            check = getattr(self, "_check_comm_hook", None)
+            if check is not None:
+                check(hook)
+            slot["state"], slot["hook"] = state, hook
+            return None
         self._scout_hooked = True
         return orig_register(self, state, _wrap_comm_hook(hook, self))
+
+    def builtin_hook(self, comm_hook_type, orig):
+        slot = getattr(self, "_scout_slot", None)
+        if slot is None:
+            self._scout_hooked = True
+            return orig(self, comm_hook_type)
+        # Already dispatching: the built-in's Python twin (same arithmetic) becomes the target.
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        twins = {"ALLREDUCE": default_hooks.allreduce_hook, "FP16_COMPRESS": default_hooks.fp16_compress_hook}
+        twin = twins.get(getattr(comm_hook_type, "name", str(comm_hook_type)).split(".")[-1])
+        if twin is None:
+            raise RuntimeError(f"scout_publisher: built-in comm hook {comm_hook_type} registered after the first "
+                               "forward has no Python equivalent; register it before the first forward")
+        slot["state"], slot["hook"] = self.process_group, twin
+        return None
 
     def forward(self, *args, **kwargs):
         if _pub is not None and not getattr(self, "_scout_hooked", False):
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-            register_comm_hook(self, self.process_group, default_hooks.allreduce_hook)
+            slot = {"state": self.process_group, "hook": default_hooks.allreduce_hook}
+
+            def dispatch(state, bucket):
+                return slot["hook"](slot["state"], bucket)
+
+            dispatch.__qualname__ = "scout_publisher.dispatch"
+            try:
+                orig_register(self, None, _wrap_comm_hook(dispatch, self))
+                self._scout_slot = slot
+            except RuntimeError:
+                pass  # a hook was registered past our patches (dist._register_comm_hook): leave DDP as it is
+            self._scout_hooked = True
         return orig_forward(self, *args, **kwargs)
 
     functools.update_wrapper(register_comm_hook, orig_register)
     functools.update_wrapper(forward, orig_forward)
     _patch(DDP, "register_comm_hook", register_comm_hook)
     _patch(DDP, "forward", forward)
+    for name in builtin_names:
+        orig = getattr(DDP, name)
+
+        def patched(self, comm_hook_type, _orig=orig):
+            return builtin_hook(self, comm_hook_type, _orig)
+
+        functools.update_wrapper(patched, orig)
+        _patch(DDP, name, patched)
 
 
 def _mark_backward(grad):
