@@ -1202,7 +1202,9 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
   // same arguments, without a failure, and left: the call did not keep it, so it died between that
   // call and the next, and a wait ending at it is explained by it (CI, HSDP 2x2 seed 1871708941: the
   // rank that exited after its replica all-reduce, before publishing the completion, was a victim).
-  // Not a SIGABRT: gloo aborts a victim from its transport thread.
+  // A member's history may hold two calls at one (group, seq): process groups with the same members
+  // share an id but count calls apart (DeepSpeed's pipeline groups); the one with the same arguments
+  // is that call. Not a SIGABRT: gloo aborts a victim from its transport thread.
   auto left_in_finished_call = [&](std::int64_t r) {
     const auto& p = R[r];
     if (!p.s || !p.entered || !p.dead_final || p.failed || p.comm_error) return false;
@@ -1218,13 +1220,35 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
       if (mp.s->pending.group == g && mp.s->pending.group_seq == q) return false;  // still there
       bool done = false;
       for (const auto& c : mp.history)
-        if (c.group == g && c.seq == q) {
-          if (c.failed || !same_call(c.fingerprint, p.pending)) return false;
+        if (c.group == g && c.seq == q && same_call(c.fingerprint, p.pending)) {
+          if (c.failed) return false;
           done = true;
         }
       if (!done) return false;
     }
     return true;
+  };
+  // A dead rank whose own record shows that its pending call completed: the ring's newest entry for
+  // it carries an exit and no failure. Its state still reads "inside" while an earlier Work that
+  // publishes no completion (a gloo send or recv) counts as in flight; and a call of a group of one
+  // (Megatron's data-parallel group at dp=1) has no other member to have finished it
+  // (test_torch2_frameworks: tp x pp, the rank that exited after that all-reduce). Not a SIGABRT.
+  auto left_own_call = [&](std::int64_t r) {
+    const auto& p = R[r];
+    if (!p.s || !p.entered || !p.dead_final || p.failed || p.comm_error) return false;
+    if (views.ranks[r].evidence->process.signal == SIGABRT) return false;
+    const auto& s = *p.s;
+    for (auto e = s.recent.rbegin(); e != s.recent.rend(); ++e)
+      if (e->fingerprint.group == s.pending.group && e->fingerprint.group_seq == s.pending.group_seq &&
+          same_call(e->fingerprint, s.pending))
+        return e->exit_ns != 0 && !e->failed;
+    return false;
+  };
+  // Why a dead rank inside a call is not kept there ("" when it may be).
+  auto left_its_call = [&](std::int64_t r) -> std::string_view {
+    if (left_own_call(r)) return "its own record shows it completed this call";
+    if (left_in_finished_call(r)) return "every other member finished and left this call";
+    return {};
   };
   // Definitive differences first, then ranks away from their peers.
   for (const auto& [r, c] : cmp.candidates) {
@@ -1255,7 +1279,7 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
       for (auto b : waits.calls[c].blockers) blocks[b].push_back(c);
     std::map<std::int64_t, std::vector<std::int64_t>> blocked_by;  // end of a chain -> ranks waiting for it directly
     for (auto b : waits.ends(from, world, [&](std::int64_t r) { return out.suspects.count(r) != 0; })) {
-      if (out.suspects.count(b) || (R[b].entered && !left_in_finished_call(b)) || !R[b].s || !cannot_move(b) ||
+      if (out.suspects.count(b) || (R[b].entered && left_its_call(b).empty()) || !R[b].s || !cannot_move(b) ||
           R[b].comm_error)
         continue;
       auto& ws = blocked_by[b];
@@ -1264,7 +1288,7 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
           if (ws.size() < k_max_group_values) ws.push_back(w);
     }
     for (const auto& [b, ws] : blocked_by) {
-      if (out.suspects.count(b) || (R[b].entered && !left_in_finished_call(b)) || !R[b].s || !cannot_move(b)) continue;
+      if (out.suspects.count(b) || (R[b].entered && left_its_call(b).empty()) || !R[b].s || !cannot_move(b)) continue;
       const auto& proc = views.ranks[b].evidence->process;
       if (R[b].dead && proc.exit_code == 0 && proc.signal == 0) continue;
       const auto& s = *R[b].s;
@@ -1286,7 +1310,7 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
         ev["died_after"] = {{"group", Roles::name(R[b].role, s.pending.group)},
                             {"group_id", hex_id(s.pending.group)},
                             {"group_seq", s.pending.group_seq},
-                            {"why", "every other member finished and left this call"}};
+                            {"why", std::string(left_its_call(b))}};
         out.suspects.emplace(b, Finding{process_reason(proc), HangKind::dead_rank, std::move(ev)});
         continue;
       }
