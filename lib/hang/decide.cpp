@@ -300,6 +300,11 @@ struct Roles {
     std::vector<std::int64_t> members;  // ascending; empty when unknown
   };
   static constexpr std::uint64_t k_world = 100;
+  // The role of a point-to-point pair of pipeline stages (i, j) of a pp group, i < j: replicas'
+  // pairs (their own ids, group_id([lo, hi, -2])) are one role, so their sends and receives align.
+  static constexpr std::uint64_t k_stage_pair = 1000;
+  static constexpr std::uint64_t k_max_stages = 1 << 16;
+  static std::uint64_t stage_pair(std::uint64_t i, std::uint64_t j) { return k_stage_pair + i * k_max_stages + j; }
   // The role of a group the mesh does not know: its own id, kept apart from the known roles.
   static std::uint64_t unknown(std::uint64_t group) { return group | (std::uint64_t{1} << 63); }
   std::unordered_map<std::uint64_t, Group> by_id;
@@ -313,6 +318,10 @@ struct Roles {
     if (role >= 1 && role <= static_cast<std::uint64_t>(k_dim_count))
       return std::string(dim_name(k_all_dims[role - 1]));
     if (role == k_world) return "world";
+    if (role >= k_stage_pair && role < (std::uint64_t{1} << 63)) {
+      const auto pair = role - k_stage_pair;
+      return fmt::format("pp pair {}-{}", pair / k_max_stages, pair % k_max_stages);
+    }
     return "pg " + hex64(group);
   }
 };
@@ -328,6 +337,18 @@ Roles make_roles(const Mesh& mesh) {
       roles.by_id.try_emplace(id, Roles::Group{static_cast<std::uint64_t>(d + 1), std::move(g)});
     }
   }
+  // Pipeline stages talk point to point with their neighbours (and the last with the first, for
+  // interleaved schedules): each such pair's id, the publisher's (records::layout::group_id over
+  // [lo, hi, -2]), with its members and a role per pair of stage indices. O(world) entries.
+  if (const auto stages = mesh.size(Dim::pp); stages > 1 && static_cast<std::uint64_t>(stages) <= Roles::k_max_stages)
+    for (const auto& g : mesh.process_groups(Dim::pp))
+      for (std::size_t i = 0; i < g.size(); ++i) {
+        const std::size_t j = (i + 1) % g.size();
+        if (j == i) continue;
+        const std::int64_t pair[3] = {std::min(g[i], g[j]), std::max(g[i], g[j]), -2};
+        roles.by_id.try_emplace(records::layout::group_id(pair, 3),
+                                Roles::Group{Roles::stage_pair(std::min(i, j), std::max(i, j)), {pair[0], pair[1]}});
+      }
   std::vector<std::int64_t> all(static_cast<std::size_t>(mesh.world_size()));
   for (std::int64_t r = 0; r < mesh.world_size(); ++r) all[r] = r;
   auto id = records::layout::group_id(all.data(), all.size());
@@ -335,13 +356,16 @@ Roles make_roles(const Mesh& mesh) {
   return roles;
 }
 
-// A rooted call's root (broadcast, reduce, gather, scatter: recorded as a global rank) as its index
-// among the group's members, so that replicas in different groups (the tp groups of a dp x tp mesh)
-// calling with the same group-local root make the same call. Other calls, and roots outside a
-// known group, are kept as recorded.
+// A rooted call's root (broadcast, reduce, gather, scatter: recorded as a global rank; the peer of
+// a send or receive) as its index among the group's members, so that replicas in different groups
+// (the tp groups of a dp x tp mesh, the stage pairs of a dp x pp mesh) calling with the same
+// group-local root make the same call. Other calls, and roots outside a known group, are kept as
+// recorded.
 records::Fingerprint group_local(const records::Fingerprint& f, const Roles& roles) {
   using T = records::CollectiveType;
-  if (f.type != T::broadcast && f.type != T::reduce && f.type != T::gather && f.type != T::scatter) return f;
+  if (f.type != T::broadcast && f.type != T::reduce && f.type != T::gather && f.type != T::scatter &&
+      f.type != T::send && f.type != T::recv)
+    return f;
   auto it = roles.by_id.find(f.group);
   if (it == roles.by_id.end()) return f;
   const auto& m = it->second.members;
