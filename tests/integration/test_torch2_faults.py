@@ -50,6 +50,10 @@ class Localize(ScoutTestCase):
                 print(f"test_torch2_faults: 2x2 {fault}: named {named}, injected rank {job.fault_rank}, status {doc['status']}: "
                       f"{doc['summary']}", flush=True)
                 self.assertIn(named, ([], [job.fault_rank]), msg)
+                # Replicas' sends align by pair of stages: only the skipper parts from its replica
+                # (seeds 6, 7, 100, 101, 110, 112, 113; each pipeline's pair id once split the other pair too).
+                for split in doc["details"].get("replica_splits", []):
+                    self.assertIn(job.fault_rank, split["ranks"], msg)
                 return doc, job
             self.assertExit(res, "attributed")
             self.assertEqual(named, [job.fault_rank], msg)
