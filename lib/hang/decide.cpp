@@ -776,26 +776,44 @@ bool members_give_same_arguments(records::CollectiveType t) {
 // pipeline, torch 2.x: the three other ranks left the world all-reduce), so the positions alone
 // do not show it. Only groups the mesh knows (their members are known); a group whose ranks count
 // one sequence number twice is skipped (two process groups of the same ranks, counted apart). At
-// most one finding per rank (its first).
+// most one finding per rank (its first). Only the calls some rank is in (its pending call) are
+// compared: a rank that made a call with other arguments is kept there, and one hash lookup per
+// event keeps the cost linear in the evidence.
 std::vector<std::pair<std::int64_t, Finding>> call_argument_outliers(const Positions& pos) {
   std::vector<std::pair<std::int64_t, Finding>> out;
-  // (group, seq) -> (rank, call) of every member that made it.
-  std::map<std::pair<std::uint64_t, std::uint64_t>, std::vector<std::pair<std::int64_t, const Call*>>> calls;
+  auto key_of = [](std::uint64_t group, std::uint64_t seq) { return std::pair{group, seq}; };
+  struct KeyHash {
+    std::size_t operator()(const std::pair<std::uint64_t, std::uint64_t>& k) const {
+      return static_cast<std::size_t>(k.first ^ (k.second * 0x9e3779b97f4a7c15ull));
+    }
+  };
+  // (group, seq) of every pending call of a known group -> (rank, call) of every member that made it.
+  std::unordered_map<std::pair<std::uint64_t, std::uint64_t>, std::vector<std::pair<std::int64_t, const Call*>>,
+                     KeyHash>
+      calls;
+  for (const auto& p : pos.ranks)
+    if (p.s && p.call && pos.roles.known(p.s->pending.group))
+      calls.try_emplace(key_of(p.s->pending.group, p.s->pending.group_seq));
   std::set<std::uint64_t> counted_twice;
-  std::set<std::pair<std::uint64_t, std::uint64_t>> seen;
   for (std::int64_t r = 0; r < static_cast<std::int64_t>(pos.ranks.size()); ++r) {
     const auto& p = pos.ranks[r];
     if (!p.s) continue;
-    seen.clear();
     for (const auto& c : p.history) {
-      if (!pos.roles.known(c.group)) continue;
-      if (!seen.emplace(c.group, c.seq).second) counted_twice.insert(c.group);
-      calls[{c.group, c.seq}].emplace_back(r, &c);
+      auto it = calls.find(key_of(c.group, c.seq));
+      if (it == calls.end()) continue;
+      if (!it->second.empty() && it->second.back().first == r) counted_twice.insert(c.group);
+      it->second.emplace_back(r, &c);
     }
   }
+  // In a fixed order, so every observer names the same ranks first.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> order;
+  for (const auto& [k, made] : calls)
+    if (made.size() >= 3) order.push_back(k);
+  std::sort(order.begin(), order.end());
   std::set<std::int64_t> named;
-  for (const auto& [key, made] : calls) {
-    if (made.size() < 3 || counted_twice.count(key.first)) continue;
+  for (const auto& key : order) {
+    const auto& made = calls.at(key);
+    if (counted_twice.count(key.first)) continue;
     const auto group_size = pos.roles.by_id.at(key.first).members.size();
     using Args = std::tuple<std::uint8_t, std::uint8_t, std::uint64_t, std::int64_t>;
     auto args = [](const Call* c) {
