@@ -300,6 +300,11 @@ struct Roles {
     std::vector<std::int64_t> members;  // ascending; empty when unknown
   };
   static constexpr std::uint64_t k_world = 100;
+  // The role of a point-to-point pair of pipeline stages (i, j) of a pp group, i < j: replicas'
+  // pairs (their own ids, group_id([lo, hi, -2])) are one role, so their sends and receives align.
+  static constexpr std::uint64_t k_stage_pair = 1000;
+  static constexpr std::uint64_t k_max_stages = 1 << 16;
+  static std::uint64_t stage_pair(std::uint64_t i, std::uint64_t j) { return k_stage_pair + i * k_max_stages + j; }
   // The role of a group the mesh does not know: its own id, kept apart from the known roles.
   static std::uint64_t unknown(std::uint64_t group) { return group | (std::uint64_t{1} << 63); }
   std::unordered_map<std::uint64_t, Group> by_id;
@@ -313,6 +318,10 @@ struct Roles {
     if (role >= 1 && role <= static_cast<std::uint64_t>(k_dim_count))
       return std::string(dim_name(k_all_dims[role - 1]));
     if (role == k_world) return "world";
+    if (role >= k_stage_pair && role < (std::uint64_t{1} << 63)) {
+      const auto pair = role - k_stage_pair;
+      return fmt::format("pp pair {}-{}", pair / k_max_stages, pair % k_max_stages);
+    }
     return "pg " + hex64(group);
   }
 };
@@ -328,6 +337,18 @@ Roles make_roles(const Mesh& mesh) {
       roles.by_id.try_emplace(id, Roles::Group{static_cast<std::uint64_t>(d + 1), std::move(g)});
     }
   }
+  // Pipeline stages talk point to point with their neighbours (and the last with the first, for
+  // interleaved schedules): each such pair's id, the publisher's (records::layout::group_id over
+  // [lo, hi, -2]), with its members and a role per pair of stage indices. O(world) entries.
+  if (const auto stages = mesh.size(Dim::pp); stages > 1 && static_cast<std::uint64_t>(stages) <= Roles::k_max_stages)
+    for (const auto& g : mesh.process_groups(Dim::pp))
+      for (std::size_t i = 0; i < g.size(); ++i) {
+        const std::size_t j = (i + 1) % g.size();
+        if (j == i) continue;
+        const std::int64_t pair[3] = {std::min(g[i], g[j]), std::max(g[i], g[j]), -2};
+        roles.by_id.try_emplace(records::layout::group_id(pair, 3),
+                                Roles::Group{Roles::stage_pair(std::min(i, j), std::max(i, j)), {pair[0], pair[1]}});
+      }
   std::vector<std::int64_t> all(static_cast<std::size_t>(mesh.world_size()));
   for (std::int64_t r = 0; r < mesh.world_size(); ++r) all[r] = r;
   auto id = records::layout::group_id(all.data(), all.size());
@@ -335,13 +356,16 @@ Roles make_roles(const Mesh& mesh) {
   return roles;
 }
 
-// A rooted call's root (broadcast, reduce, gather, scatter: recorded as a global rank) as its index
-// among the group's members, so that replicas in different groups (the tp groups of a dp x tp mesh)
-// calling with the same group-local root make the same call. Other calls, and roots outside a
-// known group, are kept as recorded.
+// A rooted call's root (broadcast, reduce, gather, scatter: recorded as a global rank; the peer of
+// a send or receive) as its index among the group's members, so that replicas in different groups
+// (the tp groups of a dp x tp mesh, the stage pairs of a dp x pp mesh) calling with the same
+// group-local root make the same call. Other calls, and roots outside a known group, are kept as
+// recorded.
 records::Fingerprint group_local(const records::Fingerprint& f, const Roles& roles) {
   using T = records::CollectiveType;
-  if (f.type != T::broadcast && f.type != T::reduce && f.type != T::gather && f.type != T::scatter) return f;
+  if (f.type != T::broadcast && f.type != T::reduce && f.type != T::gather && f.type != T::scatter &&
+      f.type != T::send && f.type != T::recv)
+    return f;
   auto it = roles.by_id.find(f.group);
   if (it == roles.by_id.end()) return f;
   const auto& m = it->second.members;
@@ -734,6 +758,96 @@ std::vector<std::pair<std::int64_t, Finding>> stage_argument_outliers(const Posi
   return out;
 }
 
+// Whether every member of a call's group gives it the same arguments (element count, dtype, root or
+// reduce op): the reductions, broadcast, barrier and the tensor forms of all-gather and
+// reduce-scatter. A list all-gather, an all-to-all, gather, scatter and point-to-point calls may
+// differ per member.
+bool members_give_same_arguments(records::CollectiveType t) {
+  using T = records::CollectiveType;
+  return t == T::all_reduce || t == T::broadcast || t == T::reduce || t == T::barrier ||
+         t == T::all_gather_into_tensor || t == T::reduce_scatter_tensor;
+}
+
+// A call made with other arguments than the rest of its process group, wherever the ranks now
+// are: at one call (group, per-group sequence) that three or more members made (their histories,
+// pending calls included), a strict majority of the group's members made it with the same
+// arguments, a call every member must make alike, and a strict minority with others. Gloo may let
+// the majority finish such a call and go on while the rank that differs waits inside it (a 2x2
+// pipeline, torch 2.x: the three other ranks left the world all-reduce), so the positions alone
+// do not show it. Only groups the mesh knows (their members are known); a group whose ranks count
+// one sequence number twice is skipped (two process groups of the same ranks, counted apart). At
+// most one finding per rank (its first). Only the calls some rank is in (its pending call) are
+// compared: a rank that made a call with other arguments is kept there, and one hash lookup per
+// event keeps the cost linear in the evidence.
+std::vector<std::pair<std::int64_t, Finding>> call_argument_outliers(const Positions& pos) {
+  std::vector<std::pair<std::int64_t, Finding>> out;
+  auto key_of = [](std::uint64_t group, std::uint64_t seq) { return std::pair{group, seq}; };
+  struct KeyHash {
+    std::size_t operator()(const std::pair<std::uint64_t, std::uint64_t>& k) const {
+      return static_cast<std::size_t>(k.first ^ (k.second * 0x9e3779b97f4a7c15ull));
+    }
+  };
+  // (group, seq) of every pending call of a known group -> (rank, call) of every member that made it.
+  std::unordered_map<std::pair<std::uint64_t, std::uint64_t>, std::vector<std::pair<std::int64_t, const Call*>>,
+                     KeyHash>
+      calls;
+  for (const auto& p : pos.ranks)
+    if (p.s && p.call && pos.roles.known(p.s->pending.group))
+      calls.try_emplace(key_of(p.s->pending.group, p.s->pending.group_seq));
+  std::set<std::uint64_t> counted_twice;
+  for (std::int64_t r = 0; r < static_cast<std::int64_t>(pos.ranks.size()); ++r) {
+    const auto& p = pos.ranks[r];
+    if (!p.s) continue;
+    for (const auto& c : p.history) {
+      auto it = calls.find(key_of(c.group, c.seq));
+      if (it == calls.end()) continue;
+      if (!it->second.empty() && it->second.back().first == r) counted_twice.insert(c.group);
+      it->second.emplace_back(r, &c);
+    }
+  }
+  // In a fixed order, so every observer names the same ranks first.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> order;
+  for (const auto& [k, made] : calls)
+    if (made.size() >= 3) order.push_back(k);
+  std::sort(order.begin(), order.end());
+  std::set<std::int64_t> named;
+  for (const auto& key : order) {
+    const auto& made = calls.at(key);
+    if (counted_twice.count(key.first)) continue;
+    const auto group_size = pos.roles.by_id.at(key.first).members.size();
+    using Args = std::tuple<std::uint8_t, std::uint8_t, std::uint64_t, std::int64_t>;
+    auto args = [](const Call* c) {
+      const auto& f = c->fingerprint;
+      return Args{static_cast<std::uint8_t>(f.type), f.dtype, f.count, f.root_or_op};
+    };
+    std::map<Args, std::pair<std::size_t, const Call*>> tally;
+    for (const auto& [q, c] : made) {
+      auto& t = tally[args(c)];
+      ++t.first;
+      t.second = c;
+    }
+    const Call* majority = nullptr;
+    for (const auto& [a, t] : tally)
+      if (t.first * 2 > group_size) majority = t.second;
+    if (!majority || tally.size() < 2 || !members_give_same_arguments(majority->fingerprint.type)) continue;
+    for (const auto& [r, c] : made) {
+      if (named.count(r) || args(c) == args(majority)) continue;
+      json ev = {{"mismatched_call",
+                  {{"rank_call", fingerprint_json(c->fingerprint)},
+                   {"majority_call", fingerprint_json(majority->fingerprint)}}},
+                 {"made_by", made.size()},
+                 {"agreeing", tally[args(majority)].first},
+                 {"group_size", group_size},
+                 {"role", Roles::name(c->role, c->group)}};
+      const bool other_type = c->fingerprint.type != majority->fingerprint.type;
+      out.emplace_back(r, other_type ? Finding{"different_collective", HangKind::control_flow_divergence, ev}
+                                     : Finding{"collective_arguments_differ", HangKind::argument_divergence, ev});
+      named.insert(r);
+    }
+  }
+  return out;
+}
+
 // How the finding of an outlier may be used.
 enum class Weight {
   definitive,  // the rank's own calls differ from its peers': named whatever its process does
@@ -748,7 +862,12 @@ struct Candidate {
 // Why outlier `o` is away from the majority position `m` of its group, or
 // nullopt when the difference is one a stall produces by itself (a rank
 // inside another call, waiting for someone: stage 4 follows that wait).
-std::optional<Candidate> classify(const RankPos& o, const RankPos& m) {
+// `peers`: o and m are peers (replicas), so their calls under one number of a
+// role must agree; otherwise (ranks at other tp coordinates, in other groups
+// of one role) only calls of one group, the same call, are compared: a shard's
+// size or a call's root may depend on the coordinate (a 2x2x2 mesh's stage
+// named an innocent tp1 rank against a tp0 rank's shard).
+std::optional<Candidate> classify(const RankPos& o, const RankPos& m, bool peers) {
   const auto& os = *o.s;
   const auto& ms = *m.s;
   const auto& of = o.pending;  // roots group-local, as in the histories
@@ -763,7 +882,10 @@ std::optional<Candidate> classify(const RankPos& o, const RankPos& m) {
   // Has `o` gone past the majority's call (made it, or a later one of that group)?
   auto reached = o.reached_role.find(m.role);
   const bool passed = reached != o.reached_role.end() && reached->second >= mf.group_seq;
+  // Whether o's call `a` and m's call `b` under one number may be compared.
+  auto comparable = [&](std::uint64_t a, std::uint64_t b) { return peers || a == b; };
   if (o.role == m.role && of.group_seq == mf.group_seq && o.call) {
+    if (!comparable(of.group, mf.group)) return std::nullopt;
     // The same call number with other arguments.
     if (of.type != mf.type || of.root_or_op != mf.root_or_op)
       return Candidate{{"different_collective", HangKind::control_flow_divergence, ev}, Weight::definitive};
@@ -773,7 +895,7 @@ std::optional<Candidate> classify(const RankPos& o, const RankPos& m) {
     // It made the majority's call number: with the same arguments it is ahead
     // (a stall, not a cause); with others it made a different call.
     for (const auto& c : o.history)
-      if (c.role == m.role && c.seq == mf.group_seq && !same_call(c.fingerprint, mf)) {
+      if (c.role == m.role && c.seq == mf.group_seq && comparable(c.group, mf.group) && !same_call(c.fingerprint, mf)) {
         ev["mismatched_call"] = {{"rank_call", fingerprint_json(c.fingerprint)},
                                  {"majority_call", fingerprint_json(mf)}};
         if (c.fingerprint.type != mf.type || c.fingerprint.root_or_op != mf.root_or_op)
@@ -806,7 +928,7 @@ std::optional<Candidate> classify(const RankPos& o, const RankPos& m) {
   if (o.entered) {
     // Inside an earlier call the others finished: a stall, unless they finished a different call under that number.
     for (const auto& c : m.history)
-      if (c.role == o.role && c.seq == of.group_seq && !same_call(c.fingerprint, of)) {
+      if (c.role == o.role && c.seq == of.group_seq && comparable(of.group, c.group) && !same_call(c.fingerprint, of)) {
         ev["mismatched_call"] = {{"rank_call", fingerprint_json(of)},
                                  {"majority_call", fingerprint_json(c.fingerprint)}};
         if (c.fingerprint.type != of.type || c.fingerprint.root_or_op != of.root_or_op)
@@ -930,7 +1052,9 @@ Comparison compare_groups(const Positions& pos, const Views& views, const Mesh& 
       for (auto i : att.outliers) {
         const auto r = members[i];
         if (!pos.ranks[r].s || out.candidates.count(r)) continue;
-        auto c = classify(pos.ranks[r], pos.ranks[members[*att.majority]]);
+        const auto m = members[*att.majority];
+        const auto peers_of_r = peer_group || mesh.peer_group(r) == mesh.peer_group(m);
+        auto c = classify(pos.ranks[r], pos.ranks[m], peers_of_r);
         if (!c) continue;
         place(c->finding);
         out.candidates.emplace(r, std::move(*c));
@@ -973,6 +1097,13 @@ Comparison compare_groups(const Positions& pos, const Views& views, const Mesh& 
       if (!f) f = history_divergence(pb, pa, false, true);
       if (f) out.splits.push_back({m[0], m[1], std::move(*f)});
     }
+  // Calls made with other arguments than a strict majority of their group's members.
+  for (auto& [r, f] : call_argument_outliers(pos)) {
+    if (out.candidates.count(r)) continue;
+    f.evidence["group"] = f.evidence["role"];
+    f.evidence.erase("role");
+    out.candidates.emplace(r, Candidate{std::move(f), Weight::definitive});
+  }
   // The call histories, whatever the positions: of every replica group of three
   // or more; of every pipeline stage where the replica groups are smaller (the
   // ranks of one stage run one program of collectives).
@@ -992,6 +1123,21 @@ Comparison compare_groups(const Positions& pos, const Views& views, const Mesh& 
     // A stage's ranks at different tp (cp, ep) coordinates hold shards of other sizes: where
     // their whole calls leave no majority, the order and types of their calls still must agree.
     auto outliers = history_outliers(pos, hmembers);
+    if (hkind == "stage" && mesh.peer_kind() == PeerKind::replica) {
+      // By whole calls, a stage's majority may be one coordinate's (the tp1 ranks' shards, once a
+      // diverged tp0 rank left the references): a rank apart from it is an outlier only when one of
+      // its own replicas, which share its coordinates, parts from it too.
+      std::set<std::int64_t> refs(hmembers.begin(), hmembers.end());
+      std::erase_if(outliers, [&](const auto& o) {
+        const auto& p = pos.ranks[o.first];
+        for (auto q : mesh.peer_group(o.first)) {
+          const auto& qp = pos.ranks[q];
+          if (q == o.first || !refs.count(q) || !qp.s || !qp.history_ok || qp.history.empty()) continue;
+          if (history_divergence(p, qp) || history_divergence(qp, p)) return false;
+        }
+        return true;
+      });
+    }
     if (outliers.empty() && hkind == "stage") outliers = history_outliers(pos, hmembers, true);
     if (outliers.empty() && hkind == "stage" && mesh.peer_kind() == PeerKind::replica)
       outliers = stage_argument_outliers(pos, mesh, hmembers);
