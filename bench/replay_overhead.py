@@ -29,7 +29,12 @@ def run(a, tmp, name, extra):
                        env=dict(os.environ, SCOUT_HASH_LIB=os.environ.get("SCOUT_HASH_LIB", os.path.join(ROOT, "build", "lib", "libscout_hash.so"))))
     if p.returncode != 0:
         raise SystemExit(p.stderr[-2000:])
-    return [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+    # Each rank prints one JSON object; two ranks' writes may land on one line ("{...}{...}\n\n").
+    rows, dec, at = [], json.JSONDecoder(), 0
+    while (at := p.stdout.find("{", at)) >= 0:
+        row, at = dec.raw_decode(p.stdout, at)
+        rows.append(row)
+    return rows
 
 
 def main():

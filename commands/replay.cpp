@@ -20,6 +20,7 @@
 #include "lib/common/file.hpp"
 #include "lib/common/hex.hpp"
 #include "lib/replay/exported.hpp"
+#include "lib/replay/recipe_share.hpp"
 #include "lib/replay/runner.hpp"
 
 namespace scout {
@@ -29,7 +30,8 @@ CommandRunner register_replay(CLI::App& cmd, const GlobalOptions& globals) {
   cmd.add_option("--battery", o->battery, "Run the built-in battery: standard")->check(CLI::IsMember({"standard"}));
   cmd.add_option("--recipe", o->recipe_dir,
                  "Replay a trainer's exported recipes from DIR (its RecipeExporter's directory, or one recipe) across "
-                 "the job's peers (with --job)");
+                 "the job's peers (with --job); with --nodes > 1, a node where DIR is absent or empty receives the "
+                 "recipes of the lowest node that has them, and every other copy must equal that one");
   cmd.add_option("--evidence", o->evidence_dir,
                  "Decide over in-job replay evidence the Python package published under DIR (with --job, --cycle)");
   cmd.add_option("--recipes", o->recipes, "Battery recipes to run (default: all)")
@@ -130,15 +132,17 @@ struct PeerStore {
 };
 
 // A hosted tcp:// store must outlive every peer's last read: each peer counts
-// itself done and the host waits (bounded) for all of them.
-void wait_all_done(transport::KeyValueStore& store, const replay::PeerRunOptions& po, bool host) {
-  const std::string key = po.key_namespace + "/done";
-  (void)store.add(key, 1, po.timeout);
+// itself done (`count_self`) and the host waits (bounded) for all `peers` of
+// them under `key_namespace`.
+void wait_all_done(transport::KeyValueStore& store, const std::string& key_namespace, std::int64_t peers,
+                   std::chrono::milliseconds timeout, bool count_self, bool host) {
+  const std::string key = key_namespace + "/done";
+  if (count_self) (void)store.add(key, 1, timeout);
   if (!host) return;
-  const auto until = Clock::now() + po.timeout;
+  const auto until = Clock::now() + timeout;
   while (Clock::now() < until) {
-    auto n = store.add(key, 0, po.timeout);
-    if (!n || *n >= po.peers) return;
+    auto n = store.add(key, 0, timeout);
+    if (!n || *n >= peers) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }
@@ -164,7 +168,8 @@ void wait_all_done(transport::KeyValueStore& store, const replay::PeerRunOptions
         for (const auto& e : r->all) all.push_back(e ? replay::to_json(*e) : nlohmann::json());
         out = {{"all", all}, {"notes", r->notes}};
       }
-      if (ps.uri.kind == transport::StoreUri::Kind::tcp) wait_all_done(**store, po, ps.host);
+      if (ps.uri.kind == transport::StoreUri::Kind::tcp)
+        wait_all_done(**store, po.key_namespace, po.peers, po.timeout, true, ps.host);
     }
     const std::string text = out.dump();
     if (auto w = atomic_write_file(fmt::format("{}/out-{}.json", dir, local), text); !w) code = 5;
@@ -186,11 +191,12 @@ struct PeersOutcome {
 
 // Forks this node's --peers peer processes (global peer ids node_index *
 // peers + i of nodes * peers), each bounded, and reads what they gathered.
-// `shared`: the store every node meets at (nullopt: a private file store).
+// `shared`: the store every node meets at (nullopt: a private file store);
+// `parent_hosts`: this process already hosts its tcp:// server (no peer does).
 PeersOutcome run_local_peers(const ReplayOptions& o, const std::vector<replay::RecipeInstance>& recipes,
                              const std::vector<replay::Injection>& injections,
                              const std::optional<transport::StoreUri>& shared, std::int64_t node_index,
-                             std::int64_t nodes, const std::string& ns) {
+                             std::int64_t nodes, const std::string& ns, bool parent_hosts = false) {
   const std::string dir = make_store_dir();
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.timeout_s * 1000));
   std::vector<pid_t> pids;
@@ -215,7 +221,7 @@ PeersOutcome run_local_peers(const ReplayOptions& o, const std::vector<replay::R
     PeerStore ps;
     if (shared) {
       ps.uri = *shared;
-      ps.host = shared->kind == transport::StoreUri::Kind::tcp && node_index == 0 && i == 0;
+      ps.host = shared->kind == transport::StoreUri::Kind::tcp && node_index == 0 && i == 0 && !parent_hosts;
     } else {
       ps.uri = transport::StoreUri{transport::StoreUri::Kind::file, dir + "/store", "", 0, "file://" + dir + "/store"};
     }
@@ -457,26 +463,53 @@ int run_recipes(const ReplayOptions& o) {
   if (o.store) shared = value_or_throw(transport::parse_store_uri(*o.store));
   const std::int64_t total = o.nodes * o.peers;
   if (total > 100000) throw FatalError(usage_error("--nodes x --peers is above 100000"));
-  const auto recipes = value_or_throw(replay::load_exported_recipes(*o.recipe_dir));
+  const std::int64_t node = o.node_index.value_or(0);
+  const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.timeout_s * 1000));
+  const std::string cycle = o.cycle ? std::to_string(*o.cycle) : "adhoc";
+  // Across nodes the recipes come from the lowest node that holds them (the
+  // others' copies must equal it; a node without one receives it). Node 0's
+  // scout hosts a tcp:// store here, for the exchange and every peer after it.
+  std::unique_ptr<transport::KeyValueStore> hosted;
+  replay::SharedRecipes share;
+  if (o.nodes > 1) {
+    const bool host = shared->kind == transport::StoreUri::Kind::tcp && node == 0;
+    auto store = value_or_throw(transport::open_store(*shared, host, timeout));
+    replay::ShareOptions so;
+    so.recipe_dir = *o.recipe_dir;
+    so.node = node;
+    so.nodes = o.nodes;
+    so.key_namespace = fmt::format("replay-recipe/{}/{}/share", o.job, cycle);
+    so.timeout = timeout;
+    share = value_or_throw(replay::share_recipes(*store, so));
+    if (host) hosted = std::move(store);
+  } else {
+    share.recipes = value_or_throw(replay::load_exported_recipes(*o.recipe_dir));
+  }
+  const auto& recipes = share.recipes;
   nlohmann::json inj_json = nlohmann::json::array();
   const auto injections = parse_injections(o, recipes, total, inj_json);
   // Keys of one run: every node derives the same namespace (a reused store
   // needs a new --cycle or a fresh directory; file stores never delete keys).
-  std::vector<std::string> parts{o.job, o.cycle ? std::to_string(*o.cycle) : "adhoc"};
+  std::vector<std::string> parts{o.job, cycle};
   for (const auto& r : recipes) parts.push_back(r.name + "=" + r.spec.config.value("module_hash", ""));
   const std::string joined = fmt::format("{}", fmt::join(parts, "|"));
   const std::string ns = shared ? fmt::format("replay-recipe/{}/{}", o.job, hex64(std::hash<std::string>{}(joined)))
                                 : fmt::format("replay-{}", getpid());
-  const std::int64_t node = o.node_index.value_or(0);
-  auto ran = run_local_peers(o, recipes, injections, shared, node, o.nodes, ns);
+  auto ran = run_local_peers(o, recipes, injections, shared, node, o.nodes, ns, hosted != nullptr);
+  if (hosted) wait_all_done(*hosted, ns, total, timeout, false, true);
   Verdict v = replay::decide_replay(ran.evidence, decide_options(o, "recipe"));
   nlohmann::json rs = nlohmann::json::array();
   for (const auto& r : recipes)
     rs.push_back({{"recipe", r.name},
-                  {"module", r.module_path},
+                  {"module", share.received ? nlohmann::json() : nlohmann::json(r.module_path)},
                   {"layer", r.spec.config["layer"]},
                   {"step", r.spec.config["step"]}});
   v.details["recipe_dir"] = *o.recipe_dir;
+  v.details["recipe_source"] = {{"node", share.source_node},
+                                {"origin", share.received ? "received" : "local"},
+                                {"digest", o.nodes > 1 ? nlohmann::json(hex64(share.digest)) : nlohmann::json()},
+                                {"bytes", o.nodes > 1 ? nlohmann::json(share.bytes) : nlohmann::json()},
+                                {"nodes", o.nodes > 1 ? share.nodes : nlohmann::json()}};
   v.details["exported"] = rs;
   v.details["injections"] = inj_json;
   v.details["transport"] = {{"kind", shared ? "gloo+" + shared->text : std::string("gloo+file_store")},

@@ -202,7 +202,7 @@ complete -c scout -n '__fish_seen_subcommand_from groups' -l world-size -r -d 'E
 complete -c scout -n '__fish_seen_subcommand_from groups' -l rank -r -d 'Show only this rank'
 complete -c scout -n '__fish_seen_subcommand_from replay' -l help -s h -d 'Print this help message and exit'
 complete -c scout -n '__fish_seen_subcommand_from replay' -l battery -r -f -a 'standard' -d 'Run the built-in battery: standard'
-complete -c scout -n '__fish_seen_subcommand_from replay' -l recipe -r -d 'Replay a trainer'\''s exported recipes from DIR (its RecipeExporter'\''s directory, or one recipe) across the job'\''s peers (with --job)'
+complete -c scout -n '__fish_seen_subcommand_from replay' -l recipe -r -d 'Replay a trainer'\''s exported recipes from DIR (its RecipeExporter'\''s directory, or one recipe) across the job'\''s peers (with --job); with --nodes > 1, a node where DIR is absent or empty receives the recipes of the lowest node that has them, and every other copy must equal that one'
 complete -c scout -n '__fish_seen_subcommand_from replay' -l evidence -r -d 'Decide over in-job replay evidence the Python package published under DIR (with --job, --cycle)'
 complete -c scout -n '__fish_seen_subcommand_from replay' -l recipes -r -f -a 'transformer_block adamw_step expert_gemm param_allgather' -d 'Battery recipes to run (default: all)'
 complete -c scout -n '__fish_seen_subcommand_from replay' -l size -r -f -a 'tiny small medium large' -d 'Battery size: tiny, small, medium or large'

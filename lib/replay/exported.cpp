@@ -133,12 +133,10 @@ Result<RecipeInstance> load_one(const fs::path& dir) {
 
 }  // namespace
 
-Result<std::vector<RecipeInstance>> load_exported_recipes(const std::string& dir, std::size_t limit) {
+Result<std::vector<std::string>> find_recipe_dirs(const std::string& dir, std::size_t limit) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    return input_error(fmt::format("--recipe {}: not a directory", dir), {},
-                       "pass the trainer's recipe directory (SCOUT_REPLAY_EXPORT)");
   std::vector<fs::path> found;
+  if (!fs::is_directory(dir, ec)) return std::vector<std::string>{};
   if (fs::is_regular_file(fs::path(dir) / "manifest.json", ec)) {
     found.push_back(dir);
   } else {
@@ -147,12 +145,23 @@ Result<std::vector<RecipeInstance>> load_exported_recipes(const std::string& dir
     std::sort(found.begin(), found.end());
   }
   if (ec) return input_error(fmt::format("--recipe {}: cannot list", dir), ec.message());
-  if (found.empty())
+  if (found.size() > limit) found.erase(found.begin(), found.end() - static_cast<std::ptrdiff_t>(limit));
+  return std::vector<std::string>(found.begin(), found.end());
+}
+
+Result<std::vector<RecipeInstance>> load_exported_recipes(const std::string& dir, std::size_t limit) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    return input_error(fmt::format("--recipe {}: not a directory", dir), {},
+                       "pass the trainer's recipe directory (SCOUT_REPLAY_EXPORT)");
+  auto found = find_recipe_dirs(dir, limit);
+  if (!found) return found.error();
+  if (found->empty())
     return input_error(fmt::format("--recipe {}: no recipe (no manifest.json in it or its subdirectories)", dir), {},
                        "wait for the trainer's exporter to save one, or check SCOUT_REPLAY_EXPORT");
-  if (found.size() > limit) found.erase(found.begin(), found.end() - static_cast<std::ptrdiff_t>(limit));
   std::vector<RecipeInstance> out;
-  for (const auto& p : found) {
+  for (const auto& d : *found) {
+    const fs::path p(d);
     auto r = load_one(p);
     if (!r) return r.error();
     for (const auto& o : out)

@@ -18,6 +18,12 @@ namespace scout::replay {
 inline constexpr const char* k_recipe_schema = "scout.replay.recipe";
 inline constexpr const char* k_exported_recipe_id = "exported";
 
+// The recipe directories under `dir` that load_exported_recipes reads (the
+// same selection: `dir` itself when it holds manifest.json, else its
+// subdirectories that do, in name order, the newest `limit`); empty when `dir`
+// is absent or holds no recipe. Bad input when it cannot be listed.
+Result<std::vector<std::string>> find_recipe_dirs(const std::string& dir, std::size_t limit = 64);
+
 // The recipes under `dir`: `dir` itself when it holds manifest.json, else its
 // subdirectories that do, in name order; at most `limit`, the newest (last)
 // ones. Bad input naming the file for a damaged recipe (a manifest that

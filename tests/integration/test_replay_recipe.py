@@ -1,7 +1,8 @@
 """scout replay --recipe: recipes a real torch trainer exported
 (scout_publisher.replay.RecipeExporter in a gloo DDP job) replayed across
 peer processes on this machine, and across two "nodes" (two scout processes)
-meeting at one store. Injections choose the peer, recipe, quantity, word and
+meeting at one store, with the recipe directory on both nodes, on one node only
+(the other receives it over the store's session), or tampered on one. Injections choose the peer, recipe, quantity, word and
 bit at random and print their seed (SCOUT_TEST_SEED=<seed> reproduces a run)."""
 import json
 import os
@@ -13,6 +14,7 @@ import tempfile
 import unittest
 
 from scoutlib import EXIT, SOURCE_DIR, BUILD_DIR, SCOUT_BIN, ScoutTestCase, run, validate
+from trainer_harness import free_port
 
 MODULE = os.path.join(BUILD_DIR, "bin", "libscout_torch.so")
 HASH_LIB = os.path.join(BUILD_DIR, "lib", "libscout_hash.so")
@@ -122,6 +124,96 @@ class RecipeReplay(ScoutTestCase):
             self.assertEqual(doc["details"]["peers"], 2 * local)
             self.assertEqual(doc["details"]["transport"]["node_index"], node)
             self.assertEqual(sorted({(s["rank"], s["reason"]) for s in doc["suspects"] if s["reason"] == "sdc"}), [(peer, "sdc")])
+
+    def two_nodes(self, dirs, extra, store, tmpdirs=None):
+        """Runs one 'scout replay --recipe' per node (dirs[k]: node k's --recipe) at one store; (rc, stdout, stderr) each."""
+        procs = []
+        for node in range(2):
+            env = dict(os.environ)
+            if tmpdirs:
+                env["TMPDIR"] = tmpdirs[node]
+            cmd = [SCOUT_BIN, "replay", "--recipe", dirs[node], "--job", "jr", "--peers", "2", "--store", store, "--nodes", "2",
+                   "--node-index", str(node), "--timeout", "60", "--format", "json"] + extra
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, env=env))
+        outs = []
+        try:
+            for p in procs:
+                out, err = p.communicate(timeout=600)
+                outs.append((p.returncode, out, err))
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        return outs
+
+    def store_uri(self, rng, kind):
+        if kind == "tcp":
+            return f"tcp://127.0.0.1:{free_port()}"
+        return "file://" + os.path.join(self.tmp, f"store-{rng.randrange(1 << 30)}")
+
+    def test_node_without_recipes_receives_the_sources_and_names_the_peer(self):
+        rng = random.Random(seed_for("recipe received"))
+        lacking = rng.randrange(2)  # the node whose --recipe directory does not exist
+        kind = rng.choice(["file", "tcp"])
+        peer = rng.randrange(4)
+        spec = f"sdc:peer={peer},tensor={rng.choice(QUANTITIES)},word={rng.randrange(1 << 16)},bit={rng.randrange(64)}"
+        print(f"recipe received: node {lacking} has no directory, {kind} store, {spec}", flush=True)
+        dirs = [self.recipes, self.recipes]
+        dirs[lacking] = os.path.join(self.tmp, f"absent-{rng.randrange(1 << 30)}")
+        tmpdirs = [tempfile.mkdtemp(prefix=f"tmp{k}-", dir=self.tmp) for k in range(2)]
+        outs = self.two_nodes(dirs, ["--inject", spec], self.store_uri(rng, kind), tmpdirs)
+        digests = set()
+        for node, (rc, out, err) in enumerate(outs):
+            self.assertEqual(rc, EXIT["attributed"], f"node {node}: {err[-2000:]}")
+            doc = json.loads(out)
+            validate(doc, "verdict.schema.json")
+            d = doc["details"]
+            self.assertEqual((d["peers"], d["transport"]["node_index"]), (4, node))
+            self.assertEqual(sorted({(s["rank"], s["reason"]) for s in doc["suspects"] if s["reason"] == "sdc"}), [(peer, "sdc")])
+            src = d["recipe_source"]
+            self.assertEqual(src["node"], 1 - lacking)
+            self.assertEqual(src["origin"], "received" if node == lacking else "local")
+            self.assertEqual([n["has_recipes"] for n in src["nodes"]], [k != lacking for k in range(2)])
+            self.assertGreater(src["bytes"], 0)
+            digests.add(src["digest"])
+            self.assertEqual(len(d["recipes"]), 3)
+            self.assertEqual(all(x["module"] is None for x in d["exported"]), node == lacking)
+            # The received files lay in a private directory under TMPDIR, removed afterwards.
+            self.assertEqual(os.listdir(tmpdirs[node]), [], f"node {node} left files behind")
+        self.assertEqual(len(digests), 1)
+
+    def test_tampered_copy_on_a_node_is_bad_input_never_an_sdc(self):
+        rng = random.Random(seed_for("recipe tampered"))
+        copy = os.path.join(self.tmp, f"copy-{rng.randrange(1 << 30)}")
+        shutil.copytree(self.recipes, copy)
+        recipe = rng.choice(sorted(os.listdir(copy)))
+        name = rng.choice(["module.pt", "params.pack", "input.pack"])
+        path = os.path.join(copy, recipe, name)
+        at = rng.randrange(os.path.getsize(path))
+        with open(path, "r+b") as f:
+            f.seek(at)
+            b = f.read(1)
+            f.seek(at)
+            f.write(bytes([b[0] ^ (1 << rng.randrange(8))]))
+        print(f"recipe tampered: node 1's {recipe}/{name} byte {at} flipped", flush=True)
+        outs = self.two_nodes([self.recipes, copy], [], self.store_uri(rng, rng.choice(["file", "tcp"])))
+        for node, (rc, out, err) in enumerate(outs):
+            self.assertEqual(rc, EXIT["bad_input"], f"node {node}: {err[-2000:]}")
+            self.assertEqual(out, "", "no verdict, so never an SDC")
+            self.assertIn("scout replay: error:", err)
+            self.assertIn("node 1", err)
+            if name == "module.pt":  # passes the directory's own checks: differs from the source's
+                self.assertIn(f"{recipe}/module.pt differs", err)
+
+    def test_no_node_with_recipes_is_a_clear_error(self):
+        rng = random.Random(seed_for("recipe nowhere"))
+        absent = os.path.join(self.tmp, "nowhere")
+        outs = self.two_nodes([absent, absent], [], self.store_uri(rng, rng.choice(["file", "tcp"])))
+        for node, (rc, out, err) in enumerate(outs):
+            self.assertEqual(rc, EXIT["bad_input"], f"node {node}: {err[-2000:]}")
+            self.assertIn("no node holds a recipe", err)
+            self.assertEqual(out, "")
 
     def test_bad_recipe_directories_are_clean_errors(self):
         empty = tempfile.mkdtemp(prefix="scout-norecipe-", dir=self.tmp)

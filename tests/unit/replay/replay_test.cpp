@@ -1,13 +1,17 @@
 // Pure parts of replay: injection parsing, bit flips, packs, battery
-// generation and sharding, and the decision over peers' evidence.
+// generation and sharding, the decision over peers' evidence, and the checks
+// of recipe files sent between nodes.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <random>
 
 #include "lib/replay/battery.hpp"
 #include "lib/replay/evidence.hpp"
+#include "lib/replay/exported.hpp"
 #include "lib/replay/inject.hpp"
 #include "lib/replay/pack.hpp"
+#include "lib/replay/recipe_share.hpp"
 #include "lib/replay/runner.hpp"
 
 namespace scout::replay {
@@ -286,6 +290,80 @@ TEST(ReplayResults, InjectionAppliesOnlyToItsPeerRecipeAndQuantity) {
   EXPECT_EQ(clean.at(Quantity::output), hit.at(Quantity::output));
   EXPECT_NE(clean.at(Quantity::param), hit.at(Quantity::param));
   EXPECT_EQ(clean, other_recipe);
+}
+
+PackedTensor file_tensor(const std::string& name, const std::string& content) {
+  return {name,
+          DType::u8,
+          {static_cast<std::int64_t>(content.size())},
+          std::vector<std::uint8_t>(content.begin(), content.end())};
+}
+
+std::vector<PackedTensor> two_recipes() {
+  std::vector<PackedTensor> fs;
+  for (const char* r : {"r0", "r1"})
+    for (const char* f : k_recipe_files) fs.push_back(file_tensor(std::string(r) + "/" + f, std::string(r) + f));
+  return fs;
+}
+
+TEST(ReplayRecipeShare, FilesRoundTripThroughADirectoryWithTheirDigest) {
+  auto dir = PrivateDir::create("scout-unit-");
+  ASSERT_TRUE(dir.ok());
+  const std::string path = (*dir)->path();
+  const auto files = two_recipes();
+  ASSERT_TRUE(write_recipe_files(path, files).ok());
+  auto dirs = find_recipe_dirs(path);
+  ASSERT_TRUE(dirs.ok());
+  ASSERT_EQ(dirs->size(), 2u);
+  auto back = read_recipe_files(*dirs);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(recipe_files_digest(*back), recipe_files_digest(files));
+  EXPECT_EQ(std::filesystem::status(path).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_all);
+  dir->reset();
+  EXPECT_FALSE(std::filesystem::exists(path));
+  // An absent directory holds no recipe; that is not an error here.
+  auto none = find_recipe_dirs(path);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
+TEST(ReplayRecipeShare, DigestSeesEveryByteAndName) {
+  const auto files = two_recipes();
+  const auto d = recipe_files_digest(files);
+  auto flipped = files;
+  flipped[5].data[0] ^= 0x01;
+  EXPECT_NE(recipe_files_digest(flipped), d);
+  auto renamed = files;
+  renamed[0].name = "r9/manifest.json";
+  EXPECT_NE(recipe_files_digest(renamed), d);
+  auto swapped = files;
+  std::swap(swapped[0], swapped[4]);
+  EXPECT_NE(recipe_files_digest(swapped), d);
+}
+
+TEST(ReplayRecipeShare, ArrivalsOutsideTheRecipeFilesAreRefusedAndNothingIsWritten) {
+  auto dir = PrivateDir::create("scout-unit-");
+  ASSERT_TRUE(dir.ok());
+  const std::string path = (*dir)->path();
+  for (const char* name : {"../evil/manifest.json", "r0/../../x", "/abs/module.pt", "r0/other.txt", "module.pt",
+                           "./manifest.json", "r 0/module.pt", "r0/sub/module.pt"}) {
+    auto fs = two_recipes();
+    fs.push_back(file_tensor(name, "x"));
+    auto w = write_recipe_files(path, fs);
+    ASSERT_FALSE(w.ok()) << name;
+    EXPECT_EQ(w.error().code, ExitCode::bad_input) << name;
+  }
+  auto twice = two_recipes();
+  twice.push_back(twice[0]);
+  EXPECT_FALSE(write_recipe_files(path, twice).ok());
+  auto wide = two_recipes();
+  wide[1].dtype = DType::f32;
+  EXPECT_FALSE(write_recipe_files(path, wide).ok());
+  std::vector<PackedTensor> many;
+  for (int i = 0; i < 65; ++i) many.push_back(file_tensor("r" + std::to_string(i) + "/manifest.json", "{}"));
+  EXPECT_FALSE(write_recipe_files(path, many).ok());
+  EXPECT_TRUE(std::filesystem::is_empty(path));
 }
 
 }  // namespace
