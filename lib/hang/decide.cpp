@@ -693,6 +693,35 @@ std::vector<std::pair<std::int64_t, Finding>> history_outliers(const Positions& 
   return out;
 }
 
+// A call's arguments as every member must give them: type, dtype, element count, root or op.
+using CallArguments = std::tuple<std::uint8_t, std::uint8_t, std::uint64_t, std::int64_t>;
+CallArguments call_arguments(const Call* c) {
+  const auto& f = c->fingerprint;
+  return {static_cast<std::uint8_t>(f.type), f.dtype, f.count, f.root_or_op};
+}
+
+// The arguments the ranks in `made` gave one call, counted once per rank: the
+// call of a strict majority of `of` ranks (nullptr: none), how many gave it,
+// and how many different argument sets there were.
+struct ArgumentTally {
+  const Call* majority = nullptr;
+  std::size_t agreeing = 0;
+  std::size_t kinds = 0;
+};
+ArgumentTally tally_arguments(const std::vector<std::pair<std::int64_t, const Call*>>& made, std::size_t of) {
+  std::map<CallArguments, std::pair<std::size_t, const Call*>> tally;
+  for (const auto& [r, c] : made) {
+    auto& t = tally[call_arguments(c)];
+    ++t.first;
+    t.second = c;
+  }
+  ArgumentTally out;
+  out.kinds = tally.size();
+  for (const auto& [a, t] : tally)
+    if (t.first * 2 > of) out.majority = t.second, out.agreeing = t.first;
+  return out;
+}
+
 // A call made with other arguments where a pipeline stage's replica groups
 // are too small for a majority (dp = 2): at one call (group role, per-group
 // sequence), rank r's arguments differ from every replica's that made it, while
@@ -716,20 +745,7 @@ std::vector<std::pair<std::int64_t, Finding>> stage_argument_outliers(const Posi
   for (const auto& [key, made] : calls) {
     if (made.size() < 3) continue;
     // The stage's majority arguments at this call, counted once (nullptr: no strict majority).
-    using Args = std::tuple<std::uint8_t, std::uint8_t, std::uint64_t, std::int64_t>;
-    auto args = [](const Call* c) {
-      const auto& f = c->fingerprint;
-      return Args{static_cast<std::uint8_t>(f.type), f.dtype, f.count, f.root_or_op};
-    };
-    std::map<Args, std::pair<std::size_t, const Call*>> tally;
-    for (const auto& [q, d] : made) {
-      auto& t = tally[args(d)];
-      ++t.first;
-      t.second = d;
-    }
-    const Call* majority = nullptr;
-    for (const auto& [a, t] : tally)
-      if (t.first * 2 > made.size()) majority = t.second;
+    const Call* majority = tally_arguments(made, made.size()).majority;
     if (!majority) continue;
     std::map<std::int64_t, const Call*> by_rank(made.begin(), made.end());
     for (const auto& [r, c] : made) {
@@ -815,28 +831,16 @@ std::vector<std::pair<std::int64_t, Finding>> call_argument_outliers(const Posit
     const auto& made = calls.at(key);
     if (counted_twice.count(key.first)) continue;
     const auto group_size = pos.roles.by_id.at(key.first).members.size();
-    using Args = std::tuple<std::uint8_t, std::uint8_t, std::uint64_t, std::int64_t>;
-    auto args = [](const Call* c) {
-      const auto& f = c->fingerprint;
-      return Args{static_cast<std::uint8_t>(f.type), f.dtype, f.count, f.root_or_op};
-    };
-    std::map<Args, std::pair<std::size_t, const Call*>> tally;
-    for (const auto& [q, c] : made) {
-      auto& t = tally[args(c)];
-      ++t.first;
-      t.second = c;
-    }
-    const Call* majority = nullptr;
-    for (const auto& [a, t] : tally)
-      if (t.first * 2 > group_size) majority = t.second;
-    if (!majority || tally.size() < 2 || !members_give_same_arguments(majority->fingerprint.type)) continue;
+    const auto tally = tally_arguments(made, group_size);
+    const Call* majority = tally.majority;
+    if (!majority || tally.kinds < 2 || !members_give_same_arguments(majority->fingerprint.type)) continue;
     for (const auto& [r, c] : made) {
-      if (named.count(r) || args(c) == args(majority)) continue;
+      if (named.count(r) || call_arguments(c) == call_arguments(majority)) continue;
       json ev = {{"mismatched_call",
                   {{"rank_call", fingerprint_json(c->fingerprint)},
                    {"majority_call", fingerprint_json(majority->fingerprint)}}},
                  {"made_by", made.size()},
-                 {"agreeing", tally[args(majority)].first},
+                 {"agreeing", tally.agreeing},
                  {"group_size", group_size},
                  {"role", Roles::name(c->role, c->group)}};
       const bool other_type = c->fingerprint.type != majority->fingerprint.type;
