@@ -22,6 +22,7 @@
 #include "lib/replay/exported.hpp"
 #include "lib/replay/recipe_share.hpp"
 #include "lib/replay/runner.hpp"
+#include "lib/session/join.hpp"
 
 namespace scout {
 
@@ -189,6 +190,16 @@ struct PeersOutcome {
   nlohmann::json notes = nlohmann::json::array();
 };
 
+// The address this node's replay peers (and its recipe exchange) bind Gloo
+// to: loopback on one node; across nodes the local address that reaches a
+// tcp:// store's host, or for a shared file:// store the host name's (Gloo's
+// automatic choice), so that peers on other machines can connect.
+std::string peer_listen_address(const std::optional<transport::StoreUri>& shared, std::int64_t nodes) {
+  if (!shared || nodes <= 1) return "127.0.0.1";
+  if (shared->kind == transport::StoreUri::Kind::tcp) return session::address_towards(shared->host, shared->port);
+  return {};
+}
+
 // Forks this node's --peers peer processes (global peer ids node_index *
 // peers + i of nodes * peers), each bounded, and reads what they gathered.
 // `shared`: the store every node meets at (nullopt: a private file store);
@@ -215,6 +226,7 @@ PeersOutcome run_local_peers(const ReplayOptions& o, const std::vector<replay::R
     po.injections = injections;
     po.rank = po.peer;
     po.compute_lock = o.device == "cpu" ? dir + "/compute.lock" : std::string();
+    po.listen_address = peer_listen_address(shared, nodes);
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     po.node = host;
@@ -480,6 +492,7 @@ int run_recipes(const ReplayOptions& o) {
     so.nodes = o.nodes;
     so.key_namespace = fmt::format("replay-recipe/{}/{}/share", o.job, cycle);
     so.timeout = timeout;
+    so.listen_address = peer_listen_address(shared, o.nodes);
     share = value_or_throw(replay::share_recipes(*store, so));
     if (host) hosted = std::move(store);
   } else {

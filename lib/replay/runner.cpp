@@ -181,7 +181,7 @@ Result<PeerRunResult> run_peer(transport::KeyValueStore& store, const PeerRunOpt
     go.member = o.peer;
     go.members = o.peers;
     go.timeout = o.timeout;
-    go.listen_address = "127.0.0.1";
+    go.listen_address = o.listen_address;
     auto g = session::gather_once(store, go, blob);
     if (g)
       for (const auto& n : g->notes) res.notes.push_back(n);

@@ -52,6 +52,10 @@ struct PeerRunOptions {
   // Peers sharing one machine's CPUs take this file lock around their module
   // call, so each time measures its own computation, not its neighbours' (empty: none).
   std::string compute_lock;
+  // The address this peer's Gloo pairs bind: loopback when every peer runs on
+  // this machine; across nodes, one the other nodes reach ("" = Gloo's choice
+  // from the host name).
+  std::string listen_address = "127.0.0.1";
 };
 
 struct PeerRunResult {

@@ -15,6 +15,7 @@ import unittest
 
 from scoutlib import EXIT, SOURCE_DIR, BUILD_DIR, SCOUT_BIN, ScoutTestCase, run, validate
 from trainer_harness import free_port
+import trainer_harness as th
 
 MODULE = os.path.join(BUILD_DIR, "bin", "libscout_torch.so")
 HASH_LIB = os.path.join(BUILD_DIR, "lib", "libscout_hash.so")
@@ -125,14 +126,15 @@ class RecipeReplay(ScoutTestCase):
             self.assertEqual(doc["details"]["transport"]["node_index"], node)
             self.assertEqual(sorted({(s["rank"], s["reason"]) for s in doc["suspects"] if s["reason"] == "sdc"}), [(peer, "sdc")])
 
-    def two_nodes(self, dirs, extra, store, tmpdirs=None):
-        """Runs one 'scout replay --recipe' per node (dirs[k]: node k's --recipe) at one store; (rc, stdout, stderr) each."""
+    def two_nodes(self, dirs, extra, store, tmpdirs=None, prefixes=([], [])):
+        """Runs one 'scout replay --recipe' per node (dirs[k]: node k's --recipe; prefixes[k]: a command it runs
+        under, e.g. a network namespace) at one store; (rc, stdout, stderr) each."""
         procs = []
         for node in range(2):
             env = dict(os.environ)
             if tmpdirs:
                 env["TMPDIR"] = tmpdirs[node]
-            cmd = [SCOUT_BIN, "replay", "--recipe", dirs[node], "--job", "jr", "--peers", "2", "--store", store, "--nodes", "2",
+            cmd = list(prefixes[node]) + [SCOUT_BIN, "replay", "--recipe", dirs[node], "--job", "jr", "--peers", "2", "--store", store, "--nodes", "2",
                    "--node-index", str(node), "--timeout", "60", "--format", "json"] + extra
             procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, env=env))
         outs = []
@@ -182,6 +184,26 @@ class RecipeReplay(ScoutTestCase):
             # The received files lay in a private directory under TMPDIR, removed afterwards.
             self.assertEqual(os.listdir(tmpdirs[node]), [], f"node {node} left files behind")
         self.assertEqual(len(digests), 1)
+
+    @unittest.skipUnless(th.have_netns(), "needs root and ip netns for two namespace 'nodes'")
+    def test_two_hosts_one_with_recipes_name_the_peer(self):
+        # Two network namespaces joined by a veth link stand for two machines: every peer
+        # binds an address the other node reaches (loopback would not), and node 1, without
+        # the recipe directory, receives node 0's over the link.
+        rng = random.Random(seed_for("recipe hosts"))
+        peer = rng.randrange(4)
+        spec = f"sdc:peer={peer},tensor={rng.choice(QUANTITIES)},word={rng.randrange(1 << 16)},bit={rng.randrange(64)}"
+        print(f"recipe hosts: 2 namespaces, node 1 without recipes, {spec}", flush=True)
+        with th.TwoNetnsNodes() as nodes:
+            store = f"tcp://{nodes.addrs[0]}:{free_port()}"
+            prefixes = [["ip", "netns", "exec", n] for n in nodes.ns]
+            absent = os.path.join(self.tmp, f"absent-{rng.randrange(1 << 30)}")
+            outs = self.two_nodes([self.recipes, absent], ["--inject", spec], store, prefixes=prefixes)
+        for node, (rc, out, err) in enumerate(outs):
+            self.assertEqual(rc, EXIT["attributed"], f"node {node}: {err[-2000:]}")
+            doc = json.loads(out)
+            self.assertEqual(sorted({(s["rank"], s["reason"]) for s in doc["suspects"] if s["reason"] == "sdc"}), [(peer, "sdc")])
+            self.assertEqual(doc["details"]["recipe_source"]["origin"], "received" if node == 1 else "local")
 
     def test_tampered_copy_on_a_node_is_bad_input_never_an_sdc(self):
         rng = random.Random(seed_for("recipe tampered"))
