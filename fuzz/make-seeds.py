@@ -226,3 +226,28 @@ put("straggler_evidence", "evidence-no-counters", js({"schema": "scout.straggler
                                                       "rounds": [dict(x, ranks=[{k: v for k, v in r.items() if k not in ("sched", "written")} for r in x["ranks"]])
                                                                  for x in (straggler_round(i) for i in range(2))]}))
 put("straggler_evidence", "round-cbor", cbor(straggler_round(2, observer=1)))
+
+
+# --- hang node positions (lib/hang/position.cpp) --------------------------------
+def _mix(rank):
+    m = (1 << 64) - 1
+    z = (rank + 0x9E3779B97F4A7C15) & m
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+    return z ^ (z >> 31)
+
+
+def node_position(observer, ranks, world, clean=True, collected=1_800_000_000_000_000_000, newest=None):
+    newest = collected - 1_000_000_000 if newest is None else newest
+    mix = sum(_mix(r) for r in ranks) & ((1 << 64) - 1)
+    if mix >= 1 << 63:
+        mix -= 1 << 64
+    return struct.pack("<IHH7q", 0x31504353, 1, 1 if clean else 0, observer, collected, newest, world, len(ranks),
+                       sum(ranks), mix)
+
+
+put("node_position", "healthy-three-nodes", b"".join(node_position(o, [2 * o, 2 * o + 1], 6) for o in range(3)))
+put("node_position", "one-unclean", node_position(0, [0, 1], 4) + node_position(1, [2, 3], 4, clean=False))
+put("node_position", "silent", b"".join(node_position(o, [o], 2, newest=1) for o in range(2)))
+put("node_position", "duplicate-rank", node_position(0, [0, 1], 4) + node_position(1, [1, 3], 4))
+put("node_position", "truncated", node_position(0, [0], 1)[:40])

@@ -13,6 +13,7 @@
 
 #include "lib/common/hex.hpp"
 #include "lib/consensus/c3.hpp"
+#include "lib/hang/position.hpp"
 #include "lib/hang/silence.hpp"
 #include "lib/records/json.hpp"
 #include "lib/records/layout.hpp"
@@ -1576,6 +1577,22 @@ void append_rejected(Verdict& v, const std::vector<RejectedObserver>& rejected) 
                            rejected.size() > 1 ? "s" : "", rejected.front().reason);
 }
 
+json rejected_json(const std::vector<RejectedObserver>& rejected) {
+  json out = json::array();
+  for (const auto& r : rejected) {
+    json row = {{"observer", r.observer},
+                {"reason", r.reason},
+                {"source", r.source == RejectedObserver::Source::presence ? "presence" : "evidence"}};
+    if (r.source == RejectedObserver::Source::presence) {
+      row["host"] = r.host;
+      row["pid"] = r.pid;
+      row["attempt"] = r.attempt;
+    }
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
 // The attempts the records that were set aside as another attempt's belong to.
 std::set<std::string> other_attempts(const Views& views) {
   std::set<std::string> out;
@@ -1612,18 +1629,7 @@ Verdict decide(const DecisionInput& in) {
   }
   json unreachable_names = json::array();
   for (auto o : views.unreachable_obs) unreachable_names.push_back(fmt::format("node{}", o));
-  json rejected = json::array();
-  for (const auto& r : in.rejected) {
-    json row = {{"observer", r.observer},
-                {"reason", r.reason},
-                {"source", r.source == RejectedObserver::Source::presence ? "presence" : "evidence"}};
-    if (r.source == RejectedObserver::Source::presence) {
-      row["host"] = r.host;
-      row["pid"] = r.pid;
-      row["attempt"] = r.attempt;
-    }
-    rejected.push_back(std::move(row));
-  }
+  json rejected = rejected_json(in.rejected);
   details["observers"] = {
       {"expected", in.nodes.size()}, {"reached", views.reached_obs}, {"unreachable", views.unreachable_obs}};
   details["unreachable"] = unreachable_names;
@@ -1764,7 +1770,7 @@ Verdict decide(const DecisionInput& in) {
     v.summary = pos.newest_progress == 0
                     ? std::string("no rank has published progress yet (starting up)")
                     : fmt::format("progress is not silent (last progress {:.1f} s ago, threshold {:.1f} s)",
-                                  seconds(pos.silent_ns), seconds(in.threshold_ns));
+                                  seconds(std::max<std::int64_t>(pos.silent_ns, 0)), seconds(in.threshold_ns));
   } else if (!views.unreachable_obs.empty() && known > 0 && known == known_entered && known * 2 > world &&
              std::all_of(pos.ranks.begin(), pos.ranks.end(), [](const RankPos& p) { return !p.s || !p.dead; })) {
     // Every visible rank waits inside a collective and they are a strict
@@ -1907,6 +1913,49 @@ Verdict decide(const DecisionInput& in) {
   details["ranks_listed"] = big_world ? "notable" : "all";
   details["ranks"] = std::move(rank_rows);
   details["kind"] = hang_kind_name(kind);
+  v.details = std::move(details);
+  append_rejected(v, in.rejected);
+  return v;
+}
+
+Verdict healthy_from_positions(const DecisionInput& in, const std::vector<NodePosition>& positions) {
+  std::int64_t now = 0, newest = 0, world = 0;
+  for (const auto& p : positions) {
+    now = std::max(now, p.collected_ns);
+    newest = std::max(newest, p.newest_progress_ns);
+    world = std::max(world, p.world_size);
+  }
+  const std::int64_t silent = newest > 0 ? std::max<std::int64_t>(now - newest, 0) : 0;
+  Verdict v;
+  v.command = in.command;
+  v.job = in.job;
+  v.status = VerdictStatus::healthy;
+  v.scope = Scope::job;
+  v.action = "none";
+  v.summary = newest == 0 ? std::string("no rank has published progress yet (starting up)")
+                          : fmt::format("progress is not silent (last progress {:.1f} s ago, threshold {:.1f} s)",
+                                        seconds(silent), seconds(in.threshold_ns));
+  std::vector<std::int64_t> reached;
+  for (const auto& p : positions) reached.push_back(p.observer);
+  json details = json::object();
+  details["threshold_s"] = seconds(in.threshold_ns);
+  details["observers"] = {{"expected", positions.size()}, {"reached", reached}, {"unreachable", json::array()}};
+  details["unreachable"] = json::array();
+  details["rejected"] = rejected_json(in.rejected);
+  details["record_issues"] = json::array();
+  details["world_size"] = world;
+  if (in.mesh) {
+    details["mesh"] = in.mesh->spec().empty() ? fmt::format("dp={}", world) : in.mesh->spec();
+    details["mesh_source"] = "flag";
+  }
+  details["missing_ranks"] = json::array();
+  details["silent_s"] = seconds(silent);
+  details["stalled"] = false;
+  details["victims"] = json::array();
+  details["waits"] = json::array();
+  details["ranks_listed"] = "positions";
+  details["ranks"] = json::array();
+  details["kind"] = hang_kind_name(HangKind::healthy);
   v.details = std::move(details);
   append_rejected(v, in.rejected);
   return v;

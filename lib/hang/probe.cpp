@@ -9,6 +9,7 @@
 
 #include "lib/common/clock.hpp"
 #include "lib/common/proc.hpp"
+#include "lib/hang/position.hpp"
 #include "lib/session/join.hpp"
 #include "lib/session/membership.hpp"
 #include "lib/session/session.hpp"
@@ -32,6 +33,15 @@ RejectedObserver adapt(const session::Rejection& r) {
 }
 
 }  // namespace
+
+std::vector<std::int64_t> select_evidence(const session::PositionTable& table, std::int64_t threshold_ns) {
+  std::vector<std::optional<NodePosition>> positions;
+  for (const auto& b : table.positions) positions.push_back(b ? decode_node_position(*b) : std::nullopt);
+  if (positions_prove_healthy(positions, threshold_ns)) return {};
+  std::vector<std::int64_t> all(positions.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::int64_t>(i);
+  return all;
+}
 
 NodeEvidence collect_evidence(const std::vector<records::RecordRead>& reads, const ProbeOptions& o,
                               std::int64_t observer, std::int64_t now_ns) {
@@ -136,7 +146,7 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
     auto store = session::join_store(o.job, o.store, o.host_store, *index, o.listen_address, budget * 3 / 4);
     transport_details["store_hosted_here"] = store.ok() && store->hosted_here;
     std::vector<std::string> notes;
-    std::optional<session::GatherResult> gathered;
+    std::optional<session::TwoPhaseResult> gathered;
     if (!store) {
       // No store: no other node can be reached, but this node's evidence still decides what it can.
       notes.push_back(store.error().message());
@@ -168,12 +178,24 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
             ->cleanup();  // a closed session cleans up itself, and then writes the "closed" marker that must stay
       } else {
         observers = std::move(*joined);
-        session::OpOptions op;
-        op.name = "evidence";
-        op.timeout = std::max(std::chrono::milliseconds(100), std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                                  gather_deadline - std::chrono::steady_clock::now()));
-        op.limits = o.evidence_limits;
-        auto g = observers->all_gather(own_blob, op);
+        // Two phases: every node's compact position first; the full evidence only where the
+        // positions do not already prove the job healthy (position.hpp).
+        session::TwoPhaseRequest rq;
+        rq.name = "evidence";
+        rq.position = encode_node_position(local);
+        rq.position_bytes = k_node_position_bytes;
+        rq.details = [&own_blob] { return own_blob; };
+        rq.select = [&in](const session::PositionTable& t) { return select_evidence(t, in.threshold_ns); };
+        rq.decide = [](const session::PositionTable&, const std::map<std::int64_t, session::Bytes>&) {
+          return session::Bytes{};  // every observer decides itself, on the same table and evidence
+        };
+        // Each phase may take half of what is left.
+        rq.op.timeout = std::max(
+            std::chrono::milliseconds(100),
+            std::chrono::duration_cast<std::chrono::milliseconds>(gather_deadline - std::chrono::steady_clock::now()) /
+                2);
+        rq.op.limits = o.evidence_limits;
+        auto g = observers->two_phase(rq);
         if (!g)
           notes.push_back(g.error().message());
         else
@@ -198,6 +220,8 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
         observers->close();
         transport_details["generation"] = observers->generation();
         transport_details["rounds"] = observers->rounds();
+        transport_details["bytes_in"] = observers->traffic().bytes_in;
+        transport_details["bytes_out"] = observers->traffic().bytes_out;
         for (const auto& n : observers->notes()) notes.push_back(n);
       }
     }
@@ -210,8 +234,27 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
         r.reason = std::move(reason);
         in.rejected.push_back(adapt(r));
       };
+      transport_details["evidence_from"] = gathered->selected;  // positions alone decided where this is empty
+      if (gathered->selected.empty()) {
+        // The positions proved the job healthy: no rank's record was gathered.
+        if (auto checked = check_decision_input(in); !checked) return checked.error();
+        std::vector<NodePosition> positions;
+        for (const auto& b : gathered->table->positions) {
+          auto p = b ? decode_node_position(*b) : std::nullopt;
+          if (!p) return internal_error("a position that proved the job healthy does not decode");
+          positions.push_back(*p);
+        }
+        Verdict v = healthy_from_positions(in, positions);
+        v.details["transport"] = transport_details;
+        return v;
+      }
       for (std::int64_t i = 0; i < o.nodes; ++i) {
-        const auto& c = gathered->from[static_cast<std::size_t>(i)];
+        const auto slot = static_cast<std::size_t>(i);
+        // A member left out of the details was refused, absent or lost already among the positions.
+        const bool asked = std::binary_search(gathered->selected.begin(), gathered->selected.end(), i);
+        const auto& c = asked && slot < gathered->details_from.size() ? gathered->details_from[slot]
+                        : slot < gathered->positions_from.size()      ? gathered->positions_from[slot]
+                                                                      : session::Contribution{};
         if (i == *index) continue;
         if (c.state == session::Contribution::State::rejected) {
           reject_blob(i, "evidence blob failed authentication (wrong job token or forged)");
@@ -221,8 +264,8 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
           reject_blob(i, c.reason);
           continue;
         }
-        if (c.state != session::Contribution::State::ok) continue;  // absent or lost: unreachable
-        auto ev = deserialize(c.data);
+        if (c.state != session::Contribution::State::ok || !asked) continue;  // absent or lost: unreachable
+        auto ev = deserialize(gathered->details[i]);
         if (!ev) {
           reject_blob(i, ev.error().message());
           continue;

@@ -51,6 +51,12 @@ NodeEvidence collect_evidence(const std::vector<records::RecordRead>& reads, con
 // floor(lowest local rank * nodes / world size). Usage error when neither is known.
 Result<std::int64_t> resolve_node_index(const ProbeOptions& options, const NodeEvidence& local);
 
+// The two-phase gather's selection: no node when the table's positions
+// (position.hpp) prove the job healthy, else every node (decide() compares
+// every replica group's histories and follows every wait, so a stall needs
+// all of the evidence).
+std::vector<std::int64_t> select_evidence(const session::PositionTable& table, std::int64_t threshold_ns);
+
 // Runs one probe and returns the verdict every observer agrees on.
 // Errors only when nothing can be decided at all (bad options, no store).
 Result<Verdict> run_probe(const ProbeOptions& options, const RecordSource& source);

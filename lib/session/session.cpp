@@ -556,6 +556,7 @@ Result<TwoPhaseResult> Session::two_phase(const TwoPhaseRequest& rq) {
   for (std::size_t i = 0; i < pos->from.size(); ++i)
     if (pos->from[i].state == Contribution::State::ok && pos->from[i].data.size() == rq.position_bytes)
       table.positions[i] = std::move(pos->from[i].data);
+  out.positions_from = std::move(pos->from);
   out.selected = normalized_selection(rq.select(table), m_options.id_space);
   const bool me_selected = std::binary_search(out.selected.begin(), out.selected.end(), m_options.member);
   op.name = rq.name + "/details";
@@ -565,6 +566,7 @@ Result<TwoPhaseResult> Session::two_phase(const TwoPhaseRequest& rq) {
     auto& c = det->from[static_cast<std::size_t>(id)];
     if (c.state == Contribution::State::ok) out.details[id] = std::move(c.data);
   }
+  out.details_from = std::move(det->from);
   out.decision = rq.decide(table, out.details);
   out.table = std::move(table);
   return out;

@@ -47,8 +47,8 @@ def probe(job, *extra, timeout_s=10, env=None):
                timeout=timeout_s + 30, env=env)
 
 
-def start_probe(job, *extra, timeout_s=10, env=None, log_level=None):
-    cmd = [SCOUT_BIN, "probe-hang", "--job", job, "--threshold", THRESHOLD, "--timeout", str(timeout_s), "--format", "json",
+def start_probe(job, *extra, timeout_s=10, env=None, log_level=None, threshold=THRESHOLD):
+    cmd = [SCOUT_BIN, "probe-hang", "--job", job, "--threshold", threshold, "--timeout", str(timeout_s), "--format", "json",
            *extra]
     if log_level:
         cmd += ["--log-level", log_level]
@@ -169,11 +169,43 @@ class TwoObservers(SeededCase):
                 self.assertEqual(suspects(doc), [job.fault_rank], f"seed {job.seed}")
                 self.assertEqual(doc["details"]["unreachable"], [])
                 self.assertEqual(doc["details"]["observers"]["reached"], [0, 1])
+                # A stall: the positions do not prove the job healthy, so every node sent its evidence.
+                self.assertEqual(doc["details"]["transport"]["evidence_from"], [0, 1])
+                self.assertEqual(doc["details"]["ranks_listed"], "all")
+                print(f"observer {doc['details']['transport']['observer']} (a stall): bytes in "
+                      f"{doc['details']['transport']['bytes_in']}", file=sys.stderr)
             # Every observer computed the same verdict.
             strip = lambda d: json.dumps({k: v for k, v in d.items() if k not in ("created_at",)} | {
                 "details": {k: v for k, v in d["details"].items() if k != "transport"}}, sort_keys=True)
             self.assertEqual(strip(docs[0]), strip(docs[1]))
             return docs
+
+    def test_clean_job_is_decided_on_positions_alone(self):
+        """Two observers of a job that makes progress: the 64-byte positions prove it healthy, and no
+        rank's record crosses the network (the two-phase gather's first phase only)."""
+        store = tempfile.mkdtemp(prefix="scout-store-")
+        try:
+            with self.job(world=WORLD, steps=400, fault="none", step_delay=0.05) as job:
+                job.start()
+                job.wait_training(min_step=2)
+                procs = [start_probe(job.job, "--nodes", "2", "--node-index", str(i), "--local-ranks",
+                                     f"{2 * i}-{2 * i + 1}", "--store", f"file://{store}",
+                                     timeout_s=20, threshold="10") for i in range(2)]
+                outs = [p.communicate(timeout=60) for p in procs]
+                for p, (out, err) in zip(procs, outs):
+                    self.assertEqual(p.returncode, EXIT["healthy"], f"seed {job.seed}\n{out}\n{err}")
+                    doc = json.loads(out)
+                    validate(doc)
+                    d = doc["details"]
+                    self.assertEqual(d["ranks_listed"], "positions", out)
+                    self.assertEqual(d["ranks"], [])
+                    self.assertEqual(d["world_size"], WORLD)
+                    self.assertEqual(d["observers"]["reached"], [0, 1])
+                    self.assertEqual(d["transport"]["evidence_from"], [])
+                    print(f"observer {d['transport']['observer']}: bytes in {d['transport']['bytes_in']}, "
+                          f"out {d['transport']['bytes_out']}", file=sys.stderr)
+        finally:
+            shutil.rmtree(store, ignore_errors=True)
 
     def test_file_store(self):
         store = tempfile.mkdtemp(prefix="scout-store-")

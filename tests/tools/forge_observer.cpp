@@ -6,7 +6,7 @@
 // the blob must be rejected and reported by every real observer, never believed.
 //
 //   scout_test_forge_observer JOB TOKEN STORE_DIR SHM_DIR FIRST_RANK LAST_RANK TIMEOUT_MS
-// Prints "forged rank R" before gathering, then the number of blobs it received.
+// Prints "forged rank R" before gathering, then the number of positions it received.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -16,6 +16,7 @@
 #include "lib/common/clock.hpp"
 #include "lib/common/parse.hpp"
 #include "lib/hang/evidence.hpp"
+#include "lib/hang/position.hpp"
 #include "lib/hang/probe.hpp"
 #include "lib/records/reader.hpp"
 #include "lib/session/session.hpp"
@@ -82,17 +83,26 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", joined.error().message().c_str());
     return 5;
   }
-  session::OpOptions op;
-  op.name = "evidence";
-  op.timeout = std::chrono::milliseconds(*timeout);
-  auto g = (*joined)->all_gather(hang::serialize(e), op);
+  // The probe's own two phases: a position that does not prove the job healthy, then the blob.
+  session::TwoPhaseRequest rq;
+  rq.name = "evidence";
+  rq.position = hang::encode_node_position(e);
+  rq.position_bytes = hang::k_node_position_bytes;
+  const auto blob = hang::serialize(e);
+  rq.details = [&blob] { return blob; };
+  rq.select = [](const session::PositionTable& t) { return hang::select_evidence(t, 10'000'000'000LL); };
+  rq.decide = [](const session::PositionTable&, const std::map<std::int64_t, session::Bytes>&) {
+    return session::Bytes{};
+  };
+  rq.op.timeout = std::chrono::milliseconds(*timeout) / 2;
+  auto g = (*joined)->two_phase(rq);
   (*joined)->close();
   if (!g) {
     std::fprintf(stderr, "%s\n", g.error().message().c_str());
     return 5;
   }
   std::size_t got = 0;
-  for (const auto& c : g->from)
+  for (const auto& c : g->positions_from)
     got += c.state != session::Contribution::State::absent && c.state != session::Contribution::State::lost;
   std::printf("received %zu blobs\n", got);
   return 0;
