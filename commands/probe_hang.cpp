@@ -22,6 +22,10 @@ void add_hang_probe_flags(CLI::App& cmd, HangProbeFlags& f) {
                  "Only these ranks' records belong to this node, e.g. 0-3 (for nodes sharing one /dev/shm)");
   cmd.add_option("--shm-dir", f.shm_dir, "Directory of the record segments")->default_str("/dev/shm");
   cmd.add_flag("--allow-other-owner", f.allow_other_owner, "Read records owned by other users too");
+  cmd.add_option("--observer-group-size", f.observer_group_size,
+                 "Observers per group of the two-level gather (0: automatic, one flat group up to 64 observers; "
+                 "a value >= --nodes: one flat group)")
+      ->default_str("0");
 }
 
 hang::ProbeOptions to_probe_options(const HangProbeFlags& f, const std::string& command) {
@@ -48,6 +52,9 @@ hang::ProbeOptions to_probe_options(const HangProbeFlags& f, const std::string& 
     if (!list) throw FatalError(usage_error(list.error().what, list.error().why, list.error().hint));
     o.local_ranks = std::set<std::int64_t>(list->begin(), list->end());
   }
+  if (f.observer_group_size < 0 || f.observer_group_size > k_max_observers)
+    throw FatalError(usage_error(fmt::format("--observer-group-size must be in [0, {}]", k_max_observers)));
+  o.observer_group_size = f.observer_group_size;
   o.token_file = s.token_file;
   o.listen_address = s.listen_address;
   return o;

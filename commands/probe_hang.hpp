@@ -20,6 +20,7 @@ struct HangProbeFlags {
   std::string local_ranks;  // "0-3": this node's ranks when several nodes share one /dev/shm
   std::string shm_dir = "/dev/shm";
   bool allow_other_owner = false;
+  std::int64_t observer_group_size = 0;  // 0: automatic (hang::observer_group_size)
 };
 
 struct ProbeHangOptions {

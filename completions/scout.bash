@@ -28,8 +28,8 @@ declare -gA _scout_subs=(
 )
 declare -gA _scout_opts=(
   ["scout"]="--help -h --version --format --log-level"
-  ["scout probe-hang"]="--help -h --job --attempt --store --store-host --no-store-host --nodes --node-index --timeout --token-file --listen --mesh --order --threshold --local-ranks --shm-dir --allow-other-owner --flight-recorder --help -h --version --format --log-level"
-  ["scout observe"]="--help -h --job --attempt --store --store-host --no-store-host --nodes --node-index --timeout --token-file --listen --mesh --order --threshold --local-ranks --shm-dir --allow-other-owner --verdict-dir --interval --max-verdicts --duration --straggler --straggler-every --straggler-rounds --straggler-interval --straggler-min-ratio --straggler-link-ratio --straggler-drift --straggler-history --help -h --version --format --log-level"
+  ["scout probe-hang"]="--help -h --job --attempt --store --store-host --no-store-host --nodes --node-index --timeout --token-file --listen --mesh --order --threshold --local-ranks --shm-dir --allow-other-owner --observer-group-size --flight-recorder --help -h --version --format --log-level"
+  ["scout observe"]="--help -h --job --attempt --store --store-host --no-store-host --nodes --node-index --timeout --token-file --listen --mesh --order --threshold --local-ranks --shm-dir --allow-other-owner --observer-group-size --verdict-dir --interval --max-verdicts --duration --straggler --straggler-every --straggler-rounds --straggler-interval --straggler-min-ratio --straggler-link-ratio --straggler-drift --straggler-history --help -h --version --format --log-level"
   ["scout straggler"]="--help -h --job --attempt --store --store-host --no-store-host --nodes --node-index --timeout --token-file --listen --mesh --order --local-ranks --shm-dir --allow-other-owner --bench --evidence-out --evidence-in --rounds --interval --min-ratio --link-ratio --drift --history --help -h --version --format --log-level"
   ["scout records"]="--help -h --help -h --version --format --log-level"
   ["scout records list"]="--help -h --job --allow-other-owner --read-timeout --shm-dir --help -h --version --format --log-level"
@@ -54,8 +54,8 @@ declare -gA _scout_opts=(
 )
 declare -gA _scout_valued=(
   ["scout"]="--format --log-level"
-  ["scout probe-hang"]="--job --attempt --store --nodes --node-index --timeout --token-file --listen --mesh --order --threshold --local-ranks --shm-dir --flight-recorder --format --log-level"
-  ["scout observe"]="--job --attempt --store --nodes --node-index --timeout --token-file --listen --mesh --order --threshold --local-ranks --shm-dir --verdict-dir --interval --max-verdicts --duration --straggler-every --straggler-rounds --straggler-interval --straggler-min-ratio --straggler-link-ratio --straggler-drift --straggler-history --format --log-level"
+  ["scout probe-hang"]="--job --attempt --store --nodes --node-index --timeout --token-file --listen --mesh --order --threshold --local-ranks --shm-dir --observer-group-size --flight-recorder --format --log-level"
+  ["scout observe"]="--job --attempt --store --nodes --node-index --timeout --token-file --listen --mesh --order --threshold --local-ranks --shm-dir --observer-group-size --verdict-dir --interval --max-verdicts --duration --straggler-every --straggler-rounds --straggler-interval --straggler-min-ratio --straggler-link-ratio --straggler-drift --straggler-history --format --log-level"
   ["scout straggler"]="--job --attempt --store --nodes --node-index --timeout --token-file --listen --mesh --order --local-ranks --shm-dir --evidence-out --evidence-in --rounds --interval --min-ratio --link-ratio --drift --history --format --log-level"
   ["scout records"]="--format --log-level"
   ["scout records list"]="--job --read-timeout --shm-dir --format --log-level"

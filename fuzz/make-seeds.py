@@ -251,3 +251,19 @@ put("node_position", "one-unclean", node_position(0, [0, 1], 4) + node_position(
 put("node_position", "silent", b"".join(node_position(o, [o], 2, newest=1) for o in range(2)))
 put("node_position", "duplicate-rank", node_position(0, [0, 1], 4) + node_position(1, [1, 3], 4))
 put("node_position", "truncated", node_position(0, [0], 1)[:40])
+
+
+# --- verdict JSON from a hierarchy's leaders (lib/report/verdict.cpp verdict_from_json) ---
+_verdict = {"schema": "scout.verdict", "schema_version": "1.0", "command": "probe-hang", "job": "j",
+            "created_at": "2026-12-03T04:00:00.000Z", "status": "attributed", "scope": "rank",
+            "summary": "stopped_rank: rank 3 (process_stopped)",
+            "suspects": [{"rank": 3, "node": "n1", "reason": "process_stopped", "evidence": {"step": 7}},
+                         {"rank": None, "node": "node2", "reason": "node_unreachable", "evidence": {}}],
+            "groups": [{"kind": "replica", "members": [0, 1, 2], "mode": "exact", "status": "attributed",
+                        "reason": "strict_majority", "outliers": [2], "values": [1, 1, 2], "stats": {}}],
+            "action": "restart_in_place", "details": {"kind": "stopped_rank", "ranks": []}}
+put("verdict_json", "attributed", js(_verdict))
+put("verdict_json", "healthy-positions", js(dict(_verdict, status="healthy", scope="job", suspects=[], groups=[],
+                                                 action="none", details={"ranks_listed": "positions"})))
+put("verdict_json", "bad-status", js(dict(_verdict, status="fine")))
+put("verdict_json", "not-object", "[1, 2, 3]")

@@ -1918,6 +1918,13 @@ Verdict decide(const DecisionInput& in) {
   return v;
 }
 
+void add_rejected(Verdict& v, const std::vector<RejectedObserver>& rejected) {
+  if (rejected.empty()) return;
+  if (!v.details.contains("rejected") || !v.details["rejected"].is_array()) v.details["rejected"] = json::array();
+  for (auto& row : rejected_json(rejected)) v.details["rejected"].push_back(std::move(row));
+  append_rejected(v, rejected);
+}
+
 Verdict healthy_from_positions(const DecisionInput& in, const std::vector<NodePosition>& positions) {
   std::int64_t now = 0, newest = 0, world = 0;
   for (const auto& p : positions) {

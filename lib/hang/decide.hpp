@@ -68,6 +68,10 @@ Status check_decision_input(const DecisionInput& input);
 // views, find positions, compare per group, follow waits, explain, render.
 Verdict decide(const DecisionInput& input);
 
+// Adds observers rejected outside a decision (strays one observer saw after a
+// hierarchy's leaders decided) to a verdict: details.rejected and the summary.
+void add_rejected(Verdict& verdict, const std::vector<RejectedObserver>& rejected);
+
 // The decision time all observers agree on: the latest collected_ns among the
 // reachable nodes (0 when none).
 std::int64_t agreed_now(const std::vector<std::optional<NodeEvidence>>& nodes);

@@ -5,11 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 
 #include "lib/common/clock.hpp"
 #include "lib/common/proc.hpp"
 #include "lib/hang/position.hpp"
+#include "lib/report/verdict.hpp"
+#include "lib/session/hierarchy.hpp"
 #include "lib/session/join.hpp"
 #include "lib/session/membership.hpp"
 #include "lib/session/session.hpp"
@@ -106,6 +109,104 @@ Result<std::int64_t> resolve_node_index(const ProbeOptions& o, const NodeEvidenc
   return index;
 }
 
+// The decision over a two-phase gather's table and evidence (every observer of a flat
+// session, every leader of a hierarchy). `in` holds this observer's own node at `self`
+// (-1: none; a leader takes its own from the details) and the rejected strays; the
+// contributions' states, where the session kept them, name refused blobs.
+Result<Verdict> decide_gathered(DecisionInput in, session::TwoPhaseResult& g, std::int64_t self, std::int64_t nodes) {
+  auto reject_blob = [&](std::int64_t i, std::string reason) {
+    session::Rejection r;
+    r.member = i;
+    r.reason = std::move(reason);
+    in.rejected.push_back(adapt(r));
+  };
+  if (g.selected.empty() && g.table) {
+    // The positions proved the job healthy: no rank's record was gathered.
+    if (auto checked = check_decision_input(in); !checked) return checked.error();
+    std::vector<NodePosition> positions;
+    for (const auto& b : g.table->positions) {
+      auto p = b ? decode_node_position(*b) : std::nullopt;
+      if (!p) return internal_error("a position that proved the job healthy does not decode");
+      positions.push_back(*p);
+    }
+    return healthy_from_positions(in, positions);
+  }
+  for (std::int64_t i = 0; i < nodes; ++i) {
+    const auto slot = static_cast<std::size_t>(i);
+    // A member left out of the details was refused, absent or lost already among the positions.
+    const bool asked = std::binary_search(g.selected.begin(), g.selected.end(), i);
+    session::Contribution kept;
+    kept.state = g.details.count(i) ? session::Contribution::State::ok : session::Contribution::State::absent;
+    const auto& c = asked && slot < g.details_from.size() ? g.details_from[slot]
+                    : slot < g.positions_from.size()      ? g.positions_from[slot]
+                                                          : kept;
+    if (i == self) continue;
+    if (c.state == session::Contribution::State::rejected) {
+      reject_blob(i, "evidence blob failed authentication (wrong job token or forged)");
+      continue;
+    }
+    if (c.state == session::Contribution::State::over_limit) {
+      reject_blob(i, c.reason);
+      continue;
+    }
+    if (c.state != session::Contribution::State::ok || !asked || !g.details.count(i))
+      continue;  // absent or lost: unreachable
+    auto ev = deserialize(g.details[i]);
+    if (!ev) {
+      reject_blob(i, ev.error().message());
+      continue;
+    }
+    if (ev->job != in.job || ev->observer != i) {
+      reject_blob(i, fmt::format("blob names job '{}' observer {}", ev->job, ev->observer));
+      continue;
+    }
+    in.nodes[static_cast<std::size_t>(i)] = std::move(*ev);
+  }
+  in.now_ns = agreed_now(in.nodes);
+  if (auto checked = check_decision_input(in); !checked) return checked.error();
+  return decide(in);
+}
+
+std::int64_t observer_group_size(std::int64_t nodes, std::int64_t requested) {
+  if (requested > 0) return requested;
+  if (nodes <= k_max_flat_observers) return std::max<std::int64_t>(nodes, 1);
+  const auto g = static_cast<std::int64_t>(std::llround(std::sqrt(2.0 * static_cast<double>(nodes) / 3.0)));
+  return std::clamp<std::int64_t>(g, 8, 256);
+}
+
+// A hierarchy's decision as it travels from the leaders: {"verdict": ...} or {"error": ...}.
+session::Bytes encode_decision(const Result<Verdict>& v) {
+  nlohmann::json j;
+  if (v)
+    j["verdict"] = to_json(*v);
+  else
+    j["error"] = {{"code", static_cast<int>(v.error().code)},
+                  {"what", v.error().what},
+                  {"why", v.error().why},
+                  {"hint", v.error().hint}};
+  const auto text = j.dump();
+  return session::Bytes(text.begin(), text.end());
+}
+
+Result<Verdict> decode_decision(const session::Bytes& bytes) {
+  auto j = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return input_error("the leaders' decision is not JSON");
+  if (j.contains("verdict")) return verdict_from_json(j["verdict"]);
+  const nlohmann::json e = j.contains("error") ? j["error"] : nlohmann::json();
+  if (!e.is_object() || !e.contains("code") || !e["code"].is_number_integer())
+    return input_error("the leaders' decision holds neither a verdict nor an error");
+  Error err;
+  err.code = e["code"] == static_cast<int>(ExitCode::usage) ? ExitCode::usage : ExitCode::internal;
+  auto text = [&e](const char* key) {
+    auto it = e.find(key);
+    return it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  err.what = text("what").empty() ? std::string("the leaders could not decide") : text("what");
+  err.why = text("why");
+  err.hint = text("hint");
+  return err;
+}
+
 Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
   const auto start = std::chrono::steady_clock::now();
   auto reads = source();
@@ -146,7 +247,10 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
     auto store = session::join_store(o.job, o.store, o.host_store, *index, o.listen_address, budget * 3 / 4);
     transport_details["store_hosted_here"] = store.ok() && store->hosted_here;
     std::vector<std::string> notes;
-    std::optional<session::TwoPhaseResult> gathered;
+    std::optional<session::TwoPhaseResult> gathered;  // a flat session's gather
+    std::optional<Result<Verdict>> leaders_verdict;   // a hierarchy's decision
+    std::unique_ptr<session::Session> observers;
+    std::unique_ptr<session::Hierarchy> hierarchy;
     if (!store) {
       // No store: no other node can be reached, but this node's evidence still decides what it can.
       notes.push_back(store.error().message());
@@ -170,36 +274,73 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
                                      std::min(gather_timeout / 4, std::chrono::milliseconds(2000)));
           !a)
         notes.push_back(fmt::format("presence: {}", a.error().message()));
-      auto joined = session::Session::open(*store->store, so);
-      std::unique_ptr<session::Session> observers;
-      if (!joined) {
-        notes.push_back(joined.error().message());
-        store->store
-            ->cleanup();  // a closed session cleans up itself, and then writes the "closed" marker that must stay
+      // Two phases: every node's compact position first; the full evidence only where the
+      // positions do not already prove the job healthy (position.hpp).
+      session::TwoPhaseRequest rq;
+      rq.name = "evidence";
+      rq.position = encode_node_position(local);
+      rq.position_bytes = k_node_position_bytes;
+      rq.details = [&own_blob] { return own_blob; };
+      rq.select = [&in](const session::PositionTable& t) { return select_evidence(t, in.threshold_ns); };
+      rq.decide = [](const session::PositionTable&, const std::map<std::int64_t, session::Bytes>&) {
+        return session::Bytes{};  // a flat session's observers each decide, on the same table and evidence
+      };
+      rq.op.limits = o.evidence_limits;
+      // Each step may take a share of what is left (two in a flat session, five in a hierarchy).
+      auto step_timeout = [&](int steps) {
+        return std::max(std::chrono::milliseconds(100), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                            gather_deadline - std::chrono::steady_clock::now()) /
+                                                            steps);
+      };
+      const std::int64_t group_size = observer_group_size(o.nodes, o.observer_group_size);
+      transport_details["observer_group_size"] = std::min(group_size, o.nodes);
+      if (group_size >= o.nodes) {
+        auto joined = session::Session::open(*store->store, so);
+        if (!joined) {
+          notes.push_back(joined.error().message());
+          store->store
+              ->cleanup();  // a closed session cleans up itself, and then writes the "closed" marker that must stay
+        } else {
+          observers = std::move(*joined);
+          rq.op.timeout = step_timeout(2);
+          auto g = observers->two_phase(rq);
+          if (!g)
+            notes.push_back(g.error().message());
+          else
+            gathered = std::move(*g);
+        }
       } else {
-        observers = std::move(*joined);
-        // Two phases: every node's compact position first; the full evidence only where the
-        // positions do not already prove the job healthy (position.hpp).
-        session::TwoPhaseRequest rq;
-        rq.name = "evidence";
-        rq.position = encode_node_position(local);
-        rq.position_bytes = k_node_position_bytes;
-        rq.details = [&own_blob] { return own_blob; };
-        rq.select = [&in](const session::PositionTable& t) { return select_evidence(t, in.threshold_ns); };
-        rq.decide = [](const session::PositionTable&, const std::map<std::int64_t, session::Bytes>&) {
-          return session::Bytes{};  // every observer decides itself, on the same table and evidence
-        };
-        // Each phase may take half of what is left.
-        rq.op.timeout = std::max(
-            std::chrono::milliseconds(100),
-            std::chrono::duration_cast<std::chrono::milliseconds>(gather_deadline - std::chrono::steady_clock::now()) /
-                2);
-        rq.op.limits = o.evidence_limits;
-        auto g = observers->two_phase(rq);
-        if (!g)
-          notes.push_back(g.error().message());
-        else
-          gathered = std::move(*g);
+        // Two levels: groups of about group_size observers, and their leaders. The leaders
+        // decide (on the same table and evidence) and each sends the verdict down its group.
+        session::HierarchyOptions ho;
+        ho.member = so;
+        ho.member.timeout = so.timeout / 3;  // the leaders' level waits twice as long for late groups
+        ho.group_size = group_size;
+        auto opened = session::Hierarchy::open(*store->store, ho);
+        if (!opened) {
+          notes.push_back(opened.error().message());
+          store->store->cleanup();
+        } else {
+          hierarchy = std::move(*opened);
+          const DecisionInput base = in;  // the leaders' input: no local node, no strays yet
+          const std::int64_t nodes = o.nodes;
+          rq.decide = [&base, nodes](const session::PositionTable& t,
+                                     const std::map<std::int64_t, session::Bytes>& det) {
+            session::TwoPhaseResult view;
+            view.selected = select_evidence(t, base.threshold_ns);
+            view.table = t;
+            view.details = det;
+            return encode_decision(decide_gathered(base, view, -1, nodes));
+          };
+          rq.op.timeout = step_timeout(5);
+          auto g = hierarchy->two_phase(rq);
+          if (!g) {
+            notes.push_back(g.error().message());
+          } else {
+            transport_details["evidence_from"] = g->selected;
+            leaders_verdict = decode_decision(g->decision);
+          }
+        }
       }
       // Who else announced itself, read once the gather is over (strays wait out their own
       // timeout) and before the session closes: closing waits for every member's "closed"
@@ -224,58 +365,37 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
         transport_details["bytes_out"] = observers->traffic().bytes_out;
         for (const auto& n : observers->notes()) notes.push_back(n);
       }
+      if (hierarchy) {
+        hierarchy->close();
+        transport_details["generation"] = hierarchy->group().generation();
+        transport_details["rounds"] = hierarchy->group().rounds();
+        transport_details["group"] = hierarchy->group_index();
+        transport_details["leads"] = hierarchy->leads();
+        transport_details["connections"] = hierarchy->traffic().connections;
+        transport_details["bytes_in"] = hierarchy->traffic().bytes_in;
+        transport_details["bytes_out"] = hierarchy->traffic().bytes_out;
+        for (const auto& n : hierarchy->notes()) notes.push_back(n);
+      }
+    }
+    if (leaders_verdict && !*leaders_verdict && leaders_verdict->error().code != ExitCode::usage) {
+      // A decision that does not decode: this observer decides on what it has.
+      notes.push_back(fmt::format("the leaders' decision: {}", leaders_verdict->error().message()));
+      leaders_verdict.reset();
     }
     transport_details["notes"] = notes;
+    if (leaders_verdict) {
+      if (!*leaders_verdict) return leaders_verdict->error();
+      Verdict v = std::move(leaders_verdict->value());
+      add_rejected(v, in.rejected);  // the strays this observer saw
+      v.details["transport"] = transport_details;
+      return v;
+    }
     in.nodes[*index] = local;
     if (gathered) {
-      auto reject_blob = [&](std::int64_t i, std::string reason) {
-        session::Rejection r;
-        r.member = i;
-        r.reason = std::move(reason);
-        in.rejected.push_back(adapt(r));
-      };
       transport_details["evidence_from"] = gathered->selected;  // positions alone decided where this is empty
-      if (gathered->selected.empty()) {
-        // The positions proved the job healthy: no rank's record was gathered.
-        if (auto checked = check_decision_input(in); !checked) return checked.error();
-        std::vector<NodePosition> positions;
-        for (const auto& b : gathered->table->positions) {
-          auto p = b ? decode_node_position(*b) : std::nullopt;
-          if (!p) return internal_error("a position that proved the job healthy does not decode");
-          positions.push_back(*p);
-        }
-        Verdict v = healthy_from_positions(in, positions);
-        v.details["transport"] = transport_details;
-        return v;
-      }
-      for (std::int64_t i = 0; i < o.nodes; ++i) {
-        const auto slot = static_cast<std::size_t>(i);
-        // A member left out of the details was refused, absent or lost already among the positions.
-        const bool asked = std::binary_search(gathered->selected.begin(), gathered->selected.end(), i);
-        const auto& c = asked && slot < gathered->details_from.size() ? gathered->details_from[slot]
-                        : slot < gathered->positions_from.size()      ? gathered->positions_from[slot]
-                                                                      : session::Contribution{};
-        if (i == *index) continue;
-        if (c.state == session::Contribution::State::rejected) {
-          reject_blob(i, "evidence blob failed authentication (wrong job token or forged)");
-          continue;
-        }
-        if (c.state == session::Contribution::State::over_limit) {
-          reject_blob(i, c.reason);
-          continue;
-        }
-        if (c.state != session::Contribution::State::ok || !asked) continue;  // absent or lost: unreachable
-        auto ev = deserialize(gathered->details[i]);
-        if (!ev) {
-          reject_blob(i, ev.error().message());
-          continue;
-        }
-        if (ev->job != o.job || ev->observer != i) {
-          reject_blob(i, fmt::format("blob names job '{}' observer {}", ev->job, ev->observer));
-          continue;
-        }
-        in.nodes[i] = std::move(*ev);
-      }
+      auto v = decide_gathered(std::move(in), *gathered, *index, o.nodes);
+      if (v) v->details["transport"] = transport_details;
+      return v;
     }
   }
   in.now_ns = agreed_now(in.nodes);

@@ -40,8 +40,18 @@ struct ProbeOptions {
   std::string token_file;
   std::string listen_address;  // Gloo device address ("" = automatic)
   std::string command = "probe-hang";
-  session::Limits evidence_limits;  // bounds on the evidence blobs the observers exchange
+  session::Limits evidence_limits;       // bounds on the evidence blobs the observers exchange
+  std::int64_t observer_group_size = 0;  // observers per group of a two-level gather (0: automatic)
 };
+
+// Observers meet in one flat session up to this many; beyond, in two levels.
+inline constexpr std::int64_t k_max_flat_observers = 64;
+
+// The group size of the gather for `nodes` observers: `requested` when it is
+// positive (>= nodes means one flat session), else flat up to
+// k_max_flat_observers and about sqrt(2 nodes / 3) beyond (the size that
+// minimizes the latency steps; ARCHITECTURE.md "Observer session: cost model").
+std::int64_t observer_group_size(std::int64_t nodes, std::int64_t requested);
 
 // This node's evidence from its record reads at `now_ns`.
 NodeEvidence collect_evidence(const std::vector<records::RecordRead>& reads, const ProbeOptions& options,

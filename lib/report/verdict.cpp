@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <optional>
 
 namespace scout {
 
@@ -106,6 +107,97 @@ nlohmann::ordered_json to_json(const Verdict& v) {
 }
 
 namespace {
+
+template <typename E, std::size_t N>
+std::optional<E> enum_named(const nlohmann::json& j, const E (&values)[N], std::string_view (*name)(E)) {
+  if (!j.is_string()) return std::nullopt;
+  for (auto v : values)
+    if (name(v) == j.get<std::string>()) return v;
+  return std::nullopt;
+}
+
+bool string_or_null(const nlohmann::json& j) {
+  return j.is_string() || j.is_null();
+}
+
+// j[key] when it is a string, else `fallback` (never throws on another type).
+std::string string_at(const nlohmann::json& j, const char* key, std::string fallback = {}) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+}  // namespace
+
+Result<Verdict> verdict_from_json(const nlohmann::json& j) {
+  auto bad = [](std::string what) { return input_error(fmt::format("verdict JSON: {}", what)); };
+  if (!j.is_object()) return bad("not an object");
+  if (string_at(j, "schema") != k_verdict_schema) return bad("schema is not scout.verdict");
+  for (const char* key : {"command", "status", "scope", "summary", "action"})
+    if (!j.contains(key) || !j[key].is_string()) return bad(fmt::format("'{}' is missing or not a string", key));
+  if (!j.contains("job") || !string_or_null(j["job"])) return bad("'job' is missing or not a string");
+  for (const char* key : {"suspects", "groups"})
+    if (!j.contains(key) || !j[key].is_array()) return bad(fmt::format("'{}' is missing or not an array", key));
+  if (!j.contains("details") || !j["details"].is_object()) return bad("'details' is missing or not an object");
+  Verdict v;
+  v.command = j["command"];
+  v.job = j["job"].is_string() ? j["job"].get<std::string>() : std::string();
+  v.created_at = string_at(j, "created_at");
+  v.summary = j["summary"];
+  v.action = j["action"];
+  constexpr VerdictStatus statuses[] = {VerdictStatus::healthy, VerdictStatus::attributed, VerdictStatus::inconclusive,
+                                        VerdictStatus::group_stall};
+  constexpr Scope scopes[] = {Scope::rank, Scope::node, Scope::group, Scope::job};
+  auto status = enum_named(j["status"], statuses, verdict_status_name);
+  auto scope = enum_named(j["scope"], scopes, scope_name);
+  if (!status) return bad("unknown status");
+  if (!scope) return bad("unknown scope");
+  v.status = *status;
+  v.scope = *scope;
+  for (const auto& s : j["suspects"]) {
+    if (!s.is_object() || !s.contains("rank") || !s.contains("node") || !s.contains("reason") ||
+        !(s["rank"].is_number_integer() || s["rank"].is_null()) || !string_or_null(s["node"]) ||
+        !s["reason"].is_string())
+      return bad("a suspect lacks rank, node or reason");
+    Suspect out;
+    out.rank = s["rank"].is_null() ? -1 : s["rank"].get<std::int64_t>();
+    out.node = s["node"].is_string() ? s["node"].get<std::string>() : std::string();
+    out.reason = s["reason"];
+    out.evidence = s.value("evidence", nlohmann::json::object());
+    if (!out.evidence.is_object()) return bad("a suspect's evidence is not an object");
+    v.suspects.push_back(std::move(out));
+  }
+  constexpr C3Mode modes[] = {C3Mode::exact, C3Mode::statistical};
+  constexpr C3Status c3s[] = {C3Status::agree, C3Status::attributed, C3Status::inconclusive};
+  for (const auto& g : j["groups"]) {
+    if (!g.is_object() || !g.contains("kind") || !g["kind"].is_string() || !g.contains("members") ||
+        !g["members"].is_array() || !g.contains("outliers") || !g["outliers"].is_array() || !g.contains("reason") ||
+        !g["reason"].is_string())
+      return bad("a group lacks kind, members, reason or outliers");
+    GroupRun out;
+    out.kind = g["kind"];
+    out.reason = g["reason"];
+    auto mode = enum_named(g.value("mode", nlohmann::json()), modes, c3_mode_name);
+    auto st = enum_named(g.value("status", nlohmann::json()), c3s, c3_status_name);
+    if (!mode || !st) return bad("a group's mode or status is unknown");
+    out.mode = *mode;
+    out.status = *st;
+    for (const auto& m : g["members"]) {
+      if (!m.is_number_integer()) return bad("a group member is not an integer");
+      out.members.push_back(m.get<std::int64_t>());
+    }
+    for (const auto& m : g["outliers"]) {
+      if (!m.is_number_integer()) return bad("a group outlier is not an integer");
+      out.outliers.push_back(m.get<std::int64_t>());
+    }
+    out.values = g.value("values", nlohmann::json::array());
+    out.stats = g.value("stats", nlohmann::json::object());
+    v.groups.push_back(std::move(out));
+  }
+  v.details = j["details"];
+  return v;
+}
+
+namespace {
 std::string brief(const nlohmann::json& value) {
   std::string s = value.is_string() ? value.get<std::string>() : value.dump();
   if (s.size() > 60) s = s.substr(0, 57) + "...";
@@ -155,11 +247,17 @@ std::string render_text(const Verdict& v) {
     }
     if (auto r = v.details.find("rejected"); r != v.details.end() && r->is_array() && !r->empty()) {
       out += "rejected:\n";
-      for (const auto& row : *r)
+      for (const auto& row : *r) {
+        if (!row.is_object()) continue;
+        const auto observer = row.find("observer");
         out += fmt::format(
             "  {:<24} {}\n",
-            fmt::format("observer {} ({})", row.value("observer", -1), row.value("source", std::string("evidence"))),
-            row.value("reason", std::string()));
+            fmt::format("observer {} ({})",
+                        observer != row.end() && observer->is_number_integer() ? observer->get<std::int64_t>()
+                                                                               : std::int64_t{-1},
+                        string_at(row, "source", "evidence")),
+            string_at(row, "reason"));
+      }
     }
   }
   return out;

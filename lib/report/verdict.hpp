@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lib/common/error.hpp"
 #include "lib/common/exit_code.hpp"
 #include "lib/consensus/c3.hpp"
 
@@ -64,6 +65,11 @@ std::string now_rfc3339();
 
 // The verdict as JSON, per schemas/verdict.schema.json, keys in envelope order.
 nlohmann::ordered_json to_json(const Verdict& verdict);
+
+// The verdict back from its JSON form (to_json's output, e.g. a decision one
+// observer made and sent to the others). Bad input naming the field when a
+// required field is missing or of the wrong type, or an enum value is unknown.
+Result<Verdict> verdict_from_json(const nlohmann::json& json);
 
 // The verdict for a person: status line, suspects, groups, action.
 std::string render_text(const Verdict& verdict);

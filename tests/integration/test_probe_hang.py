@@ -207,6 +207,54 @@ class TwoObservers(SeededCase):
         finally:
             shutil.rmtree(store, ignore_errors=True)
 
+    def four_observers_in_two_groups(self, fault):
+        """One observer per rank, in two groups of two (--observer-group-size 2): the groups' leaders
+        (observers 0 and 2) decide and send the verdict down; every observer prints the same one."""
+        store = tempfile.mkdtemp(prefix="scout-store-")
+        try:
+            kw = dict(steps=400, step_delay=0.05) if fault == "none" else dict(steps=STEPS)
+            with self.job(world=WORLD, fault=fault, **kw) as job:
+                job.start()
+                if fault == "none":
+                    job.wait_training(min_step=2)
+                else:
+                    job.settle()
+                procs = [start_probe(job.job, "--nodes", str(WORLD), "--node-index", str(i), "--local-ranks", str(i),
+                                     "--store", f"file://{store}", "--observer-group-size", "2", timeout_s=30,
+                                     threshold="10" if fault == "none" else THRESHOLD) for i in range(WORLD)]
+                outs = [p.communicate(timeout=90) for p in procs]
+                expect = EXIT["healthy"] if fault == "none" else EXIT["attributed"]
+                docs = []
+                for p, (out, err) in zip(procs, outs):
+                    self.assertEqual(p.returncode, expect, f"seed {job.seed}\n{out}\n{err}")
+                    doc = json.loads(out)
+                    validate(doc)
+                    docs.append(doc)
+                for i, doc in enumerate(docs):
+                    t = doc["details"]["transport"]
+                    self.assertEqual((t["observer"], t["group"], t["leads"], t["observer_group_size"]),
+                                     (i, i // 2, i % 2 == 0, 2), t)
+                    self.assertEqual(doc["details"]["observers"]["reached"], list(range(WORLD)))
+                    print(f"observer {i} ({'leader' if t['leads'] else 'member'}): {t['connections']} connections, "
+                          f"bytes in {t['bytes_in']}", file=sys.stderr)
+                strip = lambda d: json.dumps({k: v for k, v in d.items() if k not in ("created_at",)} | {
+                    "details": {k: v for k, v in d["details"].items() if k != "transport"}}, sort_keys=True)
+                for doc in docs[1:]:
+                    self.assertEqual(strip(doc), strip(docs[0]))
+                return job, docs
+        finally:
+            shutil.rmtree(store, ignore_errors=True)
+
+    def test_two_level_gather_names_the_rank(self):
+        job, docs = self.four_observers_in_two_groups("stop-before-collective")
+        self.assertEqual(suspects(docs[0]), [job.fault_rank], f"seed {job.seed}")
+        self.assertEqual(docs[0]["details"]["transport"]["evidence_from"], list(range(WORLD)))
+
+    def test_two_level_gather_of_a_clean_job_moves_positions_only(self):
+        job, docs = self.four_observers_in_two_groups("none")
+        self.assertEqual(docs[0]["details"]["ranks_listed"], "positions")
+        self.assertEqual(docs[0]["details"]["transport"]["evidence_from"], [])
+
     def test_file_store(self):
         store = tempfile.mkdtemp(prefix="scout-store-")
         try:

@@ -137,7 +137,7 @@ TEST_F(PositionsProveHealthy, OnlyWhereDecideSaysHealthyAndAlwaysForACleanProgre
     auto& victim = victim_node.ranks[static_cast<std::size_t>(pick(0, victim_node.ranks.size() - 1))];
     switch (fault) {
       case Fault::dead:
-        victim.process = {ProcessState::exited, 'Z', pick(0, 1), 0, false, "exited"};
+        victim.process = {ProcessState::exited, 'Z', static_cast<int>(pick(0, 1)), 0, false, "exited"};
         break;
       case Fault::stopped:
         victim.process.state = ProcessState::stopped;

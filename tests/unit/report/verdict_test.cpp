@@ -82,5 +82,54 @@ TEST(Verdict, TimestampIsRfc3339Utc) {
   EXPECT_EQ(t[10], 'T');
 }
 
+TEST(VerdictFromJson, ReadsBackWhatToJsonWrote) {
+  Verdict v;
+  v.command = "probe-hang";
+  v.job = "j";
+  v.created_at = "2026-12-03T04:00:00.000Z";
+  v.status = VerdictStatus::attributed;
+  v.scope = Scope::rank;
+  v.summary = "rank 3";
+  v.action = "restart_in_place";
+  v.suspects.push_back({3, "node1", "process_stopped", {{"step", 7}}});
+  v.suspects.push_back({-1, "", "node_unreachable", nlohmann::json::object()});
+  C3Result r = c3_exact(std::vector<std::uint64_t>{1, 1, 2});
+  v.groups.push_back(make_group_run("replica", {0, 2, 4}, C3Mode::exact, r, nlohmann::json::array({1, 1, 2})));
+  v.details = {{"kind", "stopped_rank"}, {"ranks", nlohmann::json::array()}};
+  const auto j = nlohmann::json(to_json(v));
+  auto back = verdict_from_json(j);
+  ASSERT_TRUE(back) << back.error().message();
+  EXPECT_EQ(nlohmann::json(to_json(*back)), j);
+}
+
+TEST(VerdictFromJson, RefusesWhatIsNotAVerdict) {
+  Verdict v;
+  v.command = "probe-hang";
+  v.created_at = "x";
+  const auto good = nlohmann::json(to_json(v));
+  ASSERT_TRUE(verdict_from_json(good));
+  auto broken = [&](auto change) {
+    auto j = good;
+    change(j);
+    auto r = verdict_from_json(j);
+    EXPECT_FALSE(r) << j.dump();
+    if (!r) EXPECT_EQ(r.error().code, ExitCode::bad_input);
+  };
+  broken([](nlohmann::json& j) { j = nlohmann::json::array(); });
+  broken([](nlohmann::json& j) { j["schema"] = "other"; });
+  broken([](nlohmann::json& j) { j["status"] = "fine"; });
+  broken([](nlohmann::json& j) { j["scope"] = 3; });
+  broken([](nlohmann::json& j) { j.erase("details"); });
+  broken([](nlohmann::json& j) { j["suspects"] = {{{"rank", "3"}, {"node", nullptr}, {"reason", "r"}}}; });
+  broken([](nlohmann::json& j) {
+    j["groups"] = {{{"kind", "replica"},
+                    {"members", {0}},
+                    {"outliers", {}},
+                    {"reason", "r"},
+                    {"mode", "fuzzy"},
+                    {"status", "agree"}}};
+  });
+}
+
 }  // namespace
 }  // namespace scout
