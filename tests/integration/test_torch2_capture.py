@@ -103,10 +103,18 @@ class Capture(ScoutTestCase):
         return docs, recs
 
     def test_eager_forms(self):
-        docs, _ = self.check("eager")
+        docs, recs = self.check("eager")
         for d in docs:
             for k in ("send", "recv", "all_to_all_single", "reduce_scatter_tensor", "barrier"):
                 self.assertIn(k, d["scout"], d)
+            # gloo's send and recv Works have no future: their exits come from the watcher once the
+            # trainer's wait() returned, none is left unpublished.
+            self.assertGreaterEqual(d["scout"].get("exits_waited", 0), d["scout"]["send"] + d["scout"]["recv"], d)
+            self.assertEqual(d["scout"]["exits_at_issue"], 0, d)
+        # Every rank ended outside any call: the first send or recv no longer leaves it "inside" for good.
+        self.assertEqual(sorted(recs), list(range(len(docs))))
+        for r, rec in recs.items():
+            self.assertEqual(rec["record"]["collective_state"], "done", rec)
             # broadcast(src=None, group_src=1, group=new_group([0, 1])): published on the group's ranks
             self.assertEqual("broadcast" in d["scout"], d["rank"] in (0, 1), d)
 
@@ -138,10 +146,14 @@ class Capture(ScoutTestCase):
             self.assertEqual(rec["record"]["coords"][2], r % 2, rec)
 
     def test_pipeline_2_stages(self):
-        docs, _ = self.check("pp", coords_from="device_mesh")
+        docs, recs = self.check("pp", coords_from="device_mesh")
         for d in docs:
             self.assertEqual((d["coords"][0], d["coords"][3]), (d["rank"] // 2, d["rank"] % 2), d)
             self.assertGreater(d["scout"].get("send", 0) + d["scout"].get("recv", 0), 0, d)
+            self.assertEqual(d["scout"]["exits_at_issue"], 0, d)
+        # The schedule's sends and recvs were waited: no stage is left "inside" after them.
+        for r, rec in recs.items():
+            self.assertEqual(rec["record"]["collective_state"], "done", rec)
 
     def test_compiled_model_has_no_new_graph_breaks(self):
         docs, _ = self.check("compile", world=2)

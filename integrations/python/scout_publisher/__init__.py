@@ -267,7 +267,10 @@ def capture():
 def collective_counts():
     """Collectives this process published through the ProcessGroup hooks, by
     kind ({"all_reduce": n, ...}; native mode adds exits_completed,
-    exits_at_issue, failed, hook_errors). Empty in wrappers mode."""
+    exits_at_issue, failed, hook_errors, and of the completed exits
+    exits_waited (a Work with no completion source, seen completed after its
+    wait()) and exits_by_order (closed by a later call of its group)). Empty
+    in wrappers mode."""
     from . import _torch
     if _torch.mode() in ("native", "python"):
         from . import _hooks

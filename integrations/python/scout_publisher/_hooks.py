@@ -345,16 +345,18 @@ COUNT_NAMES = ("none", "all_reduce", "all_gather", "all_gather_into_tensor", "re
 def counts():
     """Collectives published by the hooks of this process, by scout kind name
     (a coalesced batch is one, as in the record and torch's Flight Recorder),
-    plus exits_completed / exits_at_issue / failed / hook_errors (native only)."""
+    plus exits_completed / exits_at_issue / failed / hook_errors / exits_waited / exits_by_order (native only)."""
     out = {}
     if _state["mode"] == "native":
-        arr = (ctypes.c_uint64 * 20)()
-        _state["native"].scout_hooks_stats(arr, 20)
+        arr = (ctypes.c_uint64 * 22)()
+        got = _state["native"].scout_hooks_stats(arr, 22)
         vals = list(arr)
         for i, n in enumerate(COUNT_NAMES):
             if vals[i]:
                 out[n] = vals[i]
         out.update(exits_completed=vals[16], exits_at_issue=vals[17], failed=vals[18], hook_errors=vals[19])
+        if got > 21:
+            out.update(exits_waited=vals[20], exits_by_order=vals[21])
     else:
         for i, n in enumerate(COUNT_NAMES):
             if _py_counts[i]:

@@ -16,10 +16,17 @@
 // watchdog), backend completion hooks keyed by Work::getCompletionKey(). A
 // failed operation is published as "failed" (scout_hooks_set_fail), never as
 // done; a timed-out one whose future never completes stays "inside". A Work with neither (gloo's
-// point-to-point works, some coalesced batches) publishes no exit at all: its completion is unknown, so
-// it stays "inside" until the rank's next op (counted as `exits_at_issue`). An exit taken at issue would
-// say "done" of a rank still blocked in its wait(), and the hang decision would read that rank as
-// outside every call, silent, and name it for its peers' wait (a pipeline stage waiting in a send).
+// point-to-point works, some coalesced batches) is watched: gloo marks such a Work completed when the
+// trainer's wait() on it returns, so one watcher thread polls Work::isCompleted() every 2 ms while any is
+// outstanding and publishes the exit then (done, or failed when the Work holds an exception; counted as
+// `exits_waited`; the time is within the poll period of the wait's return). Some Works never report
+// completion (gloo's reduce_scatter_tensor: no future, isCompleted() false even after wait()): a watched
+// Work is closed when a later call of its process group completes (`exits_by_order`; the time is then
+// an upper bound). A Work never waited and never followed stays "inside" (at most 4096 watched; beyond,
+// counted as `exits_at_issue` and left inside). An exit taken at
+// issue would say "done" of a rank still blocked in its wait(), and the hang decision would read that
+// rank as outside every call, silent, and name it for its peers' wait (a pipeline stage waiting in a
+// send); publishing nothing, as before, left the rank "inside" for good after its first send or recv.
 //
 // Nothing here throws across the C ABI; a hook never throws into torch.
 #include <torch/version.h>
@@ -27,11 +34,13 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <torch/csrc/distributed/c10d/GroupRegistry.hpp>
 #include <torch/csrc/distributed/c10d/Hooks.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -83,6 +92,8 @@ struct Stats {
   std::atomic<std::uint64_t> exits_at_issue{0};
   std::atomic<std::uint64_t> failed{0};
   std::atomic<std::uint64_t> hook_errors{0};
+  std::atomic<std::uint64_t> exits_waited{0};
+  std::atomic<std::uint64_t> exits_by_order{0};
 };
 Stats g_stats;
 
@@ -182,6 +193,7 @@ struct Open {
   const GroupState* group = nullptr;
   std::int64_t op_id = -1;
   std::uint64_t token = 0;
+  bool collective = false;  // every member takes part (not send, recv or a batch of unknown kind)
 };
 thread_local std::array<Open, 8> t_open{};
 thread_local std::size_t t_open_n = 0;
@@ -198,6 +210,120 @@ void publish_exit(std::uint64_t token, bool completed) {
   }
   ex(rec, token);
   g_stats.exits_completed.fetch_add(1, std::memory_order_relaxed);
+}
+
+void publish_fail(std::uint64_t token) {
+  g_stats.failed.fetch_add(1, std::memory_order_relaxed);
+  ExitFn fail = g_sink.fail.load(std::memory_order_acquire);
+  void* rec = g_sink.record.load(std::memory_order_acquire);
+  if (fail != nullptr && rec != nullptr) fail(rec, token);
+}
+
+// Works with no completion source, watched until the trainer's wait() on them
+// returns (see the top of this file). Allocated once and never destroyed: the
+// watcher thread may still run while the process's statics are torn down.
+struct Watched {
+  c10::intrusive_ptr<c10d::Work> work;
+  std::uint64_t token = 0;
+  const GroupState* group = nullptr;
+  bool collective = false;  // may be closed by a later call of its group (close_earlier)
+};
+struct Watcher {
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::vector<Watched> works;
+  bool started = false;
+};
+constexpr std::size_t k_max_watched = 4096;
+constexpr auto k_watch_period = std::chrono::milliseconds(2);
+Watcher& watcher() {
+  static Watcher* w = new Watcher();
+  return *w;
+}
+
+// A later call of `group` (token `later`) completed: every watched collective Work
+// of that group issued before it is closed too (never a send or recv: a later call
+// completing does not mean a peer took the message). Some Works never report completion (gloo's
+// reduce_scatter_tensor: no future, isCompleted() false even after wait()); a later
+// call of the same process group completing means every member got past them.
+void close_earlier(const GroupState* group, std::uint64_t later) {
+  std::vector<Watched> closed;
+  {
+    Watcher& w = watcher();
+    std::lock_guard lock(w.mutex);
+    for (std::size_t i = 0; i < w.works.size();) {
+      if (w.works[i].collective && w.works[i].group == group && w.works[i].token < later) {
+        closed.push_back(std::move(w.works[i]));
+        w.works[i] = std::move(w.works.back());
+        w.works.pop_back();
+      } else {
+        ++i;
+      }
+    }
+  }
+  for (const auto& c : closed) {
+    g_stats.exits_by_order.fetch_add(1, std::memory_order_relaxed);
+    publish_exit(c.token, true);
+  }
+}
+
+void watch_loop() {
+  Watcher& w = watcher();
+  std::vector<Watched> finished;
+  for (;;) {
+    {
+      std::unique_lock lock(w.mutex);
+      if (w.works.empty()) w.wake.wait(lock, [&w] { return !w.works.empty(); });
+      for (std::size_t i = 0; i < w.works.size();) {
+        bool completed = true;
+        try {
+          completed = w.works[i].work->isCompleted();
+        } catch (...) {
+        }
+        if (completed) {
+          finished.push_back(std::move(w.works[i]));
+          w.works[i] = std::move(w.works.back());
+          w.works.pop_back();
+        } else {
+          ++i;
+        }
+      }
+    }
+    for (auto& f : finished) {
+      bool ok = true;
+      try {
+        ok = f.work->isSuccess();
+      } catch (...) {
+        ok = false;
+      }
+      g_stats.exits_waited.fetch_add(1, std::memory_order_relaxed);
+      if (ok)
+        publish_exit(f.token, true);
+      else
+        publish_fail(f.token);
+    }
+    for (const auto& f : finished) close_earlier(f.group, f.token);
+    finished.clear();  // drops the Work references outside the lock
+    std::this_thread::sleep_for(k_watch_period);
+  }
+}
+
+// Watches `work` until it completes; false when the watch list is full (or no thread can start).
+bool watch(const c10::intrusive_ptr<c10d::Work>& work, std::uint64_t token, const GroupState* group, bool collective) {
+  Watcher& w = watcher();
+  std::lock_guard lock(w.mutex);
+  if (w.works.size() >= k_max_watched) return false;
+  if (!w.started) {
+    try {
+      std::thread(watch_loop).detach();
+    } catch (...) {
+      return false;
+    }
+    w.started = true;
+  }
+  w.works.push_back({work, token, group, collective});
+  w.wake.notify_one();
+  return true;
 }
 
 void pre_hook(GroupState& g, const c10d::PreHookArgs& a) noexcept {
@@ -235,14 +361,17 @@ void pre_hook(GroupState& g, const c10d::PreHookArgs& a) noexcept {
   if (en(rec, gid, type, dtype, count, root, seq, &token) != 0) token = 0;
   g_stats.enters[type].fetch_add(
       1, std::memory_order_relaxed);  // a coalesced batch is one op, as in torch's Flight Recorder
-  if (t_open_n < t_open.size()) t_open[t_open_n++] = Open{&g, a.op_id, token};
+  if (t_open_n < t_open.size())
+    t_open[t_open_n++] = Open{&g, a.op_id, token, type >= k_all_reduce && type <= k_barrier};
 }
 
 void post_hook(GroupState& g, const c10d::PostHookArgs& a) noexcept {
   std::uint64_t token = 0;
+  bool collective = false;
   for (std::size_t i = t_open_n; i-- > 0;) {
     if (t_open[i].group == &g && t_open[i].op_id == a.op_id) {
       token = t_open[i].token;
+      collective = t_open[i].collective;
       t_open[i] = t_open[--t_open_n];
       break;
     }
@@ -258,25 +387,28 @@ void post_hook(GroupState& g, const c10d::PostHookArgs& a) noexcept {
       g.pending[a.work->getCompletionKey()] = token;
       return;
     }
-    auto fut = a.work->getFuture();
+    c10::intrusive_ptr<c10::ivalue::Future> fut;
+    try {
+      fut = a.work->getFuture();
+    } catch (...) {
+      // This Work has no future (gloo's send and recv, some coalesced works): watched below.
+    }
     if (!fut) {
-      publish_exit(token, false);
+      if (!watch(a.work, token, &g, collective)) publish_exit(token, false);
       return;
     }
-    fut->addCallback([token](c10::ivalue::Future& f) {
+    const GroupState* group = &g;  // kept for the process's life (g_groups)
+    fut->addCallback([token, group](c10::ivalue::Future& f) {
+      // Completed with an error: published as "failed", distinct from done
+      // (without a fail sink it stays "inside", which never names a victim).
       if (f.hasError()) {
-        // Completed with an error: published as "failed", distinct from done
-        // (without a fail sink it stays "inside", which never names a victim).
-        g_stats.failed.fetch_add(1, std::memory_order_relaxed);
-        ExitFn fail = g_sink.fail.load(std::memory_order_acquire);
-        void* rec = g_sink.record.load(std::memory_order_acquire);
-        if (fail != nullptr && rec != nullptr) fail(rec, token);
+        publish_fail(token);
         return;
       }
       publish_exit(token, true);
+      close_earlier(group, token);
     });
   } catch (...) {
-    // This Work has no future (e.g. some coalesced works): only issue is known.
     publish_exit(token, false);
   }
 }
@@ -356,6 +488,7 @@ __attribute__((visibility("default"))) int scout_hooks_attach(const char* group_
           raw->pending.erase(it);
         }
         publish_exit(token, true);
+        close_earlier(raw, token);
       });
     }
     pg->registerPreHook(k_hook_id, [raw](const c10d::PreHookArgs& a) {
@@ -383,14 +516,18 @@ __attribute__((visibility("default"))) int scout_hooks_attach(const char* group_
 }
 
 // Counters since load: out[0..15] enters by scout collective code, out[16]
-// exits at completion, out[17] exits at issue (no completion source),
-// out[18] failed (no exit), out[19] hook errors. Returns the count written.
+// exits at completion, out[17] exits at issue (no completion source, not
+// watched: no exit published), out[18] failed (no exit), out[19] hook errors,
+// out[20] of those completed or failed, the ones found by the watcher (a Work with
+// no completion source, after its wait() returned), out[21] of the completed, the
+// ones closed by a later call of their group completing. Returns the count written.
 __attribute__((visibility("default"))) std::size_t scout_hooks_stats(std::uint64_t* out, std::size_t n) {
   std::size_t i = 0;
   for (; i < k_kinds && i < n; ++i) out[i] = g_stats.enters[i].load();
-  const std::uint64_t rest[4] = {g_stats.exits_completed.load(), g_stats.exits_at_issue.load(), g_stats.failed.load(),
-                                 g_stats.hook_errors.load()};
-  for (std::size_t j = 0; j < 4 && i < n; ++j, ++i) out[i] = rest[j];
+  const std::uint64_t rest[6] = {g_stats.exits_completed.load(), g_stats.exits_at_issue.load(),
+                                 g_stats.failed.load(),          g_stats.hook_errors.load(),
+                                 g_stats.exits_waited.load(),    g_stats.exits_by_order.load()};
+  for (std::size_t j = 0; j < 6 && i < n; ++j, ++i) out[i] = rest[j];
   return i;
 }
 
