@@ -75,6 +75,7 @@ nlohmann::json read_json(const records::RecordRead& r, std::int64_t now) {
     ej["enter_ns"] = e.enter_ns;
     ej["exit_ns"] = e.exit_ns == 0 ? nlohmann::json(nullptr) : nlohmann::json(e.exit_ns);
     if (e.failed) ej["failed"] = true;
+    if (e.exit_ns != 0) ej["exit_kind"] = records::exit_kind_name(e.exit_kind);
     recent.push_back(std::move(ej));
   }
   rec["recent"] = std::move(recent);

@@ -26,6 +26,10 @@ constexpr int k_lock_spins = 256;
 // A deferred exit whose collective failed carries this bit beside its token
 // (tokens are op_seq values, far below 2^63).
 constexpr std::uint64_t k_failed_bit = std::uint64_t{1} << 63;
+// Bits 56-62 of an exit token carry the kind of its time (enum scout_exit_kind).
+constexpr int k_kind_shift = 56;
+constexpr std::uint64_t k_kind_mask = std::uint64_t{0x7f} << k_kind_shift;
+constexpr std::uint8_t k_max_exit_kind = SCOUT_EXIT_ORDERED;
 constexpr std::uint8_t k_state_done = 3;    // CollectiveState::done
 constexpr std::uint8_t k_state_failed = 4;  // CollectiveState::failed
 
@@ -78,7 +82,7 @@ void publish_progress(layout::Progress& p, const Mirror& m) {
   p.dropped.store(m.dropped, r);
 }
 
-void write_slot_exit(layout::RingSlot& slot, std::uint64_t exit_ns, bool failed);
+void write_slot_exit(layout::RingSlot& slot, std::uint64_t exit_ns, bool failed, std::uint8_t kind);
 
 }  // namespace
 
@@ -147,12 +151,13 @@ struct scout_record {
   bool apply_exit(std::uint64_t token, std::uint64_t now) {
     Mirror& m = mirror;
     const bool failed = (token & k_failed_bit) != 0;
-    token &= ~k_failed_bit;
+    const auto kind = static_cast<std::uint8_t>((token & k_kind_mask) >> k_kind_shift);
+    token &= ~(k_failed_bit | k_kind_mask);
     if (token == 0 || token > m.op_seq) return false;
     for (std::size_t back = 0; back < layout::k_ring_size && back < m.events; ++back) {
       std::size_t slot = (m.events - 1 - back) % layout::k_ring_size;
       if (ring_op[slot] == token) {
-        write_slot_exit(rec->ring[slot], now, failed);
+        write_slot_exit(rec->ring[slot], now, failed, kind);
         break;
       }
     }
@@ -222,16 +227,16 @@ void write_slot(layout::RingSlot& slot, const Mirror& m, std::uint64_t op_seq, s
   slot.seq.store(s + 2, std::memory_order_release);
 }
 
-void write_slot_exit(layout::RingSlot& slot, std::uint64_t exit_ns, bool failed) {
+void write_slot_exit(layout::RingSlot& slot, std::uint64_t exit_ns, bool failed, std::uint8_t kind) {
   constexpr auto r = std::memory_order_relaxed;
   std::uint64_t s = slot.seq.load(r);
   slot.seq.store(s + 1, r);
   std::atomic_thread_fence(std::memory_order_release);
   slot.exit_ns.store(exit_ns, r);
-  if (failed) {
-    std::uint64_t small = slot.small.load(r);
-    slot.small.store((small & ~(std::uint64_t{0xff} << 8)) | std::uint64_t{k_state_failed} << 8, r);
-  }
+  std::uint64_t small = slot.small.load(r);
+  small = (small & ~std::uint64_t{0xff}) | kind;  // a ring slot's phase byte: the kind of its exit time
+  if (failed) small = (small & ~(std::uint64_t{0xff} << 8)) | std::uint64_t{k_state_failed} << 8;
+  slot.small.store(small, r);
   slot.seq.store(s + 2, std::memory_order_release);
 }
 
@@ -445,7 +450,7 @@ namespace {
 
 // scout_collective_exit and scout_collective_fail: `token` carries k_failed_bit for a failure.
 int finish_collective(scout_record* record, uint64_t token) {
-  if (record == nullptr || (token & ~k_failed_bit) == 0) return SCOUT_EINVAL;
+  if (record == nullptr || (token & ~(k_failed_bit | k_kind_mask)) == 0) return SCOUT_EINVAL;
   if (!record->lock()) {
     // Contended: hand the exit to the lock holder instead of dropping it.
     if (!record->defer_exit(token)) {
@@ -471,12 +476,16 @@ int finish_collective(scout_record* record, uint64_t token) {
 }  // namespace
 
 int scout_collective_exit(scout_record* record, uint64_t token) {
-  if ((token & k_failed_bit) != 0) return SCOUT_EINVAL;
-  return finish_collective(record, token);
+  return scout_collective_exit_kind(record, token, SCOUT_EXIT_RETURNED);
+}
+
+int scout_collective_exit_kind(scout_record* record, uint64_t token, uint8_t kind) {
+  if ((token & (k_failed_bit | k_kind_mask)) != 0 || kind > k_max_exit_kind) return SCOUT_EINVAL;
+  return finish_collective(record, token | std::uint64_t{kind} << k_kind_shift);
 }
 
 int scout_collective_fail(scout_record* record, uint64_t token) {
-  if ((token & k_failed_bit) != 0) return SCOUT_EINVAL;
+  if ((token & (k_failed_bit | k_kind_mask)) != 0) return SCOUT_EINVAL;
   return finish_collective(record, token | k_failed_bit);
 }
 

@@ -114,8 +114,23 @@ SCOUT_PUBLISHER_API int scout_phase(scout_record* record, uint8_t phase);
 SCOUT_PUBLISHER_API int scout_collective_enter(scout_record* record, uint64_t group, uint8_t type, uint8_t dtype,
                                                uint64_t count, int64_t root_or_op, uint64_t group_seq, uint64_t* token);
 
-/* The collective entered with `token` completed. */
+/* The collective entered with `token` completed (its exit time is when the
+ * call returned: SCOUT_EXIT_RETURNED). */
 SCOUT_PUBLISHER_API int scout_collective_exit(scout_record* record, uint64_t token);
+
+/* What an exit time is, kept in the call's ring slot (the low byte of the
+ * slot's `small` word; zero from publishers that predate it). */
+enum scout_exit_kind {
+  SCOUT_EXIT_UNKNOWN = 0,   /* not said (an older publisher) */
+  SCOUT_EXIT_RETURNED = 1,  /* the call returned (a synchronous call: its completion) */
+  SCOUT_EXIT_COMPLETED = 2, /* the backend said the operation finished (a Work's future, completion hooks) */
+  SCOUT_EXIT_WAITED = 3,    /* the Work was seen completed after the trainer's wait() (within ~2 ms) */
+  SCOUT_EXIT_ORDERED = 4    /* a later call of its group completed: an upper bound */
+};
+
+/* scout_collective_exit with the kind of its time (an enum scout_exit_kind
+ * value; SCOUT_EINVAL for another). */
+SCOUT_PUBLISHER_API int scout_collective_exit_kind(scout_record* record, uint64_t token, uint8_t kind);
 
 /* The collective entered with `token` completed with an error (its Work's
  * wait() raised, the call raised, a peer closed the connection): published as

@@ -295,6 +295,12 @@ RecordRead read_segment(std::string_view name, const ReaderOptions& o) {
         e.enter_ns = static_cast<std::int64_t>(v[6]);
         e.exit_ns = static_cast<std::int64_t>(v[7]);
         e.failed = version >= 2 && L::small_state(v[1]) == static_cast<std::uint8_t>(CollectiveState::failed);
+        // The slot's phase byte: the kind of its exit time (0, unknown, from older publishers; an
+        // out-of-range value reads as unknown rather than refusing the whole record).
+        const auto kind = L::small_phase(v[1]);
+        e.exit_kind = kind <= static_cast<std::uint8_t>(ExitKind::ordered) && e.exit_ns != 0
+                          ? static_cast<ExitKind>(kind)
+                          : ExitKind::unknown;
         s.recent.push_back(e);
         break;
       }

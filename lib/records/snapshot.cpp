@@ -72,6 +72,22 @@ std::string_view collective_type_name(CollectiveType type) {
   return "invalid";
 }
 
+std::string_view exit_kind_name(ExitKind kind) {
+  switch (kind) {
+    case ExitKind::unknown:
+      return "unknown";
+    case ExitKind::returned:
+      return "returned";
+    case ExitKind::completed:
+      return "completed";
+    case ExitKind::waited:
+      return "waited";
+    case ExitKind::ordered:
+      return "ordered";
+  }
+  return "invalid";
+}
+
 std::string_view collective_state_name(CollectiveState state) {
   switch (state) {
     case CollectiveState::none:

@@ -52,7 +52,15 @@ enum class CollectiveType : std::uint8_t {
 // or the collective completed with an error (failed: layout version 2).
 enum class CollectiveState : std::uint8_t { none = 0, entering = 1, inside = 2, done = 3, failed = 4 };
 
+// What a ring event's exit time is (enum scout_exit_kind of the publisher's
+// C header): unknown from a publisher that predates it; returned when the
+// call returned; completed when the backend said the operation finished;
+// waited when the Work was seen completed after the trainer's wait() (within
+// ~2 ms); ordered when a later call of its group completed (an upper bound).
+enum class ExitKind : std::uint8_t { unknown = 0, returned = 1, completed = 2, waited = 3, ordered = 4 };
+
 std::string_view phase_name(Phase phase);
+std::string_view exit_kind_name(ExitKind kind);
 std::string_view collective_type_name(CollectiveType type);
 std::string_view collective_state_name(CollectiveState state);
 
@@ -71,10 +79,11 @@ struct Fingerprint {
 // One completed or in-flight collective from the record's ring.
 struct CollectiveEvent {
   Fingerprint fingerprint;
-  std::uint64_t op_seq = 0;   // the rank's global operation sequence number
-  std::int64_t enter_ns = 0;  // CLOCK_REALTIME nanoseconds
-  std::int64_t exit_ns = 0;   // 0 while still inside
-  bool failed = false;        // the call completed with an error (layout version 2)
+  std::uint64_t op_seq = 0;                // the rank's global operation sequence number
+  std::int64_t enter_ns = 0;               // CLOCK_REALTIME nanoseconds
+  std::int64_t exit_ns = 0;                // 0 while still inside
+  bool failed = false;                     // the call completed with an error (layout version 2)
+  ExitKind exit_kind = ExitKind::unknown;  // what exit_ns is (the ring slot's low byte of `small`)
 
   bool operator==(const CollectiveEvent&) const = default;
 };

@@ -42,7 +42,8 @@ Fingerprint decode_fingerprint_array(const json& j) {
 json encode_snapshot(const RankSnapshot& s) {
   json ring = json::array();
   for (const auto& ev : s.recent)
-    ring.push_back(json::array({encode_fingerprint(ev.fingerprint), ev.op_seq, ev.enter_ns, ev.exit_ns, ev.failed}));
+    ring.push_back(json::array({encode_fingerprint(ev.fingerprint), ev.op_seq, ev.enter_ns, ev.exit_ns, ev.failed,
+                                static_cast<int>(ev.exit_kind)}));
   return json::object({
       {"job", s.job},
       {"att", s.attempt},
@@ -99,6 +100,8 @@ Result<RankSnapshot> decode_snapshot(const json& r) {
       ce.enter_ns = ev.at(2).get<std::int64_t>();
       ce.exit_ns = ev.at(3).get<std::int64_t>();
       ce.failed = ev.at(4).get<bool>();
+      // The kind of the exit time (absent from blobs that predate it: unknown).
+      if (ev.size() > 5) ce.exit_kind = small_enum<ExitKind>(ev.at(5), static_cast<int>(ExitKind::ordered));
       s.recent.push_back(ce);
     }
     if (s.rank < 0 || s.world_size <= 0 || s.rank >= s.world_size)

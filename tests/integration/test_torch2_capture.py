@@ -111,12 +111,19 @@ class Capture(ScoutTestCase):
             # trainer's wait() returned, none is left unpublished.
             self.assertGreaterEqual(d["scout"].get("exits_waited", 0), d["scout"]["send"] + d["scout"]["recv"], d)
             self.assertEqual(d["scout"]["exits_at_issue"], 0, d)
+            # broadcast(src=None, group_src=1, group=new_group([0, 1])): published on the group's ranks
+            self.assertEqual("broadcast" in d["scout"], d["rank"] in (0, 1), d)
         # Every rank ended outside any call: the first send or recv no longer leaves it "inside" for good.
         self.assertEqual(sorted(recs), list(range(len(docs))))
         for r, rec in recs.items():
             self.assertEqual(rec["record"]["collective_state"], "done", rec)
-            # broadcast(src=None, group_src=1, group=new_group([0, 1])): published on the group's ranks
-            self.assertEqual("broadcast" in d["scout"], d["rank"] in (0, 1), d)
+            # Each exit says what its time is: sends and recvs seen completed after wait(), the others
+            # completed by the backend (or, gloo's reduce_scatter_tensor, closed by a later call).
+            for e in rec["record"]["recent"]:
+                if e["exit_ns"] is None:
+                    continue
+                want = ("waited",) if e["type"] in ("send", "recv") else ("completed", "waited", "ordered")
+                self.assertIn(e.get("exit_kind"), want, e)
 
     def test_ddp_builtin_allreduce_without_a_comm_hook(self):
         docs, _ = self.check("ddp", world=2)

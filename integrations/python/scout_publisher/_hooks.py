@@ -87,6 +87,8 @@ def _load_native():
         lib.scout_hooks_set_sink.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         if hasattr(lib, "scout_hooks_set_fail"):
             lib.scout_hooks_set_fail.argtypes = [ctypes.c_void_p]
+        if hasattr(lib, "scout_hooks_set_exit_kind"):
+            lib.scout_hooks_set_exit_kind.argtypes = [ctypes.c_void_p]
         lib.scout_hooks_attach.argtypes = [ctypes.c_char_p, ctypes.c_uint64, ctypes.POINTER(ctypes.c_int64),
                                            ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
         lib.scout_hooks_stats.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
@@ -305,6 +307,8 @@ def _set_sink(pub):
         return
     if pub is None:
         lib.scout_hooks_set_sink(None, None, None)
+        if hasattr(lib, "scout_hooks_set_exit_kind"):
+            lib.scout_hooks_set_exit_kind(None)
         return
     plib = pub.lib
     enter = ctypes.cast(plib.scout_collective_enter, ctypes.c_void_p).value
@@ -312,6 +316,8 @@ def _set_sink(pub):
     lib.scout_hooks_set_sink(pub.record._handle.value, enter, exit_)
     if hasattr(lib, "scout_hooks_set_fail"):
         lib.scout_hooks_set_fail(ctypes.cast(plib.scout_collective_fail, ctypes.c_void_p).value)
+    if hasattr(lib, "scout_hooks_set_exit_kind") and hasattr(plib, "scout_collective_exit_kind"):
+        lib.scout_hooks_set_exit_kind(ctypes.cast(plib.scout_collective_exit_kind, ctypes.c_void_p).value)
 
 
 def uninstall():

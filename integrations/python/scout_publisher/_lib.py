@@ -7,6 +7,8 @@ OK, EINVAL, EEXIST, EPERM, ESYS, EBUSY = 0, -1, -2, -3, -4, -5
 
 PHASES = {"unknown": 0, "forward": 1, "backward": 2, "optimizer": 3, "dataloader": 4, "checkpoint": 5,
           "collective": 6, "idle": 7, "comm_error": 8}
+# What an exit time is (enum scout_exit_kind in scout_publisher.h).
+EXIT_KINDS = {"unknown": 0, "returned": 1, "completed": 2, "waited": 3, "ordered": 4}
 COLLECTIVES = {"none": 0, "all_reduce": 1, "all_gather": 2, "all_gather_into_tensor": 3, "reduce_scatter": 4,
                "reduce_scatter_tensor": 5, "all_to_all": 6, "all_to_all_single": 7, "broadcast": 8, "reduce": 9,
                "gather": 10, "scatter": 11, "barrier": 12, "send": 13, "recv": 14, "other": 15}
@@ -71,6 +73,8 @@ def load(path=None):
     lib.scout_collective_enter.argtypes = [p, u64, u8, u8, u64, i64, u64, ctypes.POINTER(u64)]
     lib.scout_collective_exit.argtypes = [p, u64]
     lib.scout_collective_fail.argtypes = [p, u64]
+    lib.scout_collective_exit_kind.argtypes = [p, u64, u8]
+    lib.scout_collective_exit_kind.restype = ctypes.c_int
     lib.scout_heartbeat.argtypes = [p]
     lib.scout_record_set_coords.argtypes = [p, ctypes.POINTER(i64)]
     lib.scout_group_id.argtypes = [ctypes.POINTER(i64), ctypes.c_size_t]
@@ -125,8 +129,14 @@ class Record:
             return 0
         return token.value
 
-    def exit(self, token):
-        return self._exit(self._handle, token) if token else EINVAL
+    def exit(self, token, kind=None):
+        """The collective entered with `token` completed; `kind` (a name of EXIT_KINDS) says what its
+        time is; by default "returned" (the call returned)."""
+        if not token:
+            return EINVAL
+        if kind is None:
+            return self._exit(self._handle, token)
+        return self._lib.scout_collective_exit_kind(self._handle, token, EXIT_KINDS[kind])
 
     def fail(self, token):
         """The collective entered with `token` completed with an error: published as "failed", not done."""

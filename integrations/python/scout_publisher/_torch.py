@@ -164,7 +164,10 @@ def _finish(record, token, fut=None, failed=False):
             fut.value()
         except BaseException:
             failed = True
-    (record.fail if failed else record.exit)(token)
+    if failed:
+        record.fail(token)
+    else:
+        record.exit(token, "completed" if fut is not None else None)
 
 
 def _exit_when_done(work, token):

@@ -54,6 +54,10 @@ namespace {
 using EnterFn = int (*)(void*, std::uint64_t, std::uint8_t, std::uint8_t, std::uint64_t, std::int64_t, std::uint64_t,
                         std::uint64_t*);
 using ExitFn = int (*)(void*, std::uint64_t);
+using ExitKindFn = int (*)(void*, std::uint64_t, std::uint8_t);  // scout_collective_exit_kind
+
+// The kind of an exit time (enum scout_exit_kind, integrations/publisher/scout_publisher.h).
+enum : std::uint8_t { k_exit_completed = 2, k_exit_waited = 3, k_exit_ordered = 4 };
 
 // scout's collective codes (integrations/publisher/scout_publisher.h).
 enum : std::uint8_t {
@@ -82,7 +86,8 @@ struct Sink {
   std::atomic<void*> record{nullptr};
   std::atomic<EnterFn> enter{nullptr};
   std::atomic<ExitFn> exit{nullptr};
-  std::atomic<ExitFn> fail{nullptr};  // scout_collective_fail: same signature as exit
+  std::atomic<ExitFn> fail{nullptr};           // scout_collective_fail: same signature as exit
+  std::atomic<ExitKindFn> exit_kind{nullptr};  // scout_collective_exit_kind, when the publisher has it
 };
 Sink g_sink;
 
@@ -200,7 +205,7 @@ thread_local std::size_t t_open_n = 0;
 
 // `completed`: the backend said the op finished, so its exit is published; otherwise only issue is
 // known, and nothing is published (see the top of this file).
-void publish_exit(std::uint64_t token, bool completed) {
+void publish_exit(std::uint64_t token, bool completed, std::uint8_t kind = k_exit_completed) {
   ExitFn ex = g_sink.exit.load(std::memory_order_acquire);
   void* rec = g_sink.record.load(std::memory_order_acquire);
   if (ex == nullptr || rec == nullptr || token == 0) return;
@@ -208,7 +213,10 @@ void publish_exit(std::uint64_t token, bool completed) {
     g_stats.exits_at_issue.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  ex(rec, token);
+  if (ExitKindFn with_kind = g_sink.exit_kind.load(std::memory_order_acquire); with_kind != nullptr)
+    with_kind(rec, token, kind);
+  else
+    ex(rec, token);
   g_stats.exits_completed.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -263,7 +271,7 @@ void close_earlier(const GroupState* group, std::uint64_t later) {
   }
   for (const auto& c : closed) {
     g_stats.exits_by_order.fetch_add(1, std::memory_order_relaxed);
-    publish_exit(c.token, true);
+    publish_exit(c.token, true, k_exit_ordered);
   }
 }
 
@@ -298,7 +306,7 @@ void watch_loop() {
       }
       g_stats.exits_waited.fetch_add(1, std::memory_order_relaxed);
       if (ok)
-        publish_exit(f.token, true);
+        publish_exit(f.token, true, k_exit_waited);
       else
         publish_fail(f.token);
     }
@@ -438,6 +446,12 @@ __attribute__((visibility("default"))) int scout_hooks_set_sink(void* record, En
 
 // Where failed completions go (libscout_publisher's scout_collective_fail);
 // nullptr: a failed operation publishes nothing and stays "inside".
+// The publisher's scout_collective_exit_kind: exits then say which kind of time they are.
+__attribute__((visibility("default"))) int scout_hooks_set_exit_kind(ExitKindFn exit_kind) {
+  g_sink.exit_kind.store(exit_kind, std::memory_order_release);
+  return 0;
+}
+
 __attribute__((visibility("default"))) int scout_hooks_set_fail(ExitFn fail) {
   g_sink.fail.store(fail, std::memory_order_release);
   return 0;

@@ -175,6 +175,40 @@ TEST(RecordsReader, RingKeepsTheLastEventsInOrder) {
     EXPECT_LT(r.snapshot->recent[i - 1].op_seq, r.snapshot->recent[i].op_seq);
 }
 
+TEST(RecordsReader, EachExitSaysWhatItsTimeIs) {
+  Published p(unique_job("exitkind"), 0, 2);
+  ASSERT_EQ(p.status(), SCOUT_OK);
+  const std::uint8_t kinds[] = {SCOUT_EXIT_COMPLETED, SCOUT_EXIT_WAITED, SCOUT_EXIT_ORDERED, SCOUT_EXIT_RETURNED};
+  std::uint64_t t = 0;
+  for (std::uint64_t i = 0; i < 4; ++i) {
+    ASSERT_EQ(scout_collective_enter(p.rec(), 9, SCOUT_COLL_ALL_REDUCE, 2, 10, 0, i + 1, &t), SCOUT_OK);
+    ASSERT_EQ(scout_collective_exit_kind(p.rec(), t, kinds[i]), SCOUT_OK);
+  }
+  std::uint64_t plain = 0, failed = 0, inside = 0;
+  ASSERT_EQ(scout_collective_enter(p.rec(), 9, SCOUT_COLL_ALL_REDUCE, 2, 10, 0, 5, &plain), SCOUT_OK);
+  ASSERT_EQ(scout_collective_exit(p.rec(), plain), SCOUT_OK);  // the call returned
+  ASSERT_EQ(scout_collective_enter(p.rec(), 9, SCOUT_COLL_ALL_REDUCE, 2, 10, 0, 6, &failed), SCOUT_OK);
+  ASSERT_EQ(scout_collective_fail(p.rec(), failed), SCOUT_OK);
+  ASSERT_EQ(scout_collective_enter(p.rec(), 9, SCOUT_COLL_SEND, 2, 10, 1, 7, &inside), SCOUT_OK);
+  EXPECT_EQ(scout_collective_exit_kind(p.rec(), inside, 5), SCOUT_EINVAL);  // no such kind
+  EXPECT_EQ(scout_collective_exit_kind(p.rec(), inside | (std::uint64_t{1} << 60), 2), SCOUT_EINVAL);
+  RecordRead r = read_segment(p.name(), for_job(p.job()));
+  ASSERT_TRUE(r.snapshot) << r.message;
+  const auto& e = r.snapshot->recent;
+  ASSERT_EQ(e.size(), 7u);
+  EXPECT_EQ(e[0].exit_kind, ExitKind::completed);
+  EXPECT_EQ(e[1].exit_kind, ExitKind::waited);
+  EXPECT_EQ(e[2].exit_kind, ExitKind::ordered);
+  EXPECT_EQ(e[3].exit_kind, ExitKind::returned);
+  EXPECT_EQ(e[4].exit_kind, ExitKind::returned);
+  EXPECT_TRUE(e[5].failed);
+  EXPECT_EQ(e[6].exit_ns, 0);
+  EXPECT_EQ(e[6].exit_kind, ExitKind::unknown);  // still inside: no exit, no kind
+  EXPECT_EQ(e[6].fingerprint.type, CollectiveType::send);
+  EXPECT_EQ(exit_kind_name(e[2].exit_kind), "ordered");
+  EXPECT_EQ(r.snapshot->collective_state, CollectiveState::inside);
+}
+
 TEST(RecordsReader, FailedCompletionIsPublishedAsFailedInTheProgressAndTheRing) {
   Published p(unique_job("failed"), 0, 2);
   ASSERT_EQ(p.status(), SCOUT_OK);
