@@ -70,7 +70,8 @@ namespace {
 // that a hashing thread then walks. A cold file streams best in sequential
 // reads, which the kernel's readahead follows whatever their size; warm, a
 // 1 MiB buffer is still in the shared cache when another core hashes it (4 MiB
-// pieces: 0.15-0.20 s against 0.12-0.14 s warm for 3 x 192 MiB, 2 cores).
+// pieces were slower warm: 3 x 256 MiB safetensors in 0.10-0.15 s against
+// 0.08-0.12 s, 2 loaded cores).
 constexpr std::uint64_t k_piece_bytes = std::uint64_t{1} << 20;
 // With a CRC to compute, a piece is walked in blocks small enough to stay in
 // the core's cache between the hash and the CRC.
@@ -316,9 +317,10 @@ std::size_t RangeHashJob::add(std::uint64_t offset, std::uint64_t size, std::spa
         ++st.queued;
       }
       // Read here, in the order the segments were added (file order for every reader), one pread per piece
-      // into a buffer that a pool thread hashes: each file is read front to back by one thread in large
-      // reads, while hashing stays parallel. (Reading on the pool threads, several pieces of a file at
-      // distant offsets at once, read cold .pt and DCP files at 0.5-0.8x cat; bench/verify_ckpt_bench.py.)
+      // into a buffer that a pool thread hashes: each file is read front to back by one thread, while hashing
+      // stays parallel. (Pool threads reading pieces 8 MiB apart of one file at once shared its readahead
+      // state; no POSIX_FADV_WILLNEED per piece either: several files' hints reached the disk as scattered
+      // requests.)
       piece->bytes = PieceBuffers::instance().take();
       if (!read_exact(st.fd, piece->bytes.get(), static_cast<std::size_t>(piece->size), piece->offset)) {
         PieceBuffers::instance().give(std::move(piece->bytes));

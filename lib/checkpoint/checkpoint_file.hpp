@@ -74,8 +74,7 @@ struct ByteRange {
 // them, in the order they are added (file order for every reader here), one
 // pread of up to 1 MiB per piece into a buffer: each file is read front to
 // back by one thread, so the kernel's readahead streams it as it does for
-// `cat` (pieces of one file read by several threads at once, at distant
-// offsets, read cold files at 0.5-0.8x cat). A process-wide pool of hashing
+// `cat` (the structure read apart from it: AsideReads). A process-wide pool of hashing
 // threads (one per core, shared by every file in flight, so no core idles
 // while any file has work; idle threads end after 2 s) hashes each piece: the
 // word sums of the ranges inside it are XORed into their targets (any order:
