@@ -94,6 +94,10 @@ std::optional<bool> cached(int fd, std::uint64_t offset, std::size_t n) {
 }
 
 constexpr std::uint64_t k_direct_align = 4096;
+// Larger aside reads are read normally: their own readahead makes large folios, and O_DIRECT streams slowly where
+// the host caches the disk (dd iflag=direct bs=16M: 250-450 MB/s here, against 2 GB/s and more through the page
+// cache; 4 KiB direct reads take 0.05 ms).
+constexpr std::size_t k_direct_max = std::size_t{1} << 20;
 
 // Bytes [offset, offset + n) through the O_DIRECT descriptor `direct`, in aligned blocks; false when it cannot
 // (alignment refused, read error): the caller reads them normally.
@@ -139,6 +143,7 @@ bool read_aside(int fd, void* buf, std::size_t n, std::uint64_t offset) {
   if (n == 0) return true;
   auto it = std::find_if(t_aside.begin(), t_aside.end(), [fd](const auto& a) { return a.first == fd; });
   if (it == t_aside.end()) return read_exact(fd, buf, n, offset);
+  if (n > k_direct_max) return read_exact(fd, buf, n, offset);
   const auto in_cache = cached(fd, offset, n);
   if (!in_cache || *in_cache) return read_exact(fd, buf, n, offset);
   return read_direct(it->second, buf, n, offset) || read_exact(fd, buf, n, offset);
