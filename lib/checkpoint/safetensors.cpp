@@ -128,6 +128,10 @@ bool read_direct(int direct, void* buf, std::size_t n, std::uint64_t offset) {
 
 AsideReads::AsideReads(int fd) : m_fd(fd) {
   if (fd < 0 || k_sys_cachestat < 0) return;
+  // A file wholly in the page cache (warm) is read normally, without a cachestat call per read.
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_size <= 0 || cached(fd, 0, static_cast<std::size_t>(st.st_size)).value_or(true))
+    return;
   m_direct = ::open(fmt::format("/proc/self/fd/{}", fd).c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
   if (m_direct >= 0) t_aside.emplace_back(fd, m_direct);
 }
