@@ -22,7 +22,13 @@ order (on a VM the host may cache what the first run read); the line gives
 the median of the pair ratios, the ratio of the median times ("of medians")
 with each side's fastest and slowest time (on a VM whose host caches the disk,
 a cold `cat` can take 1 s one run and 0.3 s the next), and the load average
-before and after.
+before and after. On the Firecracker VM this was measured on, a slow cold run
+(cat's or scout's) is system time in the copy out of the page cache
+(_copy_to_iter, 0.4-0.9 s against 0.04 s for 576 MiB). Likely cause (not
+proven): the balloon's free page reporting (page_reporting_order 9) hands free
+2 MiB blocks back to the host, and the large folios readahead allocates come
+from them and fault on the host when first touched. Compare the fast runs (the min of each range), or use
+--drop-caches on an idle machine.
 
 Usage: bench/verify_ckpt_bench.py [--mb N] [--repeat N] [--formats safetensors,pt,dcp] [--dir DIR [--prepare-only]] [--drop-caches]
 """

@@ -289,6 +289,9 @@ Result<FileDigest> digest_dcp(const std::string& dir, const ProgressFn& progress
     std::vector<std::pair<const DcpItem*, PendingArchive>> pending;
     Status status = Ok{};
     {
+      // Each chunk's zip directory lies at its end, ahead of the stream of the file's data (read as the chunks are
+      // queued): read apart from it.
+      AsideReads aside(data_fd);
       const std::uint64_t before = done;
       RangeHashJob job(data_fd, fmt::format("{}/{}", dir, file),
                        progress ? ProgressFn([&](std::uint64_t d) { progress(before + d); }) : ProgressFn{},

@@ -66,29 +66,75 @@ unsigned default_hash_threads() {
 
 namespace {
 
-// Pieces of a segment are read and hashed as one unit each.
-constexpr std::uint64_t k_piece_bytes = std::uint64_t{8} << 20;
-// A piece is read in 1 MiB preads (a cold file streams best in large
-// sequential reads, which the kernel's own readahead follows).
-constexpr std::uint64_t k_read_bytes = std::uint64_t{1} << 20;
-// Threads beyond one per core: a thread waiting for the disk leaves its core
-// idle, so a cold set of files needs more reads in flight than cores. Cold,
-// 3 files of 256 MiB read in 0.34-0.40 s with 4 threads on 2 cores, against
-// 0.73-1.50 s with 2 threads and a WILLNEED hint per piece (same run).
-constexpr unsigned k_extra_reading_threads = 2;
+// A segment is read in pieces of up to 1 MiB, each by one pread into a buffer
+// that a hashing thread then walks. A cold file streams best in sequential
+// reads, which the kernel's readahead follows whatever their size; warm, a
+// 1 MiB buffer is still in the shared cache when another core hashes it (4 MiB
+// pieces were slower warm: 3 x 256 MiB safetensors in 0.10-0.15 s against
+// 0.08-0.12 s, 2 loaded cores).
+constexpr std::uint64_t k_piece_bytes = std::uint64_t{1} << 20;
 // With a CRC to compute, a piece is walked in blocks small enough to stay in
 // the core's cache between the hash and the CRC.
 constexpr std::uint64_t k_block_bytes = std::uint64_t{256} << 10;
 
-// The process-wide hashing threads, at most one per core. A thread starts
-// when work waits and none is idle, and ends after k_idle without work, so
-// no thread outlives a verification by long (a program embedding the
-// library keeps none) and exit never waits for one. The pool itself is never
-// destroyed: a thread still ending at exit finds it intact.
+// Piece buffers of the whole process: at most k_buffers_per_thread per hashing
+// thread exist at once (memory is bounded by them, whatever the files' sizes
+// and however many files are in flight); a reader waits for one. Buffers are
+// reused (a fresh one would fault in its pages on every piece) and freed when
+// the hashing threads end (HashPool, idle).
+class PieceBuffers {
+ public:
+  static constexpr unsigned k_buffers_per_thread = 4;
+  static PieceBuffers& instance() {
+    static PieceBuffers* buffers = new PieceBuffers(k_buffers_per_thread * default_hash_threads());
+    return *buffers;
+  }
+  std::unique_ptr<std::byte[]> take() {
+    std::unique_lock lock(m_mutex);
+    m_cv.wait(lock, [&] { return m_used < m_max; });
+    ++m_used;
+    if (!m_free.empty()) {
+      auto b = std::move(m_free.back());
+      m_free.pop_back();
+      return b;
+    }
+    lock.unlock();
+    return std::unique_ptr<std::byte[]>(new std::byte[k_piece_bytes]);
+  }
+  void give(std::unique_ptr<std::byte[]> buffer) {
+    {
+      std::lock_guard lock(m_mutex);
+      --m_used;
+      m_free.push_back(std::move(buffer));
+    }
+    m_cv.notify_one();
+  }
+  void trim() {
+    std::vector<std::unique_ptr<std::byte[]>> drop;
+    std::lock_guard lock(m_mutex);
+    drop.swap(m_free);
+  }
+
+ private:
+  explicit PieceBuffers(unsigned max) : m_max(std::max(2u, max)) {}
+  const unsigned m_max;
+  unsigned m_used = 0;
+  std::mutex m_mutex;
+  std::condition_variable m_cv;
+  std::vector<std::unique_ptr<std::byte[]>> m_free;
+};
+
+// The process-wide hashing threads, at most one per core (they only hash:
+// each file's reads are issued by the thread that queues its ranges). A
+// thread starts when work waits and none is idle, and ends after k_idle
+// without work, so no thread outlives a verification by long (a program
+// embedding the library keeps none; the last one frees the piece buffers)
+// and exit never waits for one. The pool itself is never destroyed: a thread
+// still ending at exit finds it intact.
 class HashPool {
  public:
   static HashPool& instance() {
-    static HashPool* pool = new HashPool(default_hash_threads() + k_extra_reading_threads);
+    static HashPool* pool = new HashPool(default_hash_threads());
     return *pool;
   }
   void submit(std::function<void()> work) {
@@ -128,7 +174,7 @@ class HashPool {
       work();
       lock.lock();
     }
-    --m_live;
+    if (--m_live == 0) PieceBuffers::instance().trim();
   }
   const unsigned m_max;
   unsigned m_live = 0;  // threads started and not ended
@@ -141,10 +187,11 @@ class HashPool {
 struct Piece {
   std::uint64_t offset = 0;
   std::uint64_t size = 0;
-  std::size_t segment = 0;        // index into State::segments
-  std::size_t part = 0;           // index of the piece within its segment
-  bool crc = false;               // its segment's CRC-32 is checked
-  std::vector<ByteRange> slices;  // parts of ranges inside the piece
+  std::size_t segment = 0;             // index into State::segments
+  std::size_t part = 0;                // index of the piece within its segment
+  bool crc = false;                    // its segment's CRC-32 is checked
+  std::vector<ByteRange> slices;       // parts of ranges inside the piece
+  std::unique_ptr<std::byte[]> bytes;  // the piece, read (PieceBuffers)
 };
 
 }  // namespace
@@ -178,7 +225,7 @@ struct RangeHashJob::State {
     if (error.empty()) error = std::move(why);
   }
 
-  // Runs on a pool thread.
+  // Runs on a pool thread, once the piece's bytes are read.
   void run(Piece& p) {
     std::uint32_t c = 0;
     std::vector<std::uint64_t> local(p.slices.size(), 0);
@@ -193,17 +240,10 @@ struct RangeHashJob::State {
                                       s.first_word + (a - s.offset) / 8);
       }
     };
-    // Reads pread into a buffer (measured cheaper than mapping, warm and
-    // cold, and a file truncated under a mapping would raise SIGBUS), walked
-    // in blocks that stay in the core's cache between the CRC and the hash.
-    static thread_local std::unique_ptr<std::byte[]> buffer(new std::byte[k_read_bytes]);
-    for (std::uint64_t at = 0; at < p.size; at += k_read_bytes) {
-      const std::uint64_t n = std::min(k_read_bytes, p.size - at);
-      if (!read_exact(fd, buffer.get(), static_cast<std::size_t>(n), p.offset + at))
-        return fail(fmt::format("read failed at byte {}: file truncated", p.offset + at));
-      for (std::uint64_t b = 0; b < n; b += k_block_bytes)
-        consume(buffer.get() + b, p.offset + at + b, std::min(k_block_bytes, n - b));
-    }
+    // The buffer is walked in blocks that stay in the core's cache between the CRC and the hash.
+    for (std::uint64_t b = 0; b < p.size; b += k_block_bytes)
+      consume(p.bytes.get() + b, p.offset + b, std::min(k_block_bytes, p.size - b));
+    PieceBuffers::instance().give(std::move(p.bytes));
     std::lock_guard lock(mutex);
     for (std::size_t i = 0; i < p.slices.size(); ++i) sums[p.slices[i].target] ^= local[i];
     if (p.crc) segments[p.segment].parts[p.part] = {c, p.size};
@@ -276,9 +316,22 @@ std::size_t RangeHashJob::add(std::uint64_t offset, std::uint64_t size, std::spa
         if (!st.error.empty()) return segment;
         ++st.queued;
       }
-      // No POSIX_FADV_WILLNEED ahead of the piece: the hints of several files'
-      // pieces reached the disk as scattered requests and read cold files
-      // slower than the reads alone (bench/verify_ckpt_bench.py).
+      // Read here, in the order the segments were added (file order for every reader), one pread per piece
+      // into a buffer that a pool thread hashes: each file is read front to back by one thread, while hashing
+      // stays parallel. (Pool threads reading pieces 8 MiB apart of one file at once shared its readahead
+      // state; no POSIX_FADV_WILLNEED per piece either: several files' hints reached the disk as scattered
+      // requests.)
+      piece->bytes = PieceBuffers::instance().take();
+      if (!read_exact(st.fd, piece->bytes.get(), static_cast<std::size_t>(piece->size), piece->offset)) {
+        PieceBuffers::instance().give(std::move(piece->bytes));
+        st.fail(fmt::format("read failed at byte {}: file truncated", piece->offset));
+        {
+          std::lock_guard lock(st.mutex);
+          --st.queued;
+        }
+        st.cv.notify_all();
+        return segment;
+      }
       HashPool::instance().submit([state = m_state, piece] {
         state->run(*piece);
         {
@@ -486,6 +539,8 @@ Result<FileDigest> digest_file(const std::string& path, const ProgressFn& progre
       Result<PendingArchive> pending = PendingArchive{};
       Status ok = Ok{};
       {
+        // The directory, the local headers and data.pkl are read before the storages, apart from their stream.
+        AsideReads aside(fd);
         RangeHashJob job(fd, path, progress, threads == 0 ? 0 : threads + 2);
         pending = queue_torch_archive(fd, 0, d.size, path, job, threads);
         ok = job.wait();

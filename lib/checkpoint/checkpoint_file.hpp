@@ -70,24 +70,26 @@ struct ByteRange {
   std::uint64_t first_word = 0;
 };
 
-// Hashes parts of one open file on a process-wide pool of hashing threads
-// (one per core and two more, since a thread waiting for a cold file's
-// bytes leaves its core idle; shared by every file in flight, so no core idles
-// while any file has work; idle threads end after 2 s). Each segment is read
-// once, in pieces of up to 8 MiB, with 1 MiB preads (large sequential reads
-// that the kernel's readahead follows) into a buffer walked in 256 KiB blocks
-// that stay in cache (nothing is mapped: a file truncated while it is read is
-// a short read and an error, not SIGBUS); the word sums of the ranges
-// inside it are XORed into their targets (any order: the sum is associative)
-// and, for zip entries, its CRC-32 is computed on the way (lib/hash/crc32.hpp)
-// and compared with the directory's. At most `in_flight` pieces are queued at
-// once (memory is bounded by pieces, not by the file).
+// Hashes parts of one open file. The thread that adds the segments reads
+// them, in the order they are added (file order for every reader here), one
+// pread of up to 1 MiB per piece into a buffer: each file is read front to
+// back by one thread, so the kernel's readahead streams it as it does for
+// `cat` (the structure read apart from it: AsideReads). A process-wide pool of hashing
+// threads (one per core, shared by every file in flight, so no core idles
+// while any file has work; idle threads end after 2 s) hashes each piece: the
+// word sums of the ranges inside it are XORed into their targets (any order:
+// the sum is associative) and, for zip entries, its CRC-32 is computed on the
+// way (lib/hash/crc32.hpp) and compared with the directory's. At most
+// `in_flight` pieces of a job are read and not yet hashed, and at most 4 per
+// hashing thread in the whole process (memory is bounded by those buffers,
+// not by the files). Nothing is mapped: a file truncated while it is read is
+// a short read and an error, not SIGBUS.
 // Hashing threads of the pool alive now (0 once it has been idle for 2 s).
 unsigned hashing_threads_alive();
 
 class RangeHashJob {
  public:
-  // `in_flight` 0: the pool's thread count + 2.
+  // `in_flight` 0: the pool's thread count + 2 pieces read ahead of hashing.
   RangeHashJob(int fd, std::string label, ProgressFn progress = {}, unsigned in_flight = 0);
   ~RangeHashJob();  // waits for its queued pieces
   RangeHashJob(const RangeHashJob&) = delete;
@@ -95,13 +97,11 @@ class RangeHashJob {
 
   // A new word sum (0 until ranges are added to it).
   std::size_t new_target();
-  // Queues the `size` bytes at `offset` (blocks while `in_flight` pieces are
-  // queued). `ranges` lie inside them; a range that starts a whole number of
-  // words after `offset` is hashed in the same pass, any other is read
-  // separately. With `crc` (an entry named `entry`), a CRC-32 that differs is
-  // reported by crc_failures().
-  // Returns the segment's id for crc_failure (k_no_segment when refused: the
-  // bytes lie past the file's end, which wait() reports).
+  // Reads the `size` bytes at `offset` here, piece by piece, and queues each
+  // piece for hashing (blocks while `in_flight` pieces wait to be hashed). `ranges` lie inside them; a range that
+  // starts a whole number of words after `offset` is hashed in the same pass, any other is read separately. With `crc`
+  // (an entry named `entry`), a CRC-32 that differs is reported by crc_failures(). Returns the segment's id for
+  // crc_failure (k_no_segment when refused: the bytes lie past the file's end, which wait() reports).
   std::size_t add(std::uint64_t offset, std::uint64_t size, std::span<const ByteRange> ranges,
                   std::optional<std::uint32_t> crc = {}, std::string entry = {});
   static constexpr std::size_t k_no_segment = static_cast<std::size_t>(-1);

@@ -3,12 +3,18 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "lib/common/json_input.hpp"
 #include "lib/hash/tensor_hash.hpp"
@@ -57,6 +63,94 @@ bool read_exact(int fd, void* buf, std::size_t n, std::uint64_t offset) {
     offset += static_cast<std::uint64_t>(got);
   }
   return true;
+}
+
+namespace {
+
+// This thread's AsideReads: (file, its O_DIRECT twin).
+thread_local std::vector<std::pair<int, int>> t_aside;
+
+#if defined(__NR_cachestat)
+constexpr long k_sys_cachestat = __NR_cachestat;
+#elif defined(__x86_64__) || defined(__aarch64__)
+constexpr long k_sys_cachestat = 451;
+#else
+constexpr long k_sys_cachestat = -1;
+#endif
+
+// Whether every page of bytes [offset, offset + n) of `fd` is in the page cache; nullopt when the kernel cannot say.
+std::optional<bool> cached(int fd, std::uint64_t offset, std::size_t n) {
+  if (k_sys_cachestat < 0) return std::nullopt;
+  struct {
+    std::uint64_t off, len;
+  } range{offset, n};
+  struct {
+    std::uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+  } cs{};
+  if (::syscall(k_sys_cachestat, fd, &range, &cs, 0) != 0) return std::nullopt;
+  const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  const std::uint64_t pages = (offset + n + page - 1) / page - offset / page;
+  return cs.nr_cache >= pages;
+}
+
+constexpr std::uint64_t k_direct_align = 4096;
+// Larger aside reads are read normally: their own readahead makes large folios, and O_DIRECT streams slowly where
+// the host caches the disk (dd iflag=direct bs=16M: 250-450 MB/s here, against 2 GB/s and more through the page
+// cache; 4 KiB direct reads take 0.05 ms).
+constexpr std::size_t k_direct_max = std::size_t{1} << 20;
+
+// Bytes [offset, offset + n) through the O_DIRECT descriptor `direct`, in aligned blocks; false when it cannot
+// (alignment refused, read error): the caller reads them normally.
+bool read_direct(int direct, void* buf, std::size_t n, std::uint64_t offset) {
+  const std::uint64_t begin = offset / k_direct_align * k_direct_align;
+  const std::uint64_t end = (offset + n + k_direct_align - 1) / k_direct_align * k_direct_align;
+  void* raw = nullptr;
+  if (::posix_memalign(&raw, k_direct_align, static_cast<std::size_t>(end - begin)) != 0) return false;
+  std::unique_ptr<std::byte, decltype(&std::free)> block(static_cast<std::byte*>(raw), &std::free);
+  std::uint64_t got = 0;
+  while (begin + got < offset + n) {
+    const ssize_t r = ::pread(direct, block.get() + got, static_cast<std::size_t>(end - begin - got),
+                              static_cast<off_t>(begin + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0 || static_cast<std::uint64_t>(r) % k_direct_align != 0) {
+      // The end of the file (a short, unaligned read) or a refusal.
+      if (r > 0) got += static_cast<std::uint64_t>(r);
+      break;
+    }
+    got += static_cast<std::uint64_t>(r);
+  }
+  if (begin + got < offset + n) return false;
+  std::memcpy(buf, block.get() + (offset - begin), n);
+  return true;
+}
+
+}  // namespace
+
+AsideReads::AsideReads(int fd) : m_fd(fd) {
+  if (fd < 0 || k_sys_cachestat < 0) return;
+  // A file wholly in the page cache (warm) is read normally, without a cachestat call per read.
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_size <= 0 || cached(fd, 0, static_cast<std::size_t>(st.st_size)).value_or(true))
+    return;
+  m_direct = ::open(fmt::format("/proc/self/fd/{}", fd).c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  if (m_direct >= 0) t_aside.emplace_back(fd, m_direct);
+}
+
+AsideReads::~AsideReads() {
+  if (m_direct < 0) return;
+  auto it = std::find(t_aside.begin(), t_aside.end(), std::make_pair(m_fd, m_direct));
+  if (it != t_aside.end()) t_aside.erase(it);
+  ::close(m_direct);
+}
+
+bool read_aside(int fd, void* buf, std::size_t n, std::uint64_t offset) {
+  if (n == 0) return true;
+  auto it = std::find_if(t_aside.begin(), t_aside.end(), [fd](const auto& a) { return a.first == fd; });
+  if (it == t_aside.end()) return read_exact(fd, buf, n, offset);
+  if (n > k_direct_max) return read_exact(fd, buf, n, offset);
+  const auto in_cache = cached(fd, offset, n);
+  if (!in_cache || *in_cache) return read_exact(fd, buf, n, offset);
+  return read_direct(it->second, buf, n, offset) || read_exact(fd, buf, n, offset);
 }
 
 Result<SafetensorsHeader> read_safetensors_header(const std::string& path) {

@@ -329,7 +329,7 @@ Result<TorchArchive> read_torch_archive(int fd, std::uint64_t base, std::uint64_
   if (pkl->size > torch_pickle_policy().max_bytes)
     return input_error(fmt::format("{}: data.pkl of {} bytes is too large", label, pkl->size));
   std::vector<std::byte> bytes(static_cast<std::size_t>(pkl->size));
-  if (!read_exact(fd, bytes.data(), bytes.size(), pkl->data_offset))
+  if (!read_aside(fd, bytes.data(), bytes.size(), pkl->data_offset))
     return input_error(fmt::format("{}: cannot read data.pkl", label));
   out.pickle_entry = pkl->name;
   out.pickle_crc_expected = pkl->crc32;
@@ -359,7 +359,7 @@ Result<TorchArchive> read_torch_archive(int fd, std::uint64_t base, std::uint64_
   for (const auto& e : zip->entries) {
     if (&e == pkl || used.count(&e) || e.method != 0 || e.size > (std::uint64_t{1} << 20)) continue;
     std::vector<std::byte> small(static_cast<std::size_t>(e.size));
-    if (!read_exact(fd, small.data(), small.size(), e.data_offset))
+    if (!read_aside(fd, small.data(), small.size(), e.data_offset))
       return input_error(fmt::format("{}: cannot read {}", label, e.name));
     const std::uint32_t crc = hash::crc32(small);
     if (crc != e.crc32) out.other_crc_failures.push_back({e.name, e.crc32, crc});

@@ -42,7 +42,7 @@ Result<ZipArchive> read_zip_directory(int fd, std::uint64_t base, std::uint64_t 
   // The end-of-central-directory record is in the last 22 + 65535 bytes.
   const std::uint64_t tail = std::min<std::uint64_t>(length, 22 + 65535 + 20);
   std::vector<unsigned char> buf(static_cast<std::size_t>(tail));
-  if (!read_exact(fd, buf.data(), buf.size(), base + length - tail)) return bad(label, "cannot read its end");
+  if (!read_aside(fd, buf.data(), buf.size(), base + length - tail)) return bad(label, "cannot read its end");
   std::int64_t at = -1;
   for (std::int64_t i = static_cast<std::int64_t>(tail) - 22; i >= 0; --i)
     if (rd(&buf[static_cast<std::size_t>(i)], 4) == k_eocd_sig &&
@@ -59,7 +59,7 @@ Result<ZipArchive> read_zip_directory(int fd, std::uint64_t base, std::uint64_t 
       return bad(label, "zip64 locator missing");
     const std::uint64_t z64 = rd(&buf[static_cast<std::size_t>(at) - 20 + 8], 8);
     unsigned char r[56];
-    if (z64 > length - 56 || !read_exact(fd, r, sizeof r, base + z64) || rd(r, 4) != k_eocd64_sig)
+    if (z64 > length - 56 || !read_aside(fd, r, sizeof r, base + z64) || rd(r, 4) != k_eocd64_sig)
       return bad(label, "zip64 end record missing");
     count = rd(r + 32, 8);
     cd_size = rd(r + 40, 8);
@@ -70,7 +70,7 @@ Result<ZipArchive> read_zip_directory(int fd, std::uint64_t base, std::uint64_t 
     return bad(label, fmt::format("central directory ({} bytes at {}) outside the {} bytes of the archive", cd_size,
                                   cd_offset, length));
   std::vector<unsigned char> cd(static_cast<std::size_t>(cd_size));
-  if (!read_exact(fd, cd.data(), cd.size(), base + cd_offset)) return bad(label, "cannot read the central directory");
+  if (!read_aside(fd, cd.data(), cd.size(), base + cd_offset)) return bad(label, "cannot read the central directory");
 
   ZipArchive out;
   out.entries.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(count, 1 << 16)));
@@ -113,7 +113,7 @@ Result<ZipArchive> read_zip_directory(int fd, std::uint64_t base, std::uint64_t 
     if (!names.insert(z.name).second) return bad(label, fmt::format("entry '{}' appears twice", z.name));
     // The local header gives the data's position (its name and extra lengths may differ from the directory's).
     unsigned char l[30];
-    if (local > length - std::min<std::uint64_t>(length, 30) || !read_exact(fd, l, sizeof l, base + local) ||
+    if (local > length - std::min<std::uint64_t>(length, 30) || !read_aside(fd, l, sizeof l, base + local) ||
         rd(l, 4) != k_local_sig)
       return bad(label, fmt::format("entry '{}': local header at {} is missing", z.name, local));
     if (rd(l + 26, 2) != name_len)

@@ -3,10 +3,14 @@
 // ranges inside a segment at word-aligned and unaligned starts, across piece
 // boundaries (pread in blocks); a segment's
 // CRC-32 is checked; a range past the end of the file is an error, not a fault.
+// AsideReads: reads of bytes outside the page cache give the file's bytes and
+// leave no page behind (where the file system takes O_DIRECT).
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -121,6 +125,60 @@ TEST_F(RangeHashTest, ThePoolsThreadsEndWhenIdle) {
   job.add(r.offset, r.size, std::span(&r, 1));
   ASSERT_TRUE(job.wait().ok());
   EXPECT_EQ(job.sum(r.target), expected(8, bytes.size() - 8));
+}
+
+// Pages of bytes [offset, offset + n) of `fd` in the page cache (mincore over a mapping).
+std::size_t resident_pages(int fd, std::uint64_t offset, std::size_t n) {
+  const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  const std::uint64_t begin = offset / page * page;
+  const std::size_t len = static_cast<std::size_t>(offset + n - begin);
+  void* map = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(begin));
+  if (map == MAP_FAILED) return static_cast<std::size_t>(-1);
+  std::vector<unsigned char> vec((len + page - 1) / page);
+  std::size_t resident = 0;
+  if (::mincore(map, len, vec.data()) == 0)
+    for (auto v : vec) resident += v & 1;
+  ::munmap(map, len);
+  return resident;
+}
+
+TEST_F(RangeHashTest, AsideReadsGiveTheBytesAndLeaveNoPagesBehind) {
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed + 2);
+  ASSERT_EQ(::fdatasync(fd), 0);
+  ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+  const bool evicted = resident_pages(fd, 0, bytes.size()) == 0;  // tmpfs keeps every page
+  AsideReads aside(fd);
+  // Unaligned reads inside the file, one ending at its last byte, one across a page boundary, an empty one.
+  std::vector<std::pair<std::uint64_t, std::size_t>> reads;
+  for (int i = 0; i < 8; ++i) {
+    const std::uint64_t off = rng() % (bytes.size() - 70000);
+    reads.emplace_back(off, 1 + rng() % 70000);
+  }
+  reads.emplace_back(bytes.size() - 30, 30);
+  reads.emplace_back(4096 * (1 + rng() % 1000) - 7, 30);
+  reads.emplace_back(12345, 0);
+  for (const auto& [off, n] : reads) {
+    std::vector<std::byte> got(n);
+    ASSERT_TRUE(read_aside(fd, got.data(), n, off)) << off << " " << n;
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), bytes.begin() + static_cast<std::ptrdiff_t>(off))) << off;
+    if (evicted && n > 0) EXPECT_EQ(resident_pages(fd, off, n), 0u) << "read at " << off << " left pages cached";
+  }
+  // Past the end: false, as read_exact.
+  std::byte b[16];
+  EXPECT_FALSE(read_aside(fd, b, sizeof b, bytes.size() - 8));
+  // Cached bytes are read normally, and the same.
+  std::vector<std::byte> all(bytes.size());
+  ASSERT_TRUE(read_exact(fd, all.data(), all.size(), 0));
+  std::vector<std::byte> got(5000);
+  ASSERT_TRUE(read_aside(fd, got.data(), got.size(), 777));
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), bytes.begin() + 777));
+  // Without an AsideReads on this thread the reads are read_exact's.
+  std::thread([&] {
+    std::vector<std::byte> other(100);
+    EXPECT_TRUE(read_aside(fd, other.data(), other.size(), 4000));
+    EXPECT_TRUE(std::equal(other.begin(), other.end(), bytes.begin() + 4000));
+  }).join();
 }
 
 }  // namespace
