@@ -267,3 +267,30 @@ put("verdict_json", "healthy-positions", js(dict(_verdict, status="healthy", sco
                                                  action="none", details={"ranks_listed": "positions"})))
 put("verdict_json", "bad-status", js(dict(_verdict, status="fine")))
 put("verdict_json", "not-object", "[1, 2, 3]")
+
+
+# --- replay: a node's round-0 status and SRP1 tensor packs (lib/replay/) ----------
+put("replay_node_status", "has-recipes", json.dumps(
+    {"has": True, "error": "", "digest": "0x00000000deadbeef", "bytes": 4096,
+     "files": {"layer3/manifest.json": "0x0123456789abcdef", "layer3/module.pt": "0xfedcba9876543210"}}))
+put("replay_node_status", "none", json.dumps({"has": False, "error": "", "digest": "0x0000000000000000", "bytes": 0,
+                                              "files": {}}))
+put("replay_node_status", "damaged", json.dumps({"has": True, "error": "module.pt: truncated",
+                                                 "digest": "0x0000000000000000", "bytes": 0, "files": {}}))
+put("replay_node_status", "bad-digest", json.dumps({"has": True, "error": "", "digest": 12, "bytes": 0, "files": {}}))
+
+
+def srp1(tensors):
+    out = b"SRP1" + struct.pack("<I", len(tensors))
+    for name, dtype, shape, data in tensors:
+        n = name.encode()
+        out += struct.pack("<H", len(n)) + n + struct.pack("<BB", dtype, len(shape))
+        out += b"".join(struct.pack("<q", d) for d in shape) + struct.pack("<Q", len(data)) + data
+    return out
+
+
+put("replay_pack", "two-tensors", srp1([("input", 2, [2, 3], bytes(range(24))), ("rng", 5, [1], bytes(8))]))
+put("replay_pack", "empty", srp1([]))
+put("replay_pack", "scalar", srp1([("s", 1, [], bytes(8))]))
+put("replay_pack", "size-mismatch", srp1([("x", 2, [4], bytes(8))]))
+put("replay_pack", "truncated", srp1([("x", 2, [2], bytes(8))])[:-3])

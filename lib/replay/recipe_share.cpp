@@ -14,6 +14,7 @@
 #include "lib/common/file.hpp"
 #include "lib/common/hex.hpp"
 #include "lib/replay/exported.hpp"
+#include "lib/replay/node_status.hpp"
 #include "lib/session/oneshot.hpp"
 
 namespace scout::replay {
@@ -35,42 +36,6 @@ bool plain_name(const std::string& n) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
            c == '-' || c == '@' || c == '+';
   });
-}
-
-// What one node announces in round 0.
-struct NodeStatus {
-  bool has = false;
-  std::string error;  // its copy is damaged: why
-  std::uint64_t digest = 0;
-  std::uint64_t bytes = 0;                   // its files as one pack
-  std::map<std::string, std::string> files;  // "<recipe>/<file>" -> hash
-};
-
-std::vector<std::uint8_t> encode_status(const NodeStatus& s) {
-  nlohmann::json j = {
-      {"has", s.has}, {"error", s.error}, {"digest", hex64(s.digest)}, {"bytes", s.bytes}, {"files", s.files}};
-  const std::string t = j.dump();
-  return {t.begin(), t.end()};
-}
-
-std::optional<NodeStatus> decode_status(const std::vector<std::uint8_t>& b) {
-  const auto j = nlohmann::json::parse(b.begin(), b.end(), nullptr, false);
-  if (!j.is_object() || !j.contains("has") || !j["has"].is_boolean() || !j.contains("error") ||
-      !j["error"].is_string() || !j.contains("digest") || !j["digest"].is_string() || !j.contains("bytes") ||
-      !j["bytes"].is_number_unsigned() || !j.contains("files") || !j["files"].is_object())
-    return std::nullopt;
-  NodeStatus s;
-  s.has = j["has"].get<bool>();
-  s.error = j["error"].get<std::string>();
-  auto d = parse_hex64(j["digest"].get<std::string>());
-  if (!d) return std::nullopt;
-  s.digest = *d;
-  s.bytes = j["bytes"].get<std::uint64_t>();
-  for (const auto& [k, v] : j["files"].items()) {
-    if (!v.is_string()) return std::nullopt;
-    s.files[k] = v.get<std::string>();
-  }
-  return s;
 }
 
 // The files on which two copies differ, at most `limit` named.
