@@ -101,7 +101,7 @@ def baselines(evidence):
     return {"naive": naive, "nvrx": relative | individual, "nvrx_relative": relative}
 
 
-def one_run(scenario, seed, python, tmp, work_ms=25, keep=None):
+def one_run(scenario, seed, python, tmp, work_ms=25, keep=None, factors=None):
     rng = random.Random(seed)
     tp = 2 if scenario.startswith("link") else 1
     truth_ranks, truth_group = set(), None
@@ -122,7 +122,7 @@ def one_run(scenario, seed, python, tmp, work_ms=25, keep=None):
             job.start()
         job.wait_steps(3)
         if scenario == "compute-outside":
-            victim, factor = rng.randrange(4), rng.uniform(1.3, 3.0)
+            victim, factor = rng.randrange(4), rng.uniform(*(factors or (1.3, 3.0)))
             truth_ranks = {victim}
             job.duty_cycle(victim, factor)
         elif scenario == "compute-quota":
@@ -193,6 +193,8 @@ def main():
     ap.add_argument("--torch", choices=("1.13", "2"), default="1.13")
     ap.add_argument("--json", help="also write every run's result here")
     ap.add_argument("--work-ms", type=float, default=25, help="the trainer's fixed work per step (the tests use 60)")
+    ap.add_argument("--factors", type=lambda t: tuple(float(x) for x in t.split(",")),
+                    help="LO,HI: the compute-outside factor range (default 1.3,3)")
     ap.add_argument("--keep", help="keep every run's evidence and verdict in this directory (scout --evidence-in)")
     a = ap.parse_args()
     python = python_for(a.torch)
@@ -213,7 +215,7 @@ def main():
             for i in range(a.runs):
                 seed = base + 1000 * SCENARIOS.index(sc) + i
                 try:
-                    r = one_run(sc, seed, python, tmp, a.work_ms, a.keep)
+                    r = one_run(sc, seed, python, tmp, a.work_ms, a.keep, a.factors)
                 except Exception as e:  # a run that could not even start counts as failed, with why
                     r = {"scenario": sc, "seed": seed, "ok": False, "summary": f"run failed: {e}"[:300]}
                 results.append(r)

@@ -46,7 +46,7 @@ struct DecideOptions {
   // of the excess (a rank with more work waits longer in proportion: not contention); else slow_compute.
   double quota_window_share = 0.05;
   double cause_share = 0.5;
-  double contention_min_ratio = 1.5;
+  double contention_min_ratio = 1.1;
   double min_relative = 0.12;        // a straggler computes at least this much longer than its peers' median
   double min_absolute_ns = 100'000;  // ... and at least this many ns longer per call (mean)
   double spread_factor = 1.0;  // ... and its effect at least this times the other peers' spread (max - min) that round

@@ -153,15 +153,21 @@ class StragglerJob:
         with open(self.slow_file, "w") as f:
             f.write("1\n")
 
-    def duty_cycle(self, rank, factor, period_s=0.2):
+    def duty_cycle(self, rank, factor, period_s=0.1, jitter=True):
         """Takes CPU time from `rank` from outside, as degraded hardware would: SIGSTOP for
-        (1 - 1/factor) of every period, SIGCONT for the rest, until teardown."""
+        (1 - 1/factor) of every period, SIGCONT for the rest, until teardown. With `jitter` each period
+        is drawn from [0.5, 1.5] x period_s (from the job's seed): a fixed period phase-locks with the
+        synchronous job's step, so that the stops land inside the rank's collectives, where its stopped
+        time is indistinguishable from its peers' waiting for it (measured with 0.2 s: rounds where the
+        stopped rank computed 0.9x its peers and waited as long as they did)."""
         pid = self.procs[rank].pid
-        run_s = period_s / factor
-        stop_s = period_s - run_s
+        rng = random.Random(self.rng.random())
 
         def loop():
             while not self._stop.is_set():
+                period = period_s * (rng.uniform(0.5, 1.5) if jitter else 1.0)
+                run_s = period / factor
+                stop_s = period - run_s
                 try:
                     os.kill(pid, signal.SIGSTOP)
                     time.sleep(stop_s)
@@ -222,6 +228,24 @@ class StragglerJob:
                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
         print(f"straggler_jobs: rank {rank} (pid {pid}) pinned to CPU {cpu} with {hogs} hog(s)", file=sys.stderr, flush=True)
         return cpu
+
+    def wait_slowdown(self, rank, seconds):
+        """How much waiting for a CPU slows `rank` against its peers over `seconds`, from their main threads'
+        schedstat: (1 + its wait per CPU second) / (1 + the peers' median wait per CPU second)."""
+        def read():
+            out = []
+            for p in self.procs:
+                with open(f"/proc/{p.pid}/task/{p.pid}/schedstat") as f:
+                    on, waited = f.read().split()[:2]
+                out.append((int(on), int(waited)))
+            return out
+        a = read()
+        time.sleep(seconds)
+        b = read()
+        per_cpu = [(w1 - w0) / max(c1 - c0, 1) for (c0, w0), (c1, w1) in zip(a, b)]
+        peers = sorted(x for r, x in enumerate(per_cpu) if r != rank)
+        mid = peers[len(peers) // 2] if len(peers) % 2 else (peers[len(peers) // 2 - 1] + peers[len(peers) // 2]) / 2
+        return (1 + per_cpu[rank]) / (1 + mid)
 
     def teardown(self):
         """Ends the duty cycles and hogs, then the harness's teardown: every rank killed (stopped ones continued

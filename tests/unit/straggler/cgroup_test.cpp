@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "lib/straggler/decide.hpp"
+#include "lib/straggler/evidence.hpp"
 
 namespace scout::straggler {
 namespace {
@@ -98,6 +99,55 @@ TEST(StragglerCgroup, ThisProcessHasReadableCountersWhereAHierarchyIsMounted) {
   EXPECT_GE(c->stat.nr_throttled, 0);
   EXPECT_GE(c->stat.throttled_ns, 0);
   EXPECT_FALSE(read_cgroup_cpu(-5));
+}
+
+TEST(StragglerCgroup, CountersTravelInTheEvidenceAndTheirDeltasPerCall) {
+  std::vector<RoundEvidence> rounds(2);
+  for (int i = 0; i < 2; ++i) {
+    RankEvents e;
+    e.rank = 0;
+    e.read_ns = 1'000'000'000LL * (i + 1);
+    e.written = 10 + 5 * static_cast<std::uint64_t>(i);
+    e.cpu_ns = 100 + 50 * i;
+    e.runq_ns = 10 + 20 * i;
+    e.main_cpu_ns = 90 + 40 * i;
+    e.nr_periods = 7 + 10 * i;
+    e.nr_throttled = 2 + 4 * i;
+    e.throttled_ns = 1000 + 5000 * i;
+    e.quota_us = 20000;
+    e.period_us = 100000;
+    rounds[static_cast<std::size_t>(i)].world = 1;
+    rounds[static_cast<std::size_t>(i)].ranks.push_back(e);
+  }
+  rounds[0].baseline = true;
+  auto back = parse_evidence(evidence_json(rounds, "j").dump(), "j", "test");
+  ASSERT_TRUE(back) << back.error().message();
+  ASSERT_EQ(back->size(), 2u);
+  const auto& e = (*back)[1].ranks.at(0);
+  EXPECT_EQ(e.nr_periods, 17);
+  EXPECT_EQ(e.nr_throttled, 6);
+  EXPECT_EQ(e.throttled_ns, 6000);
+  EXPECT_EQ(e.quota_us, 20000);
+  EXPECT_EQ(e.period_us, 100000);
+  auto cpus = cpu_per_call(*back);
+  const auto& c = cpus[1].at(0);
+  EXPECT_EQ(c.calls, 5);
+  EXPECT_EQ(c.window_ns, 1'000'000'000);
+  EXPECT_DOUBLE_EQ(c.throttled_ns, 1000.0);
+  EXPECT_EQ(c.nr_throttled, 4);
+  EXPECT_EQ(c.nr_periods, 10);
+  // Evidence without them (scout before 1.2, another host's rank): unknown, not zero.
+  rounds[1].ranks[0].throttled_ns = -1;
+  back = parse_evidence(evidence_json(rounds, "j").dump(), "j", "test");
+  ASSERT_TRUE(back);
+  EXPECT_EQ((*back)[1].ranks.at(0).throttled_ns, -1);
+  EXPECT_DOUBLE_EQ(cpu_per_call(*back)[1].at(0).throttled_ns, -1.0);
+  // Malformed counters are bad input.
+  auto j = evidence_json(rounds, "j");
+  j["rounds"][0]["ranks"][0]["cgroup"] = {1, 2, -3, -1, 0};
+  EXPECT_FALSE(parse_evidence(j.dump(), "j", "test"));
+  j["rounds"][0]["ranks"][0]["cgroup"] = {1, 2, 3};
+  EXPECT_FALSE(parse_evidence(j.dump(), "j", "test"));
 }
 
 // cause_of over hand-made rounds: 100 calls of a 1 s window, the suspect 10 ms per call slower (1 s).
