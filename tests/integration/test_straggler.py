@@ -1,6 +1,8 @@
 """scout straggler on real DDP jobs (gloo, CPU, the scout publisher): a
-random rank slowed by a random factor in [1.3, 3] by the trainer itself and
-from outside the process (SIGSTOP/SIGCONT duty cycle); a slow link (a delay
+random rank slowed by a random factor in [1.5, 3] by the trainer itself
+(cause slow_compute), from outside the process (SIGSTOP/SIGCONT duty cycle),
+by a real cgroup v1 CPU quota (cause cpu_quota; the cgroup is removed after),
+and by 8-12 busy loops pinned to its CPU (cause cpu_contention); a slow link (a delay
 inside one process group's collectives); every rank slowed equally (spatially
 healthy, temporally fleet_slowdown); clean runs name no one. Seeds are
 printed (straggler_jobs: seed=...); STRAGGLER_SEED reproduces a run.
