@@ -101,7 +101,7 @@ def baselines(evidence):
     return {"naive": naive, "nvrx": relative | individual, "nvrx_relative": relative}
 
 
-def one_run(scenario, seed, python, tmp, work_ms=25, keep=None, factors=None, fixed_period=False):
+def one_run(scenario, seed, python, tmp, work_ms=25, keep=None, factors=None):
     rng = random.Random(seed)
     tp = 2 if scenario.startswith("link") else 1
     truth_ranks, truth_group = set(), None
@@ -124,7 +124,7 @@ def one_run(scenario, seed, python, tmp, work_ms=25, keep=None, factors=None, fi
         if scenario == "compute-outside":
             victim, factor = rng.randrange(4), rng.uniform(*(factors or (1.3, 3.0)))
             truth_ranks = {victim}
-            job.duty_cycle(victim, factor, **({"period_s": 0.2, "jitter": False} if fixed_period else {}))
+            job.duty_cycle(victim, factor)
         elif scenario == "compute-quota":
             victim, factor = rng.randrange(4), rng.uniform(1.5, 3.0)
             truth_ranks = {victim}
@@ -195,8 +195,6 @@ def main():
     ap.add_argument("--work-ms", type=float, default=25, help="the trainer's fixed work per step (the tests use 60)")
     ap.add_argument("--factors", type=lambda t: tuple(float(x) for x in t.split(",")),
                     help="LO,HI: the compute-outside factor range (default 1.3,3)")
-    ap.add_argument("--fixed-period", action="store_true",
-                    help="compute-outside: the duty cycle of scout <= 1.1 (a fixed 0.2 s period, which phase-locks)")
     ap.add_argument("--keep", help="keep every run's evidence and verdict in this directory (scout --evidence-in)")
     a = ap.parse_args()
     python = python_for(a.torch)
@@ -217,7 +215,7 @@ def main():
             for i in range(a.runs):
                 seed = base + 1000 * SCENARIOS.index(sc) + i
                 try:
-                    r = one_run(sc, seed, python, tmp, a.work_ms, a.keep, a.factors, a.fixed_period)
+                    r = one_run(sc, seed, python, tmp, a.work_ms, a.keep, a.factors)
                 except Exception as e:  # a run that could not even start counts as failed, with why
                     r = {"scenario": sc, "seed": seed, "ok": False, "summary": f"run failed: {e}"[:300]}
                 results.append(r)

@@ -200,8 +200,15 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         // rank is time they wait. With that check, half the other peers' spread is noise enough. (On
         // torch 2.x a clean rank's compute holds time blocked off a CPU too, measured up to 1.5x its
         // peers' median, while it waits about as long as they do.)
-        const bool by_off = main_counted && compute[i] - med_c >= o.min_absolute_ns &&
-                            median(other_wait) - wait[i] >= 0.5 * (off_ratio[i] - 1) * med_c &&
+        // On a contended host the stolen time partly replaces time the rank would have waited for a CPU
+        // anyway (its peers get the CPU meanwhile): its time excess is then less than its excess off a CPU,
+        // and its peers wait for the time excess. Measured, a 2.7x SIGSTOP duty cycle at load ~5 on 2 CPUs:
+        // off x1.39-1.99, compute 1.18-1.44x, its peers waiting 10-40 ms per call longer, under half its off
+        // excess in all 3 rounds (seed 2508, not named). So the peers wait at least half the smaller of the
+        // two, and its compute time is at least min_relative above the median.
+        const double time_excess = compute[i] - med_c, off_excess = (off_ratio[i] - 1) * med_c;
+        const bool by_off = main_counted && time_excess >= std::max(o.min_absolute_ns, o.min_relative * med_c) &&
+                            median(other_wait) - wait[i] >= 0.5 * std::min(time_excess, off_excess) &&
                             stands_out(off_ratio, i, 0.5 * o.spread_factor);
         // A rank starved of CPU (a cgroup quota throttling it, or CPUs it shares with other work) uses no
         // more CPU and is not off a CPU: its extra time is time waiting for one (throttled time counts

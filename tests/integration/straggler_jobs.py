@@ -153,21 +153,15 @@ class StragglerJob:
         with open(self.slow_file, "w") as f:
             f.write("1\n")
 
-    def duty_cycle(self, rank, factor, period_s=0.1, jitter=True):
+    def duty_cycle(self, rank, factor, period_s=0.2):
         """Takes CPU time from `rank` from outside, as degraded hardware would: SIGSTOP for
-        (1 - 1/factor) of every period, SIGCONT for the rest, until teardown. With `jitter` each period
-        is drawn from [0.5, 1.5] x period_s (from the job's seed): a fixed period phase-locks with the
-        synchronous job's step, so that the stops land inside the rank's collectives, where its stopped
-        time is indistinguishable from its peers' waiting for it (measured with 0.2 s: rounds where the
-        stopped rank computed 0.9x its peers and waited as long as they did)."""
+        (1 - 1/factor) of every period, SIGCONT for the rest, until teardown."""
         pid = self.procs[rank].pid
-        rng = random.Random(self.rng.random())
+        run_s = period_s / factor
+        stop_s = period_s - run_s
 
         def loop():
             while not self._stop.is_set():
-                period = period_s * (rng.uniform(0.5, 1.5) if jitter else 1.0)
-                run_s = period / factor
-                stop_s = period - run_s
                 try:
                     os.kill(pid, signal.SIGSTOP)
                     time.sleep(stop_s)
