@@ -144,6 +144,7 @@ def one_run(scenario, seed, python, tmp, work_ms=25, keep=None, factors=None):
             return {"scenario": scenario, "seed": seed, "ok": fleet and not v.get("suspects"), "rc": rc,
                     "summary": v.get("summary", v.get("error"))}
         ev_path = os.path.join(tmp, f"ev-{seed}.json")
+        load = round(os.getloadavg()[0], 1)  # what the tests' overload guard reads
         t0 = time.monotonic()
         rc, v = scout(job.job, "--rounds", "3", "--interval", "1.5", "--evidence-out", ev_path)
         wall = time.monotonic() - t0
@@ -166,7 +167,7 @@ def one_run(scenario, seed, python, tmp, work_ms=25, keep=None, factors=None):
         with open(os.path.join(keep, f"{scenario}-{seed}.verdict.json"), "w") as f:
             json.dump(v, f)
     return {"scenario": scenario, "seed": seed, "ok": ok, "rc": rc, "truth": sorted(truth_ranks), "scout": sorted(compute_named),
-            "factor": factor, "causes": causes,
+            "factor": factor, "causes": causes, "load": load,
             "baselines": {k: sorted(x) for k, x in base.items()}, "summary": v["summary"], "wall_s": round(wall, 1)}
 
 
@@ -219,7 +220,7 @@ def main():
                 except Exception as e:  # a run that could not even start counts as failed, with why
                     r = {"scenario": sc, "seed": seed, "ok": False, "summary": f"run failed: {e}"[:300]}
                 results.append(r)
-                print(f"{sc:16} seed {seed}: {'ok ' if r['ok'] else 'BAD'} factor {r.get('factor')} causes {r.get('causes')} "
+                print(f"{sc:16} seed {seed}: {'ok ' if r['ok'] else 'BAD'} load {r.get('load')} factor {r.get('factor')} causes {r.get('causes')} "
                       f"{r.get('summary', '')[:150]}", flush=True)
     print("\ncounts (scenario: right / runs)")
     for sc in a.scenarios.split(","):
