@@ -19,6 +19,10 @@ Scenarios (every run draws its rank, factor, group and delay from its seed):
   clean            no slowdown (ordinary jitter of a loaded machine)
   compute-trainer  one random rank does F x the work, F in [1.3, 3]
   compute-outside  one random rank SIGSTOP/SIGCONT-duty-cycled to 1/F of the CPU, F in [1.3, 3]
+  compute-quota    one random rank under a real cgroup v1 CPU quota of 1/F of the CPU it used, F in [1.5, 3]
+                   (root; the cgroup is removed after the run); its cause should be cpu_quota
+  compute-contention  one random rank pinned to one CPU with H busy loops pinned there, H in [8, 12]
+                   (no quota); its cause should be cpu_contention
   link-tp / link-dp  a delay in [10, 30] ms inside one tp / dp group's collectives (dp=2,tp=2, 2 hosts)
   fleet            every rank 3x slower after three --history probes (temporal finding)
 
@@ -28,6 +32,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,10 +40,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
-from straggler_jobs import StragglerJob, python_for  # noqa: E402
+from straggler_jobs import StragglerJob, python_for, remove_stale_cgroups  # noqa: E402
 from trainer_harness import SCOUT_BIN  # noqa: E402
 
-SCENARIOS = ("clean", "compute-trainer", "compute-outside", "link-tp", "link-dp", "fleet")
+SCENARIOS = ("clean", "compute-trainer", "compute-outside", "link-tp", "link-dp", "fleet", "compute-quota",
+             "compute-contention")
+CAUSE = {"compute-trainer": "slow_compute", "compute-quota": "cpu_quota", "compute-contention": "cpu_contention"}
 
 
 def scout(job, *args, timeout=180):
@@ -94,11 +101,13 @@ def baselines(evidence):
     return {"naive": naive, "nvrx": relative | individual, "nvrx_relative": relative}
 
 
-def one_run(scenario, seed, python, tmp):
+def one_run(scenario, seed, python, tmp, work_ms=25, keep=None, factors=None):
     rng = random.Random(seed)
     tp = 2 if scenario.startswith("link") else 1
     truth_ranks, truth_group = set(), None
-    with StragglerJob(world=4, tp=tp, seed=seed, python=python, ranks_per_host=2 if tp > 1 else None) as job:
+    factor = None
+    with StragglerJob(world=4, tp=tp, seed=seed, python=python, ranks_per_host=2 if tp > 1 else None,
+                      work_ms=work_ms) as job:
         if scenario == "compute-trainer":
             victim, factor = rng.randrange(4), rng.uniform(1.3, 3.0)
             truth_ranks = {victim}
@@ -113,9 +122,17 @@ def one_run(scenario, seed, python, tmp):
             job.start()
         job.wait_steps(3)
         if scenario == "compute-outside":
-            victim, factor = rng.randrange(4), rng.uniform(1.3, 3.0)
+            victim, factor = rng.randrange(4), rng.uniform(*(factors or (1.3, 3.0)))
             truth_ranks = {victim}
             job.duty_cycle(victim, factor)
+        elif scenario == "compute-quota":
+            victim, factor = rng.randrange(4), rng.uniform(1.5, 3.0)
+            truth_ranks = {victim}
+            job.cpu_quota(victim, factor)
+        elif scenario == "compute-contention":
+            victim, factor = rng.randrange(4), rng.randint(8, 12)
+            truth_ranks = {victim}
+            job.cpu_hogs(victim, factor)
         history = os.path.join(tmp, f"h-{seed}.json")
         if scenario == "fleet":
             for _ in range(3):
@@ -127,21 +144,30 @@ def one_run(scenario, seed, python, tmp):
             return {"scenario": scenario, "seed": seed, "ok": fleet and not v.get("suspects"), "rc": rc,
                     "summary": v.get("summary", v.get("error"))}
         ev_path = os.path.join(tmp, f"ev-{seed}.json")
+        load = round(os.getloadavg()[0], 1)  # what the tests' overload guard reads
         t0 = time.monotonic()
         rc, v = scout(job.job, "--rounds", "3", "--interval", "1.5", "--evidence-out", ev_path)
         wall = time.monotonic() - t0
     if "error" in v:
         return {"scenario": scenario, "seed": seed, "ok": False, "rc": rc, "summary": v["error"]}
     named = {(s["rank"], s["reason"]) for s in v["suspects"] if s["rank"] is not None}
+    causes = {s["rank"]: s["evidence"].get("cause") for s in v["suspects"] if s["reason"] == "compute"}
     compute_named = {r for r, why in named if why == "compute"}
     slow = [g["members"] for g in v["details"]["straggler"]["slow_groups"]]
     if truth_group is not None:
         ok = slow == [truth_group] and not compute_named
     else:
         ok = compute_named == truth_ranks and not slow and all(why == "compute" for _, why in named)
+        if scenario in CAUSE:
+            ok = ok and all(c == CAUSE[scenario] for c in causes.values())
     with open(ev_path) as f:
         base = baselines(json.load(f))
+    if keep:
+        shutil.copy(ev_path, os.path.join(keep, f"{scenario}-{seed}.evidence.json"))
+        with open(os.path.join(keep, f"{scenario}-{seed}.verdict.json"), "w") as f:
+            json.dump(v, f)
     return {"scenario": scenario, "seed": seed, "ok": ok, "rc": rc, "truth": sorted(truth_ranks), "scout": sorted(compute_named),
+            "factor": factor, "causes": causes, "load": load,
             "baselines": {k: sorted(x) for k, x in base.items()}, "summary": v["summary"], "wall_s": round(wall, 1)}
 
 
@@ -167,6 +193,10 @@ def main():
     ap.add_argument("--seed", type=int, help="base seed (printed); run i of scenario j uses base + 1000 j + i")
     ap.add_argument("--torch", choices=("1.13", "2"), default="1.13")
     ap.add_argument("--json", help="also write every run's result here")
+    ap.add_argument("--work-ms", type=float, default=25, help="the trainer's fixed work per step (the tests use 60)")
+    ap.add_argument("--factors", type=lambda t: tuple(float(x) for x in t.split(",")),
+                    help="LO,HI: the compute-outside factor range (default 1.3,3)")
+    ap.add_argument("--keep", help="keep every run's evidence and verdict in this directory (scout --evidence-in)")
     a = ap.parse_args()
     python = python_for(a.torch)
     if python is None:
@@ -175,6 +205,9 @@ def main():
     base = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 30)
     print(f"straggler_campaign: base seed {base}, torch {a.torch} ({python})", flush=True)
     results = []
+    remove_stale_cgroups()
+    if a.keep:
+        os.makedirs(a.keep, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         for j, sc in enumerate(a.scenarios.split(",")):
             if sc not in SCENARIOS:
@@ -183,11 +216,12 @@ def main():
             for i in range(a.runs):
                 seed = base + 1000 * SCENARIOS.index(sc) + i
                 try:
-                    r = one_run(sc, seed, python, tmp)
+                    r = one_run(sc, seed, python, tmp, a.work_ms, a.keep, a.factors)
                 except Exception as e:  # a run that could not even start counts as failed, with why
                     r = {"scenario": sc, "seed": seed, "ok": False, "summary": f"run failed: {e}"[:300]}
                 results.append(r)
-                print(f"{sc:16} seed {seed}: {'ok ' if r['ok'] else 'BAD'} {r.get('summary', '')[:150]}", flush=True)
+                print(f"{sc:16} seed {seed}: {'ok ' if r['ok'] else 'BAD'} load {r.get('load')} factor {r.get('factor')} causes {r.get('causes')} "
+                      f"{r.get('summary', '')[:150]}", flush=True)
     print("\ncounts (scenario: right / runs)")
     for sc in a.scenarios.split(","):
         rs = [r for r in results if r["scenario"] == sc]

@@ -226,6 +226,13 @@ put("straggler_evidence", "evidence-no-counters", js({"schema": "scout.straggler
                                                       "rounds": [dict(x, ranks=[{k: v for k, v in r.items() if k not in ("sched", "written")} for r in x["ranks"]])
                                                                  for x in (straggler_round(i) for i in range(2))]}))
 put("straggler_evidence", "round-cbor", cbor(straggler_round(2, observer=1)))
+# The CPU cgroup counters (nr_periods, nr_throttled, throttled_ns, quota_us, period_us): a throttled rank.
+put("straggler_evidence", "evidence-cgroup", js({"schema": "scout.straggler-evidence", "version": 1, "job": "j",
+                                                 "rounds": [dict(x, ranks=[dict(r, cgroup=[i * 10, i * (4 if r["rank"] == 1 else 0),
+                                                                                           i * (40_000_000 if r["rank"] == 1 else 0),
+                                                                                           20000 if r["rank"] == 1 else -1, 100000])
+                                                                           for r in x["ranks"]])
+                                                            for i, x in enumerate(straggler_round(i, baseline=i == 0) for i in range(3))]}))
 
 
 # --- hang node positions (lib/hang/position.cpp) --------------------------------

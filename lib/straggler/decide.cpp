@@ -200,13 +200,44 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         // rank is time they wait. With that check, half the other peers' spread is noise enough. (On
         // torch 2.x a clean rank's compute holds time blocked off a CPU too, measured up to 1.5x its
         // peers' median, while it waits about as long as they do.)
-        const bool by_off = main_counted && compute[i] - med_c >= o.min_absolute_ns &&
-                            median(other_wait) - wait[i] >= 0.5 * (off_ratio[i] - 1) * med_c &&
+        // On a contended host the stolen time partly replaces time the rank would have waited for a CPU
+        // anyway (its peers get the CPU meanwhile): its time excess is then less than its excess off a CPU,
+        // and its peers wait for the time excess. Measured, a 2.7x SIGSTOP duty cycle at load ~5 on 2 CPUs:
+        // off x1.39-1.99, compute 1.18-1.44x, its peers waiting 10-40 ms per call longer, under half its off
+        // excess in all 3 rounds (seed 2508, not named). So the peers wait at least half the smaller of the
+        // two, and its compute time is at least min_relative above the median.
+        const double time_excess = compute[i] - med_c, off_excess = (off_ratio[i] - 1) * med_c;
+        const bool by_off = main_counted && time_excess >= std::max(o.min_absolute_ns, o.min_relative * med_c) &&
+                            median(other_wait) - wait[i] >= 0.5 * std::min(time_excess, off_excess) &&
                             stands_out(off_ratio, i, 0.5 * o.spread_factor);
+        // A rank starved of CPU (a cgroup quota throttling it, or CPUs it shares with other work) uses no
+        // more CPU and is not off a CPU: its extra time is time waiting for one (throttled time counts
+        // there too). It stands out in time by contended_wait_min_relative and the other peers' spread,
+        // waits least of all, and waiting for a CPU beyond what its CPU would cost at its peers' rate
+        // (runq per ns of CPU) makes up at least half its excess. (Measured here, load 4-6 on 2 CPUs: a
+        // 1.5-3x quota or 4-8 pinned hogs gave 1.5-3.7x its peers' compute; its peers' spread 0.8-1.07x.)
+        bool by_wait = false;
+        if (main_counted) {
+          std::vector<double> per_cpu, oc;
+          for (std::size_t j = 0; j < present.size(); ++j) {
+            if (j == i) continue;
+            const auto& pc = t.cpu.at(present[j]);
+            if (pc.main_cpu_ns > 0) per_cpu.push_back(pc.runq_ns / pc.main_cpu_ns);
+            oc.push_back(compute[j]);
+          }
+          const auto& mine = t.cpu.at(present[i]);
+          const double extra_wait = mine.runq_ns - mine.main_cpu_ns * median(per_cpu);
+          const double excess = compute[i] - median(oc);
+          double least_other_wait = 1e300;
+          for (double w : other_wait) least_other_wait = std::min(least_other_wait, w);
+          by_wait = !per_cpu.empty() && excess >= o.min_absolute_ns && wait[i] < least_other_wait &&
+                    relative[i] - 1 >= std::max(o.min_relative, o.contended_wait_min_relative) &&
+                    stands_out(relative, i, o.spread_factor) && extra_wait >= 0.5 * excess;
+        }
         const double cpu_r = main_counted ? std::min(cpu_ratio[i], main_ratio[i]) : cpu_ratio[i];
-        rr.flagged = by_cpu || by_off;
-        rr.measure = by_off && (!by_cpu || off_ratio[i] > cpu_r) ? "off_cpu" : "cpu";
-        rr.ratio = rr.measure == "off_cpu" ? off_ratio[i] : cpu_r;
+        rr.flagged = by_cpu || by_off || by_wait;
+        rr.measure = by_wait && !by_cpu ? "cpu_wait" : by_off && (!by_cpu || off_ratio[i] > cpu_r) ? "off_cpu" : "cpu";
+        rr.ratio = rr.measure == "off_cpu" ? off_ratio[i] : rr.measure == "cpu_wait" ? relative[i] : cpu_r;
       } else {
         rr.flagged = wait[i] < median(other_wait) && compute[i] - med_c >= o.min_absolute_ns &&
                      stands_out(relative, i, o.spread_factor);
@@ -214,6 +245,32 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         rr.ratio = relative[i];
       }
       rr.off_cpu_ratio = off_ratio[i];
+      // What would explain it (cause_of): its excess over the other peers, their CPU wait and throttled time.
+      {
+        std::vector<double> oc, orq, oth, opc;
+        bool throttle_known = counted && t.cpu.at(present[i]).throttled_ns >= 0;
+        for (std::size_t j = 0; j < present.size(); ++j) {
+          if (j == i) continue;
+          oc.push_back(compute[j]);
+          if (!counted) continue;
+          const auto& pc = t.cpu.at(present[j]);
+          orq.push_back(pc.runq_ns);
+          const double used = pc.main_cpu_ns >= 0 ? pc.main_cpu_ns : pc.cpu_ns;
+          if (used > 0) opc.push_back(pc.runq_ns / used);
+          if (pc.throttled_ns >= 0)
+            oth.push_back(pc.throttled_ns);
+          else
+            throttle_known = false;
+        }
+        rr.excess_ns = compute[i] - median(oc);
+        if (counted) {
+          rr.window = t.cpu.at(present[i]);
+          rr.peer_runq_ns = median(orq);
+          rr.peer_wait_per_cpu = opc.empty() ? -1 : median(opc);
+          rr.throttled_ns = rr.window.throttled_ns;
+          rr.peer_throttled_ns = throttle_known ? median(oth) : -1;
+        }
+      }
       spdlog::debug(
           "straggler: rank {} calls {} compute {:.3f} ms (x{:.3f}) wait {:.3f} ms cpu x{:.3f} main x{:.3f} off x{:.3f} "
           "contended {} flagged {} by {}",
@@ -316,6 +373,83 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
   return out;
 }
 
+Cause cause_of(const std::vector<const RankRound*>& hits, const DecideOptions& o) {
+  Cause c;
+  double window = 0, excess = 0, runq = 0, peer_runq = 0, throttled = 0, peer_throttled = 0, expected_runq = 0,
+         used = 0;
+  std::int64_t calls = 0, nr_throttled = 0, nr_periods = 0;
+  bool sched = !hits.empty(), cgroup = !hits.empty();
+  for (const auto* h : hits) {
+    sched &= h->runq_ns >= 0 && h->peer_runq_ns >= 0 && h->peer_wait_per_cpu >= 0 && h->window.calls > 0;
+    cgroup &= h->throttled_ns >= 0 && h->peer_throttled_ns >= 0 && h->window.nr_throttled >= 0;
+  }
+  if (!sched) {
+    c.figures = {{"why",
+                  "no scheduler counters for this rank or its peers in the rounds that flagged it (another "
+                  "host's rank recorded without them, or /proc unreadable)"}};
+    return c;
+  }
+  // Over the rounds that flagged it: per-call figures times the calls of each round's window.
+  for (const auto* h : hits) {
+    const double n = static_cast<double>(h->window.calls);
+    calls += h->window.calls;
+    window += static_cast<double>(h->window.window_ns);
+    excess += std::max(0.0, h->excess_ns) * n;
+    runq += h->runq_ns * n;
+    peer_runq += h->peer_runq_ns * n;
+    // The wait its CPU would have cost at its peers' wait per ns of CPU: the share of its wait that more
+    // work explains.
+    const double cpu = h->window.main_cpu_ns >= 0 ? h->window.main_cpu_ns : h->window.cpu_ns;
+    used += cpu * n;
+    expected_runq += cpu * h->peer_wait_per_cpu * n;
+    if (cgroup) {
+      throttled += h->throttled_ns * n;
+      peer_throttled += h->peer_throttled_ns * n;
+      nr_throttled += h->window.nr_throttled;
+      nr_periods += h->window.nr_periods;
+    }
+  }
+  const auto s3 = [](double ns) { return std::round(ns / 1e6) / 1e3; };
+  c.figures = {{"window_s", s3(window)},
+               {"calls", calls},
+               {"excess_s", s3(excess)},
+               {"cpu_s", s3(used)},
+               {"runq_s", s3(runq)},
+               {"peers_runq_s", s3(peer_runq)},
+               {"runq_at_peers_rate_s", s3(expected_runq)}};
+  const auto& q = hits.back()->window;
+  if (cgroup) {
+    c.figures["throttled_s"] = s3(throttled);
+    c.figures["peers_throttled_s"] = s3(peer_throttled);
+    c.figures["nr_throttled"] = nr_throttled;
+    c.figures["nr_periods"] = nr_periods;
+    // The quota in CPUs (null: none, or unreadable: quota_known says which).
+    c.figures["quota_known"] = q.period_us > 0;
+    c.figures["quota_cpus"] =
+        q.period_us > 0 && q.quota_us > 0
+            ? nlohmann::json(std::round(static_cast<double>(q.quota_us) / static_cast<double>(q.period_us) * 1000) /
+                             1000)
+            : nlohmann::json(nullptr);
+  } else {
+    c.figures["throttled_s"] = nullptr;
+  }
+  const bool waited =
+      runq - expected_runq >= o.cause_share * excess && runq > 0 && runq >= o.contention_min_ratio * expected_runq;
+  if (cgroup && throttled >= o.quota_window_share * window && throttled - peer_throttled >= o.cause_share * excess &&
+      throttled > peer_throttled) {
+    c.cause = "cpu_quota";
+  } else if (waited && cgroup) {
+    c.cause = "cpu_contention";
+  } else if (waited) {
+    // Throttled time is also time waiting for a CPU in schedstat: without the cgroup's counters a quota
+    // and contention look alike.
+    c.figures["why"] = "it waited for a CPU, and its cgroup's throttling could not be read: a quota or contention";
+  } else {
+    c.cause = "slow_compute";
+  }
+  return c;
+}
+
 Decision decide(const std::vector<RoundResult>& rounds, const std::vector<TimingTable>& tables, const Mesh& mesh,
                 const DecideOptions& o) {
   (void)mesh;
@@ -383,6 +517,9 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
       s.evidence["cpu_ratio"] = std::round(median(cpu_ratio) * 1000) / 1000;
       s.evidence["runq_ms_per_call"] = ms(median(runq));
     }
+    Cause cause = cause_of(hits, o);
+    s.evidence["cause"] = cause.cause;
+    s.evidence["cause_figures"] = cause.figures;
     d.suspects.push_back(std::move(s));
   }
 

@@ -39,6 +39,14 @@ namespace scout::straggler {
 struct DecideOptions {
   // Compute C3 (high side only).
   double kappa = 3.5;
+  // The cause of a named compute straggler (cause_of): cpu_quota when its cgroup was throttled for at least
+  // quota_window_share of the window and its throttled time beyond its peers' is at least cause_share of
+  // its excess compute; else cpu_contention when it waited for a CPU, per ns of CPU it used, at least
+  // contention_min_ratio times as long as its peers (median), and that extra wait is at least cause_share
+  // of the excess (a rank with more work waits longer in proportion: not contention); else slow_compute.
+  double quota_window_share = 0.05;
+  double cause_share = 0.5;
+  double contention_min_ratio = 1.1;
   double min_relative = 0.12;        // a straggler computes at least this much longer than its peers' median
   double min_absolute_ns = 100'000;  // ... and at least this many ns longer per call (mean)
   double spread_factor = 1.0;  // ... and its effect at least this times the other peers' spread (max - min) that round
@@ -47,6 +55,9 @@ struct DecideOptions {
   // ... where a rank's CPU per call must be at least this much above its peers' median: contention
   // alone moves it up to ~17% (CI: a fleet slowed 3x at a CPU wait share of 0.7, one rank at 1.165x).
   double contended_cpu_min_relative = 0.2;
+  // ... or, a rank starved of CPU (quota, contention), its compute time at least this much above its peers'
+  // median with its extra wait for a CPU making up half the excess (measure "cpu_wait").
+  double contended_wait_min_relative = 0.3;
   // Communication: a group's link time against the median of the other groups of its kind.
   double link_min_ratio = 1.5;
   double link_min_absolute_ns = 1'000'000;  // per call
@@ -69,8 +80,16 @@ struct RankRound {
   double cpu_ratio = 1;             // cpu_ns / the peers' median
   double compute_ratio = 1;         // the time measure's ratio, also where the CPU one decides
   double off_cpu_ratio = 1;         // 1 + (time off a CPU without waiting for one - the peers' median) / median compute
-  std::string measure = "compute";  // what decided: "compute" (time), or on a contended host "cpu" or "off_cpu"
+  std::string measure = "compute";  // what decided: "compute" (time), or on a contended host "cpu", "off_cpu"
+                                    // or "cpu_wait"
   bool flagged = false;
+  // What explains a slow rank (the cause of a named suspect; never a reason to name one), per call:
+  double excess_ns = 0;           // its compute - the other peers' median compute
+  double peer_runq_ns = -1;       // the other peers' median CPU wait (-1: no scheduler counters for every peer)
+  double peer_wait_per_cpu = -1;  // the other peers' median CPU wait per ns of (main thread) CPU
+  double throttled_ns = -1;       // its cgroup's throttled time (-1: unknown)
+  double peer_throttled_ns = -1;  // the other peers' median throttled time (-1: unknown for one of them)
+  CpuPerCall window;              // its counters over the round's window (calls, wall time, throttled periods, quota)
 };
 
 // One peer group's C3 in one round.
@@ -104,6 +123,14 @@ struct RoundResult {
 RoundResult analyse_round(const TimingTable& table, const Mesh& mesh, const DecideOptions& options);
 
 // What the rounds together say.
+// Why a named compute straggler is slow, from its rounds' RankRounds (those that flagged it):
+// "cpu_quota", "cpu_contention", "slow_compute" or "unknown" (no scheduler counters), with the figures.
+struct Cause {
+  std::string cause = "unknown";
+  nlohmann::json figures = nlohmann::json::object();
+};
+Cause cause_of(const std::vector<const RankRound*>& hits, const DecideOptions& options);
+
 struct Suspicion {
   std::int64_t rank = -1;  // -1: a node
   std::string node;

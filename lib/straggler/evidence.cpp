@@ -46,6 +46,7 @@ nlohmann::json round_json(const RoundEvidence& round, const std::string& job, st
     nlohmann::json x = {{"rank", r.rank},       {"node", r.node},       {"coords", r.coords}, {"step", r.step},
                         {"read_ns", r.read_ns}, {"written", r.written}, {"events", ev}};
     if (r.cpu_ns >= 0 && r.runq_ns >= 0) x["sched"] = {r.cpu_ns, r.runq_ns, r.main_cpu_ns};
+    if (r.throttled_ns >= 0) x["cgroup"] = {r.nr_periods, r.nr_throttled, r.throttled_ns, r.quota_us, r.period_us};
     ranks.push_back(std::move(x));
   }
   nlohmann::json out = {{"kind", "scout.straggler-round"},
@@ -101,6 +102,18 @@ Result<RoundEvidence> round_from_json(const nlohmann::json& j, const std::string
         e.runq_ns = int_of(sc[1]);
         e.main_cpu_ns = sc.size() > 2 ? int_of(sc[2]) : -1;
         if (e.cpu_ns < 0 || e.runq_ns < 0 || e.main_cpu_ns < -1) return bad("negative scheduler counters");
+      }
+      if (x.contains("cgroup")) {  // absent before scout 1.2, and for ranks without a readable CPU cgroup
+        const auto& cg = x.at("cgroup");
+        if (!cg.is_array() || cg.size() != 5) return bad("malformed cgroup counters");
+        e.nr_periods = int_of(cg[0]);
+        e.nr_throttled = int_of(cg[1]);
+        e.throttled_ns = int_of(cg[2]);
+        e.quota_us = int_of(cg[3]);
+        e.period_us = int_of(cg[4]);
+        if (e.nr_periods < 0 || e.nr_throttled < 0 || e.throttled_ns < 0 || e.quota_us < -1 || e.quota_us == 0 ||
+            e.period_us < 0)
+          return bad("malformed cgroup counters");
       }
       const auto& ev = x.at("events");
       if (!ev.is_array() || ev.size() > k_max_events_per_rank) return bad("too many events");

@@ -17,6 +17,7 @@
 #include "lib/consensus/c3.hpp"
 #include "lib/session/join.hpp"
 #include "lib/session/oneshot.hpp"
+#include "lib/straggler/cgroup.hpp"
 #include "lib/straggler/comm_bench.hpp"
 #include "lib/transport/auth.hpp"
 
@@ -79,6 +80,16 @@ RoundEvidence local_evidence(const std::vector<records::RecordRead>& reads, cons
     e.read_ns = now_ns;
     e.written = s.events;
     if (read.writer_alive && s.pid > 0 && !read_schedstat(s.pid, e)) e.cpu_ns = e.runq_ns = e.main_cpu_ns = -1;
+    if (read.writer_alive && s.pid > 0)
+      if (auto cg = read_cgroup_cpu(s.pid)) {
+        e.nr_periods = cg->stat.nr_periods;
+        e.nr_throttled = cg->stat.nr_throttled;
+        e.throttled_ns = cg->stat.throttled_ns;
+        if (cg->quota) {
+          e.quota_us = cg->quota->quota_us;
+          e.period_us = cg->quota->period_us;
+        }
+      }
     e.events = s.recent;
     r.world = std::max(r.world, s.world_size);
     r.ranks.push_back(std::move(e));

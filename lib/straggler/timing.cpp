@@ -128,6 +128,16 @@ std::vector<std::map<std::int64_t, CpuPerCall>> cpu_per_call(const std::vector<R
                    static_cast<double>(r.runq_ns - b.runq_ns) / calls};
       if (r.main_cpu_ns >= 0 && b.main_cpu_ns >= 0 && r.main_cpu_ns >= b.main_cpu_ns)
         c.main_cpu_ns = static_cast<double>(r.main_cpu_ns - b.main_cpu_ns) / calls;
+      c.calls = static_cast<std::int64_t>(r.written - b.written);
+      c.window_ns = r.read_ns > b.read_ns ? r.read_ns - b.read_ns : 0;
+      if (r.throttled_ns >= 0 && b.throttled_ns >= 0 && r.throttled_ns >= b.throttled_ns &&
+          r.nr_throttled >= b.nr_throttled && r.nr_periods >= b.nr_periods) {
+        c.throttled_ns = static_cast<double>(r.throttled_ns - b.throttled_ns) / calls;
+        c.nr_throttled = r.nr_throttled - b.nr_throttled;
+        c.nr_periods = r.nr_periods - b.nr_periods;
+      }
+      c.quota_us = r.quota_us;
+      c.period_us = r.period_us;
       out[i][r.rank] = c;
     }
   }

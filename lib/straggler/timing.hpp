@@ -40,7 +40,15 @@ struct RankEvents {
   // thread spent runnable but waiting for a CPU.
   std::int64_t cpu_ns = -1;
   std::int64_t runq_ns = -1;
-  std::int64_t main_cpu_ns = -1;                 // CPU time of the main thread alone
+  std::int64_t main_cpu_ns = -1;  // CPU time of the main thread alone
+  // Its CPU cgroup's throttling counters at the read (cgroup.hpp; -1 unknown: another host's rank
+  // recorded without them, no readable CPU cgroup) and the quota that throttles it (quota_us -1: none;
+  // period_us 0: unknown).
+  std::int64_t nr_periods = -1;
+  std::int64_t nr_throttled = -1;
+  std::int64_t throttled_ns = -1;
+  std::int64_t quota_us = -1;
+  std::int64_t period_us = 0;
   std::vector<records::CollectiveEvent> events;  // the ring, oldest first
 };
 
@@ -80,6 +88,15 @@ struct CpuPerCall {
   double cpu_ns = 0;
   double runq_ns = 0;
   double main_cpu_ns = -1;  // -1: not counted at both reads
+  // The cgroup's throttled time per call (-1: not counted at both reads), and over the window between the
+  // reads: throttled periods, periods, calls completed and wall time.
+  double throttled_ns = -1;
+  std::int64_t nr_throttled = -1;
+  std::int64_t nr_periods = -1;
+  std::int64_t calls = 0;
+  std::int64_t window_ns = 0;
+  std::int64_t quota_us = -1;  // the quota at the later read (-1: none; period_us 0: unknown)
+  std::int64_t period_us = 0;
 };
 
 // Per rank of evidence[i], its counters per call between evidence[i-1] and evidence[i] (none for the

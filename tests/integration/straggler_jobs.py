@@ -6,6 +6,8 @@ trainer itself or from outside the process.
         job.start(slow_rank=2, slow_factor=1.7)         # the trainer slows itself
         job.wait_steps(5)
         job.duty_cycle(rank, factor)                    # SIGSTOP/SIGCONT from outside
+        job.cpu_quota(rank, factor)                     # a cgroup v1 CPU quota (removed at teardown)
+        job.cpu_hogs(rank, hogs)                        # rank and hogs pinned to one CPU (contention)
         job.slow_all()                                  # every rank slower from now on
 
 Interpreters: Debian's /usr/bin/python3 (torch 1.13), or torch 2.x from
@@ -26,6 +28,67 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TRAINER = os.path.join(HERE, "trainers", "straggler_trainer.py")
 
 
+CPU_CGROUP_V1 = "/sys/fs/cgroup/cpu"
+
+
+def cpu_quota_unavailable():
+    """Why a real cgroup v1 CPU quota cannot be set here (None: it can)."""
+    if not os.path.exists(os.path.join(CPU_CGROUP_V1, "cpu.cfs_quota_us")):
+        return f"no cgroup v1 cpu hierarchy at {CPU_CGROUP_V1}"
+    if not os.access(CPU_CGROUP_V1, os.W_OK):
+        return f"{CPU_CGROUP_V1} is not writable (not root)"
+    return None
+
+
+def process_cpu_s(pid):
+    """CPU seconds of every thread of `pid` (utime + stime)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _write(path, value):
+    with open(path, "w") as f:
+        f.write(f"{value}\n")
+
+
+def remove_cgroup(path, timeout_s=10):
+    """Moves whatever is still in cgroup `path` back to the root and removes it (retried while its killed
+    tasks leave)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with open(os.path.join(path, "cgroup.procs")) as f:
+                for pid in f.read().split():
+                    try:
+                        _write(os.path.join(CPU_CGROUP_V1, "cgroup.procs"), pid)
+                    except OSError:
+                        pass
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            if time.monotonic() > deadline:
+                print(f"straggler_jobs: could not remove cgroup {path}: {e}", file=sys.stderr)
+                return
+            time.sleep(0.1)
+
+
+def remove_stale_cgroups():
+    """Removes the empty cgroups an earlier, killed test run left (rmdir fails on any that is in use)."""
+    try:
+        names = os.listdir(CPU_CGROUP_V1)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith("scout-straggler-"):
+            try:
+                os.rmdir(os.path.join(CPU_CGROUP_V1, name))
+            except OSError:
+                pass
+
+
 class StragglerJob:
     def __init__(self, world=4, tp=1, seed=None, python="/usr/bin/python3", work_ms=25, ranks_per_host=None):
         self.seed = seed if seed is not None else random.SystemRandom().randrange(1 << 31)
@@ -36,6 +99,7 @@ class StragglerJob:
         self.logdir = tempfile.mkdtemp(prefix="scout-straggler-")
         self.slow_file = os.path.join(self.logdir, "slow-all")
         self.procs, self._logs, self._threads = [], [], []
+        self._cgroups, self._hogs = [], []
         self._stop = threading.Event()
         print(f"straggler_jobs: seed={self.seed} job={self.job} world={world} tp={tp} python={python}",
               file=sys.stderr, flush=True)
@@ -114,13 +178,87 @@ class StragglerJob:
         t.start()
         self._threads.append(t)
 
+    def cpu_quota(self, rank, factor, measure_s=1.0):
+        """Limits `rank` with a real cgroup v1 CPU quota (CPU_CGROUP_V1/scout-straggler-<job>): 1/factor of the
+        CPU it used over `measure_s` before, so that it runs about `factor` times slower. Returns the quota in
+        CPUs. Needs root and a v1 cpu hierarchy (cpu_quota_unavailable() says why not); the cgroup is removed
+        at teardown, even when the test fails."""
+        pid = self.procs[rank].pid
+        before = process_cpu_s(pid)
+        time.sleep(measure_s)
+        rate = (process_cpu_s(pid) - before) / measure_s
+        period = 100000
+        quota = max(1000, int(period * rate / factor))
+        path = os.path.join(CPU_CGROUP_V1, f"scout-straggler-{self.job}")
+        os.mkdir(path)
+        self._cgroups.append(path)
+        _write(os.path.join(path, "cpu.cfs_period_us"), period)
+        _write(os.path.join(path, "cpu.cfs_quota_us"), quota)
+        _write(os.path.join(path, "cgroup.procs"), pid)  # v1: every thread of the process moves
+        print(f"straggler_jobs: rank {rank} (pid {pid}) used {rate:.2f} CPUs; quota {quota}/{period} us in {path}",
+              file=sys.stderr, flush=True)
+        return quota / period
+
+    def cpu_hogs(self, rank, hogs, deadline_s=600):
+        """Slows `rank` by contention alone: every thread of it pinned to one CPU with `hogs` busy loops, and
+        every other rank pinned to the other CPUs (no quota, no signal; unpinned, the scheduler spread the hogs'
+        load over every rank: measured, 4 hogs gave every rank the same CPU wait). The hogs end at teardown
+        (or after deadline_s on their own). Needs 2 CPUs."""
+        pid = self.procs[rank].pid
+        cpus = os.sched_getaffinity(pid)
+        cpu = max(cpus)
+        rest = cpus - {cpu}
+        if not rest:
+            raise RuntimeError("cpu_hogs needs 2 CPUs")
+        for r, p in enumerate(self.procs):
+            for tid in os.listdir(f"/proc/{p.pid}/task"):
+                try:
+                    os.sched_setaffinity(int(tid), {cpu} if r == rank else rest)
+                except (ProcessLookupError, OSError):
+                    pass
+        code = f"import os, time\nos.sched_setaffinity(0, {{{cpu}}})\nend = time.monotonic() + {deadline_s}\nwhile time.monotonic() < end: pass\n"
+        for _ in range(hogs):
+            self._hogs.append(subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL,
+                                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        print(f"straggler_jobs: rank {rank} (pid {pid}) pinned to CPU {cpu} with {hogs} hog(s)", file=sys.stderr, flush=True)
+        return cpu
+
+    def wait_slowdown(self, rank, seconds):
+        """How much waiting for a CPU slows `rank` against its peers over `seconds`, from their main threads'
+        schedstat: (1 + its wait per CPU second) / (1 + the peers' median wait per CPU second)."""
+        def read():
+            out = []
+            for p in self.procs:
+                with open(f"/proc/{p.pid}/task/{p.pid}/schedstat") as f:
+                    on, waited = f.read().split()[:2]
+                out.append((int(on), int(waited)))
+            return out
+        a = read()
+        time.sleep(seconds)
+        b = read()
+        per_cpu = [(w1 - w0) / max(c1 - c0, 1) for (c0, w0), (c1, w1) in zip(a, b)]
+        peers = sorted(x for r, x in enumerate(per_cpu) if r != rank)
+        mid = peers[len(peers) // 2] if len(peers) % 2 else (peers[len(peers) // 2 - 1] + peers[len(peers) // 2]) / 2
+        return (1 + per_cpu[rank]) / (1 + mid)
+
     def teardown(self):
-        """Ends the duty cycles, then the harness's teardown: every rank killed (stopped ones continued
-        first) and reaped with a timeout, the job's records and logs removed."""
+        """Ends the duty cycles and hogs, then the harness's teardown: every rank killed (stopped ones continued
+        first) and reaped with a timeout, the job's records and logs removed; then the job's cgroups."""
         self._stop.set()
         for t in self._threads:
             t.join(timeout=5)
-        TrainerJob.teardown(self)  # it needs only procs, _logs, job and logdir, which this class keeps alike
+        for h in self._hogs:
+            h.kill()
+        for h in self._hogs:
+            try:
+                h.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                print(f"straggler_jobs: hog {h.pid} did not die", file=sys.stderr)
+        try:
+            TrainerJob.teardown(self)  # it needs only procs, _logs, job and logdir, which this class keeps alike
+        finally:
+            for path in self._cgroups:
+                remove_cgroup(path)
 
     def __enter__(self):
         return self

@@ -1,6 +1,8 @@
 """scout straggler on real DDP jobs (gloo, CPU, the scout publisher): a
-random rank slowed by a random factor in [1.3, 3] by the trainer itself and
-from outside the process (SIGSTOP/SIGCONT duty cycle); a slow link (a delay
+random rank slowed by a random factor in [1.5, 3] by the trainer itself
+(cause slow_compute), from outside the process (SIGSTOP/SIGCONT duty cycle),
+by a real cgroup v1 CPU quota (cause cpu_quota; the cgroup is removed after),
+and by 8-12 busy loops pinned to its CPU (cause cpu_contention); a slow link (a delay
 inside one process group's collectives); every rank slowed equally (spatially
 healthy, temporally fleet_slowdown); clean runs name no one. Seeds are
 printed (straggler_jobs: seed=...); STRAGGLER_SEED reproduces a run.
@@ -14,7 +16,7 @@ import time
 import unittest
 
 import scoutlib
-from straggler_jobs import StragglerJob, python_for
+from straggler_jobs import StragglerJob, cpu_quota_unavailable, python_for, remove_stale_cgroups
 
 SEED = int(os.environ["STRAGGLER_SEED"]) if os.environ.get("STRAGGLER_SEED") else None
 
@@ -24,29 +26,58 @@ def straggler(job, *extra, timeout=120):
 
 
 class StragglerOnRealJobs(scoutlib.ScoutTestCase):
-    def check_compute_straggler(self, python, outside, observe=False, lowest=1.3):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        remove_stale_cgroups()  # an earlier run killed before its teardown
+
+    def check_compute_straggler(self, python, how, observe=False, lowest=1.3, cause=None):
         # 60 ms of the trainer's work per step, so that the step is about F x slower, not F x a small part of it:
         # at 25 ms, torch 2.x's own work per step diluted a 1.3x factor to 1.07-1.2x of the CPU per call
         # (CI fresh clone, seed 1366315264); at 60 ms three 1.3x runs were named at 1.20-1.33x, but not always
         # (see test_compute_straggler_torch2).
+        # how: "trainer" (it does F x the work), "outside" (SIGSTOP/SIGCONT duty cycle), "quota" (a cgroup v1
+        # CPU quota of 1/F of the CPU it used), "contention" (pinned to one CPU with H busy loops, no quota).
         with StragglerJob(world=4, seed=SEED, python=python, work_ms=60) as job:
             victim = job.rng.randrange(4)
             factor = round(job.rng.uniform(lowest, 3.0), 2)
-            print(f"test_straggler: victim={victim} factor={factor} outside={outside}", flush=True)
-            if outside:
-                job.start()
-            else:
+            hogs = job.rng.randint(8, 12)  # drawn in every mode, so that a seed draws the same victim and factor
+            print(f"test_straggler: victim={victim} factor={factor} how={how}" + (f" hogs={hogs}" if how == "contention" else ""),
+                  flush=True)
+            if how == "trainer":
                 job.start(slow_rank=victim, slow_factor=factor)
+            else:
+                job.start()
             job.wait_steps(3)
-            if outside:
+            if how == "outside":
                 job.duty_cycle(victim, factor)
+            elif how == "quota":
+                job.cpu_quota(victim, factor)
+            elif how == "contention":
+                job.cpu_hogs(victim, hogs)
             time.sleep(1.0)
-            r = straggler(job.job, "--rounds", "3", "--interval", "1.5")
+            if how == "contention":
+                # The premise: the hogs slow the victim more than the host's other load slows its peers. How much
+                # they do depends on that load, which pinning cannot control (measured at load 8-13 on 2 CPUs:
+                # 8 hogs left the victim at 0.99-1.02x its peers' compute, 2 of 10 runs): the victim's slowdown
+                # from waiting for a CPU, (1 + its wait per CPU second) / (1 + its peers' median), is measured first.
+                slowdown = job.wait_slowdown(victim, 2.0)
+                print(f"test_straggler: victim's slowdown from CPU wait {slowdown:.2f}x", flush=True)
+                if slowdown < 1.5:
+                    self.skipTest(f"the host's own load slowed the victim's peers about as much as {hogs} hogs slowed it "
+                                  f"({slowdown:.2f}x < 1.5x): contention is not controlled here")
+            # 8-12 hogs slow the victim 1.7-3.4x (measured): its steps then take up to ~0.7 s, and 1.5 s rounds held
+            # 3-4 calls (one miss in 20, seed 8000, at 3.38x; the rounds need 3 common calls): 2.5 s rounds there.
+            r = straggler(job.job, "--rounds", "3", "--interval", "2.5" if how == "contention" else "1.5")
             doc = r.json()
             self.assertExit(r, "attributed")
             self.assertEqual([(s["rank"], s["reason"]) for s in doc["suspects"]], [(victim, "compute")], doc["summary"])
             self.assertEqual(doc["details"]["straggler"]["diagnosis"], "compute")
-            self.assertGreater(doc["suspects"][0]["evidence"]["compute_ratio"], 1.1)
+            ev = doc["suspects"][0]["evidence"]
+            self.assertGreater(ev["compute_ratio"], 1.1)
+            print(f"test_straggler: cause {ev['cause']} {ev['cause_figures']}", flush=True)
+            if cause is not None:
+                self.assertEqual(ev["cause"], cause, ev)
             if observe:
                 # The daemon form: one verdict file for the finding (and no second one for the same finding).
                 with tempfile.TemporaryDirectory() as tmp:
@@ -66,20 +97,37 @@ class StragglerOnRealJobs(scoutlib.ScoutTestCase):
         # Known defect (issue #13): a 1.3-1.5x straggler is named in 2 of 3 rounds only some of the time on 2 loaded
         # CPUs (CI fresh clone: 1.34x, seed 941393545, 1 of 3); SCOUT_STRAGGLER_KNOWN_DEFECTS=1 draws from 1.3x.
         known = os.environ.get("SCOUT_STRAGGLER_KNOWN_DEFECTS") == "1"
-        self.check_compute_straggler("/usr/bin/python3", outside=False, observe=True, lowest=1.3 if known else 1.5)
+        self.check_compute_straggler("/usr/bin/python3", "trainer", observe=True, lowest=1.3 if known else 1.5,
+                                     cause="slow_compute")
 
     def test_compute_straggler_slowed_from_outside(self):
-        if os.environ.get("SCOUT_STRAGGLER_KNOWN_DEFECTS") != "1":
-            self.skipTest("known defect (issue #13): a rank slowed from outside (SIGSTOP duty cycle) is named in about 9 of 10 runs "
-                          "on a contended host (by its time off a CPU); on torch 2.x its peers' compute times spread as widely as its "
-                          "excess in some rounds (measured 2 misses in 6 at load ~7 on 2 CPUs); SCOUT_STRAGGLER_KNOWN_DEFECTS=1 runs it")
         # The premise: stopping a rank for (1 - 1/F) of the time takes CPU from it. On a host whose run
         # queue is far longer than its CPUs the rank is already starved and the cap is lost in the
-        # scheduling noise (measured here at load ~27 on 2 CPUs: 0 of 2 campaign runs found).
+        # scheduling noise (measured here at load ~27 on 2 CPUs: 0 of 2 campaign runs found). Since off_cpu
+        # compares its peers' wait with the smaller of its time and off-CPU excess: 10 of 10 at load 8.2-12.3
+        # (6 extra busy loops, seeds 3000-3009), 30 of 30 at 4-8; the guard was 4 x CPUs (skipped at load 8).
         load, cpus = os.getloadavg()[0], os.cpu_count() or 1
-        if load > 4 * cpus:
+        if load > 6 * cpus:
             self.skipTest(f"host overloaded (load {load:.0f} on {cpus} CPUs): an outside CPU cap is lost in scheduling noise")
-        self.check_compute_straggler("/usr/bin/python3", outside=True)
+        known = os.environ.get("SCOUT_STRAGGLER_KNOWN_DEFECTS") == "1"
+        self.check_compute_straggler("/usr/bin/python3", "outside", lowest=1.3 if known else 1.5)
+
+    def test_compute_straggler_under_a_cpu_quota(self):
+        why = cpu_quota_unavailable()
+        if why:
+            self.skipTest(why)
+        self.check_compute_straggler("/usr/bin/python3", "quota", lowest=1.5, cause="cpu_quota")
+
+    def test_compute_straggler_under_cpu_contention(self):
+        # Named to run after the outside test: its busy loops raise the load average that test reads.
+        if os.environ.get("SCOUT_STRAGGLER_KNOWN_DEFECTS") != "1":
+            self.skipTest("known defect (issue #13): contention from pinned busy loops is not controlled on a loaded 2-CPU "
+                          "host: of 30 looped runs 10 skipped on their premise and 2 of the other 20 were not attributed "
+                          "(seeds 8000, 8107, premise 3.38x and 2.40x, not reproduced on rerun, cause not found); "
+                          "SCOUT_STRAGGLER_KNOWN_DEFECTS=1 runs it")
+        if (os.cpu_count() or 1) < 2 or len(os.sched_getaffinity(0)) < 2:
+            self.skipTest("contention from pinned busy loops needs 2 CPUs: the peers run on another one")
+        self.check_compute_straggler("/usr/bin/python3", "contention", cause="cpu_contention")
 
     def test_compute_straggler_torch2(self):
         py = python_for("2")
@@ -91,7 +139,7 @@ class StragglerOnRealJobs(scoutlib.ScoutTestCase):
         # Known defect (issue #13): 1.3-1.5x is not reliably named on 2 loaded CPUs, as on torch 1.13;
         # SCOUT_STRAGGLER_KNOWN_DEFECTS=1 draws from 1.3x.
         known = os.environ.get("SCOUT_STRAGGLER_KNOWN_DEFECTS") == "1"
-        self.check_compute_straggler(py, outside=False, lowest=1.3 if known else 1.5)
+        self.check_compute_straggler(py, "trainer", lowest=1.3 if known else 1.5)
 
     def test_clean_run_names_no_one_and_bench_places_probes_like_the_ranks(self):
         with StragglerJob(world=4, tp=2, seed=SEED, ranks_per_host=2) as job, tempfile.TemporaryDirectory() as tmp:

@@ -1,0 +1,218 @@
+#include "lib/straggler/cgroup.hpp"
+
+#include <gtest/gtest.h>
+
+#include "lib/straggler/decide.hpp"
+#include "lib/straggler/evidence.hpp"
+
+namespace scout::straggler {
+namespace {
+
+TEST(StragglerCgroup, V1CpuLineIsFoundAmongTheControllers) {
+  // This host: cpu and cpuacct mounted apart, a hybrid 0:: line too.
+  auto r = cpu_cgroup_of(
+      "9:name=systemd:/\n8:pids:/\n4:memory:/process_api/34f8\n2:cpuacct:/\n1:cpu:/scout-straggler-j\n0::/\n");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->version, 1);
+  EXPECT_EQ(r->controllers, "cpu");
+  EXPECT_EQ(r->path, "/scout-straggler-j");
+  // Joined controllers; "cpuacct" or "cpuset" alone is not "cpu".
+  r = cpu_cgroup_of("5:cpuset:/x\n3:cpuacct:/y\n4:cpu,cpuacct:/kubepods/pod1/abc\n");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->version, 1);
+  EXPECT_EQ(r->controllers, "cpu,cpuacct");
+  EXPECT_EQ(r->path, "/kubepods/pod1/abc");
+  r = cpu_cgroup_of("3:cpuacct,cpu:/a:b\n");  // a path may hold ':'
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->path, "/a:b");
+}
+
+TEST(StragglerCgroup, V2LineIsUsedWhenNoV1CpuController) {
+  auto r = cpu_cgroup_of("0::/system.slice/train.service\n");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->version, 2);
+  EXPECT_EQ(r->path, "/system.slice/train.service");
+  r = cpu_cgroup_of("12:cpuset:/\n0::/user.slice\n");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->version, 2);
+  EXPECT_FALSE(cpu_cgroup_of("12:cpuset:/\n4:memory:/\n"));
+  EXPECT_FALSE(cpu_cgroup_of(""));
+  EXPECT_FALSE(cpu_cgroup_of("garbage\n1:cpu\n"));
+}
+
+TEST(StragglerCgroup, V1CpuStatIsInNanoseconds) {
+  auto s = parse_cpu_stat("nr_periods 420\nnr_throttled 37\nthrottled_time 1587273723\nnr_bursts 0\nburst_time 0\n", 1);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->nr_periods, 420);
+  EXPECT_EQ(s->nr_throttled, 37);
+  EXPECT_EQ(s->throttled_ns, 1587273723);
+  // v2's key in a v1 file (or the reverse) is not the throttled time.
+  EXPECT_FALSE(parse_cpu_stat("nr_periods 1\nnr_throttled 1\nthrottled_usec 5\n", 1));
+  EXPECT_FALSE(parse_cpu_stat("nr_periods 1\nnr_throttled x\nthrottled_time 5\n", 1));
+  EXPECT_FALSE(parse_cpu_stat("nr_periods 1\nnr_throttled -1\nthrottled_time 5\n", 1));
+  EXPECT_FALSE(parse_cpu_stat("", 1));
+}
+
+TEST(StragglerCgroup, V2CpuStatIsInMicroseconds) {
+  auto s = parse_cpu_stat(
+      "usage_usec 8123456\nuser_usec 7000000\nsystem_usec 1123456\ncore_sched.force_idle_usec 0\nnr_periods 300\n"
+      "nr_throttled 120\nthrottled_usec 2500000\nnr_bursts 0\nburst_usec 0\n",
+      2);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->nr_periods, 300);
+  EXPECT_EQ(s->nr_throttled, 120);
+  EXPECT_EQ(s->throttled_ns, 2'500'000'000);
+  // A v2 root's cpu.stat: usage only.
+  EXPECT_FALSE(parse_cpu_stat("usage_usec 1\nuser_usec 1\nsystem_usec 0\n", 2));
+  EXPECT_FALSE(parse_cpu_stat("nr_periods 1\nnr_throttled 1\nthrottled_usec 9223372036854775807\n", 2));
+}
+
+TEST(StragglerCgroup, QuotasOfBothVersions) {
+  auto q = parse_v1_quota("25000\n", "100000\n");
+  ASSERT_TRUE(q);
+  EXPECT_TRUE(q->limited());
+  EXPECT_DOUBLE_EQ(q->cpus(), 0.25);
+  q = parse_v1_quota("-1\n", "100000\n");
+  ASSERT_TRUE(q);
+  EXPECT_FALSE(q->limited());
+  EXPECT_FALSE(parse_v1_quota("0", "100000"));
+  EXPECT_FALSE(parse_v1_quota("-5", "100000"));
+  EXPECT_FALSE(parse_v1_quota("1000", "0"));
+  EXPECT_FALSE(parse_v1_quota("abc", "100000"));
+
+  q = parse_cpu_max("150000 100000\n");
+  ASSERT_TRUE(q);
+  EXPECT_DOUBLE_EQ(q->cpus(), 1.5);
+  q = parse_cpu_max("max 100000\n");
+  ASSERT_TRUE(q);
+  EXPECT_FALSE(q->limited());
+  EXPECT_FALSE(parse_cpu_max("max"));
+  EXPECT_FALSE(parse_cpu_max("0 100000"));
+  EXPECT_FALSE(parse_cpu_max("50000 0"));
+  EXPECT_FALSE(parse_cpu_max(""));
+}
+
+TEST(StragglerCgroup, ThisProcessHasReadableCountersWhereAHierarchyIsMounted) {
+  auto c = read_cgroup_cpu(getpid());
+  if (!c) GTEST_SKIP() << "no readable CPU cgroup here";
+  EXPECT_TRUE(c->version == 1 || c->version == 2);
+  EXPECT_GE(c->stat.nr_throttled, 0);
+  EXPECT_GE(c->stat.throttled_ns, 0);
+  EXPECT_FALSE(read_cgroup_cpu(-5));
+}
+
+TEST(StragglerCgroup, CountersTravelInTheEvidenceAndTheirDeltasPerCall) {
+  std::vector<RoundEvidence> rounds(2);
+  for (int i = 0; i < 2; ++i) {
+    RankEvents e;
+    e.rank = 0;
+    e.read_ns = 1'000'000'000LL * (i + 1);
+    e.written = 10 + 5 * static_cast<std::uint64_t>(i);
+    e.cpu_ns = 100 + 50 * i;
+    e.runq_ns = 10 + 20 * i;
+    e.main_cpu_ns = 90 + 40 * i;
+    e.nr_periods = 7 + 10 * i;
+    e.nr_throttled = 2 + 4 * i;
+    e.throttled_ns = 1000 + 5000 * i;
+    e.quota_us = 20000;
+    e.period_us = 100000;
+    rounds[static_cast<std::size_t>(i)].world = 1;
+    rounds[static_cast<std::size_t>(i)].ranks.push_back(e);
+  }
+  rounds[0].baseline = true;
+  auto back = parse_evidence(evidence_json(rounds, "j").dump(), "j", "test");
+  ASSERT_TRUE(back) << back.error().message();
+  ASSERT_EQ(back->size(), 2u);
+  const auto& e = (*back)[1].ranks.at(0);
+  EXPECT_EQ(e.nr_periods, 17);
+  EXPECT_EQ(e.nr_throttled, 6);
+  EXPECT_EQ(e.throttled_ns, 6000);
+  EXPECT_EQ(e.quota_us, 20000);
+  EXPECT_EQ(e.period_us, 100000);
+  auto cpus = cpu_per_call(*back);
+  const auto& c = cpus[1].at(0);
+  EXPECT_EQ(c.calls, 5);
+  EXPECT_EQ(c.window_ns, 1'000'000'000);
+  EXPECT_DOUBLE_EQ(c.throttled_ns, 1000.0);
+  EXPECT_EQ(c.nr_throttled, 4);
+  EXPECT_EQ(c.nr_periods, 10);
+  // Evidence without them (scout before 1.2, another host's rank): unknown, not zero.
+  rounds[1].ranks[0].throttled_ns = -1;
+  back = parse_evidence(evidence_json(rounds, "j").dump(), "j", "test");
+  ASSERT_TRUE(back);
+  EXPECT_EQ((*back)[1].ranks.at(0).throttled_ns, -1);
+  EXPECT_DOUBLE_EQ(cpu_per_call(*back)[1].at(0).throttled_ns, -1.0);
+  // Malformed counters are bad input.
+  auto j = evidence_json(rounds, "j");
+  j["rounds"][0]["ranks"][0]["cgroup"] = {1, 2, -3, -1, 0};
+  EXPECT_FALSE(parse_evidence(j.dump(), "j", "test"));
+  j["rounds"][0]["ranks"][0]["cgroup"] = {1, 2, 3};
+  EXPECT_FALSE(parse_evidence(j.dump(), "j", "test"));
+}
+
+// cause_of over hand-made rounds: 100 calls of a 1 s window, the suspect 10 ms per call slower (1 s).
+RankRound hit(double runq_ms, double peer_runq_ms, double throttled_ms, double peer_throttled_ms) {
+  RankRound r;
+  r.excess_ns = 10e6;
+  r.runq_ns = runq_ms * 1e6;
+  r.peer_runq_ns = peer_runq_ms * 1e6;
+  r.window.main_cpu_ns = 20e6;  // it and its peers used 20 ms of CPU per call
+  r.peer_wait_per_cpu = peer_runq_ms / 20;
+  r.throttled_ns = throttled_ms < 0 ? -1 : throttled_ms * 1e6;
+  r.peer_throttled_ns = peer_throttled_ms < 0 ? -1 : peer_throttled_ms * 1e6;
+  r.window.calls = 100;
+  r.window.window_ns = 10'000'000'000;
+  r.window.nr_throttled = throttled_ms > 0 ? 40 : 0;
+  r.window.nr_periods = 100;
+  r.window.quota_us = throttled_ms > 0 ? 20000 : -1;
+  r.window.period_us = 100000;
+  return r;
+}
+
+std::string cause(const std::vector<RankRound>& rounds) {
+  std::vector<const RankRound*> p;
+  for (const auto& r : rounds) p.push_back(&r);
+  return cause_of(p, DecideOptions{}).cause;
+}
+
+TEST(StragglerCause, ThrottledIsAQuotaWaitingIsContentionNeitherIsSlowCompute) {
+  // Throttled time shows as CPU wait too (measured: a busy loop under a 0.2 CPU quota, 1.59 s throttled of
+  // 2.4 s waiting in 3 s): the cgroup's counters tell a quota from contention.
+  EXPECT_EQ(cause({hit(12, 2, 9, 0), hit(11, 2, 8, 0)}), "cpu_quota");
+  EXPECT_EQ(cause({hit(12, 2, 0, 0), hit(11, 2, 0, 0)}), "cpu_contention");
+  EXPECT_EQ(cause({hit(2, 2, 0, 0), hit(3, 2, 0, 0)}), "slow_compute");
+  // More work waits longer in proportion on a busy host: 1.5x the CPU, 1.5x the wait, is slow compute.
+  RankRound more = hit(9, 6, 0, 0);
+  more.window.main_cpu_ns = 30e6;
+  EXPECT_EQ(cause({more, more}), "slow_compute");
+  more.runq_ns = 20e6;  // ... and far more than in proportion is contention
+  EXPECT_EQ(cause({more, more}), "cpu_contention");
+  // A quota every peer shares is no explanation of one rank's slowness.
+  EXPECT_EQ(cause({hit(12, 2, 9, 9), hit(11, 2, 9, 9)}), "cpu_contention");
+  // Without the cgroup's counters, waiting could be either: unknown; not waiting is slow compute still.
+  EXPECT_EQ(cause({hit(12, 2, -1, -1), hit(11, 2, -1, -1)}), "unknown");
+  EXPECT_EQ(cause({hit(2, 2, -1, -1), hit(2, 2, -1, -1)}), "slow_compute");
+  // No scheduler counters (another host's rank recorded without them).
+  RankRound none = hit(2, 2, 0, 0);
+  none.runq_ns = -1;
+  EXPECT_EQ(cause({none, none}), "unknown");
+}
+
+TEST(StragglerCause, FiguresAreNumbers) {
+  std::vector<RankRound> rounds = {hit(12, 2, 9, 0), hit(11, 2, 8, 0)};
+  std::vector<const RankRound*> p = {&rounds[0], &rounds[1]};
+  auto c = cause_of(p, DecideOptions{});
+  EXPECT_DOUBLE_EQ(c.figures["window_s"].get<double>(), 20.0);
+  EXPECT_DOUBLE_EQ(c.figures["throttled_s"].get<double>(), 1.7);
+  EXPECT_DOUBLE_EQ(c.figures["excess_s"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(c.figures["runq_s"].get<double>(), 2.3);
+  EXPECT_DOUBLE_EQ(c.figures["peers_runq_s"].get<double>(), 0.4);
+  EXPECT_DOUBLE_EQ(c.figures["cpu_s"].get<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(c.figures["runq_at_peers_rate_s"].get<double>(), 0.4);
+  EXPECT_EQ(c.figures["nr_throttled"].get<std::int64_t>(), 80);
+  EXPECT_DOUBLE_EQ(c.figures["quota_cpus"].get<double>(), 0.2);
+  EXPECT_TRUE(c.figures["quota_known"].get<bool>());
+}
+
+}  // namespace
+}  // namespace scout::straggler
