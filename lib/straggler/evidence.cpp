@@ -42,7 +42,7 @@ nlohmann::json round_json(const RoundEvidence& round, const std::string& job, st
     nlohmann::json ev = nlohmann::json::array();
     for (const auto& e : r.events)
       ev.push_back({e.op_seq, hex64(e.fingerprint.group), static_cast<int>(e.fingerprint.type), e.fingerprint.count,
-                    e.fingerprint.group_seq, e.enter_ns, e.exit_ns});
+                    e.fingerprint.group_seq, e.enter_ns, e.exit_ns, static_cast<int>(e.exit_kind)});
     nlohmann::json x = {{"rank", r.rank},       {"node", r.node},       {"coords", r.coords}, {"step", r.step},
                         {"read_ns", r.read_ns}, {"written", r.written}, {"events", ev}};
     if (r.cpu_ns >= 0 && r.runq_ns >= 0) x["sched"] = {r.cpu_ns, r.runq_ns, r.main_cpu_ns};
@@ -118,7 +118,8 @@ Result<RoundEvidence> round_from_json(const nlohmann::json& j, const std::string
       const auto& ev = x.at("events");
       if (!ev.is_array() || ev.size() > k_max_events_per_rank) return bad("too many events");
       for (const auto& y : ev) {
-        if (!y.is_array() || y.size() != 7) return bad("malformed event");
+        // The 8th field, what the exit time is (records::ExitKind), is absent from evidence that predates it.
+        if (!y.is_array() || y.size() < 7 || y.size() > 8) return bad("malformed event");
         records::CollectiveEvent c;
         c.op_seq = uint_of(y[0]);
         const auto gid = parse_hex64(y[1].get<std::string>());
@@ -131,6 +132,12 @@ Result<RoundEvidence> round_from_json(const nlohmann::json& j, const std::string
         c.fingerprint.group_seq = uint_of(y[4]);
         c.enter_ns = int_of(y[5]);
         c.exit_ns = int_of(y[6]);
+        if (y.size() > 7) {
+          const std::int64_t kind = int_of(y[7]);
+          if (kind < 0 || kind > static_cast<std::int64_t>(records::ExitKind::ordered))
+            return bad("exit kind out of range");
+          c.exit_kind = static_cast<records::ExitKind>(kind);
+        }
         e.events.push_back(c);
       }
       r.ranks.push_back(std::move(e));

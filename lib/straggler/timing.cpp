@@ -78,12 +78,22 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
     }
     for (std::size_t i = 0; i < ev.size(); ++i) {
       const auto& e = ev[i];
-      if (e.exit_ns <= 0 || e.enter_ns <= 0 || e.exit_ns < e.enter_ns) continue;
-      // The latest completion the rank had seen when it entered this call.
+      // An exit closed by a later call of its group (ExitKind::ordered) is only an upper bound on its
+      // completion: neither its wait nor the compute after it is timed.
+      auto timed = [](const records::CollectiveEvent& x) {
+        return x.exit_ns > 0 && x.exit_kind != records::ExitKind::ordered;
+      };
+      if (!timed(e) || e.enter_ns <= 0 || e.exit_ns < e.enter_ns) continue;
+      // The latest completion the rank had seen when it entered this call (unknown when that one is an
+      // upper bound).
       std::int64_t prev = 0;
+      bool prev_timed = true;
       for (std::size_t j = 0; j < i; ++j)
-        if (ev[j].exit_ns > 0 && ev[j].exit_ns <= e.enter_ns) prev = std::max(prev, ev[j].exit_ns);
-      if (prev == 0) continue;  // the oldest call of the ring: what came before it is gone
+        if (ev[j].exit_ns > 0 && ev[j].exit_ns <= e.enter_ns && ev[j].exit_ns >= prev) {
+          prev = ev[j].exit_ns;
+          prev_timed = timed(ev[j]);
+        }
+      if (prev == 0 || !prev_timed) continue;  // the oldest call of the ring: what came before it is gone
       const auto& g = t.groups[index.at(e.fingerprint.group)];
       CallKey key{g.kind, e.fingerprint.group_seq};
       if (used && used->count(key)) continue;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <random>
 
+#include "lib/straggler/evidence.hpp"
 #include "tests/unit/straggler/sim.hpp"
 #include "tests/unit/test_seed.hpp"
 
@@ -69,6 +70,42 @@ TEST(StragglerTiming, ComputeIsTheGapSinceTheLastCompletionAndWaitTheTimeInside)
   EXPECT_EQ(calls.at({kind, 2}).compute_ns, 300);
   EXPECT_EQ(calls.at({kind, 2}).wait_ns, 150);
   EXPECT_EQ(calls.at({kind, 4}).compute_ns, 250);
+}
+
+TEST(StragglerTiming, AnExitThatIsOnlyAnUpperBoundTimesNeitherItsWaitNorTheComputeAfterIt) {
+  RoundEvidence r;
+  r.world = 1;
+  RankEvents re;
+  re.rank = 0;
+  auto ev = [](std::uint64_t op, std::uint64_t seq, std::int64_t in, std::int64_t out, records::ExitKind kind) {
+    records::CollectiveEvent e;
+    e.op_seq = op;
+    e.fingerprint.group = 7;
+    e.fingerprint.group_seq = seq;
+    e.fingerprint.type = records::CollectiveType::all_reduce;
+    e.enter_ns = in;
+    e.exit_ns = out;
+    e.exit_kind = kind;
+    return e;
+  };
+  using K = records::ExitKind;
+  re.events = {ev(1, 1, 100, 200, K::completed), ev(2, 2, 300, 700, K::ordered), ev(3, 3, 800, 900, K::completed),
+               ev(4, 4, 1000, 1100, K::waited)};
+  r.ranks.push_back(re);
+  const auto t = build_table(r, {}, nullptr);
+  const auto& calls = t.ranks.at(0);
+  const auto kind = t.groups.at(0).kind;
+  EXPECT_EQ(calls.count({kind, 2}), 0u);  // its wait is an upper bound
+  EXPECT_EQ(calls.count({kind, 3}), 0u);  // what it computed after call 2 is unknown
+  ASSERT_EQ(calls.count({kind, 4}), 1u);
+  EXPECT_EQ(calls.at({kind, 4}).compute_ns, 100);
+  EXPECT_EQ(calls.at({kind, 4}).wait_ns, 100);
+  // Round evidence carries the kind through its JSON form.
+  auto parsed = decode_round(encode_round(r, "j", 0), "j", 0);
+  ASSERT_TRUE(parsed) << parsed.error().message();
+  ASSERT_EQ(parsed->ranks.at(0).events.size(), 4u);
+  EXPECT_EQ(parsed->ranks.at(0).events[1].exit_kind, K::ordered);
+  EXPECT_EQ(parsed->ranks.at(0).events[3].exit_kind, K::waited);
 }
 
 TEST(StragglerTiming, CallsRanksDisagreeOnAreDropped) {
