@@ -46,20 +46,27 @@ TEST(StragglerTiming, MeshGroupsListEveryKindAndTheWorld) {
   EXPECT_EQ(mesh_groups(*Mesh::parse("dp=4")).size(), 1u);
 }
 
+// One all-reduce of group 7 in a rank's ring.
+records::CollectiveEvent all_reduce_event(std::uint64_t op, std::uint64_t seq, std::int64_t in, std::int64_t out,
+                                          records::ExitKind kind) {
+  records::CollectiveEvent e;
+  e.op_seq = op;
+  e.fingerprint.group = 7;
+  e.fingerprint.group_seq = seq;
+  e.fingerprint.type = records::CollectiveType::all_reduce;
+  e.enter_ns = in;
+  e.exit_ns = out;
+  e.exit_kind = kind;
+  return e;
+}
+
 TEST(StragglerTiming, ComputeIsTheGapSinceTheLastCompletionAndWaitTheTimeInside) {
   RoundEvidence r;
   r.world = 1;
   RankEvents re;
   re.rank = 0;
   auto ev = [](std::uint64_t op, std::uint64_t seq, std::int64_t in, std::int64_t out) {
-    records::CollectiveEvent e;
-    e.op_seq = op;
-    e.fingerprint.group = 7;
-    e.fingerprint.group_seq = seq;
-    e.fingerprint.type = records::CollectiveType::all_reduce;
-    e.enter_ns = in;
-    e.exit_ns = out;
-    return e;
+    return all_reduce_event(op, seq, in, out, records::ExitKind::completed);
   };
   re.events = {ev(1, 1, 100, 200), ev(2, 2, 500, 650), ev(3, 3, 600, 0), ev(4, 4, 900, 1000)};
   r.ranks.push_back(re);
@@ -77,17 +84,7 @@ TEST(StragglerTiming, AnExitThatIsOnlyAnUpperBoundTimesNeitherItsWaitNorTheCompu
   r.world = 1;
   RankEvents re;
   re.rank = 0;
-  auto ev = [](std::uint64_t op, std::uint64_t seq, std::int64_t in, std::int64_t out, records::ExitKind kind) {
-    records::CollectiveEvent e;
-    e.op_seq = op;
-    e.fingerprint.group = 7;
-    e.fingerprint.group_seq = seq;
-    e.fingerprint.type = records::CollectiveType::all_reduce;
-    e.enter_ns = in;
-    e.exit_ns = out;
-    e.exit_kind = kind;
-    return e;
-  };
+  const auto ev = all_reduce_event;
   using K = records::ExitKind;
   re.events = {ev(1, 1, 100, 200, K::completed), ev(2, 2, 300, 700, K::ordered), ev(3, 3, 800, 900, K::completed),
                ev(4, 4, 1000, 1100, K::waited)};
