@@ -67,7 +67,7 @@ def busy_per_call(evidence):
         for r in rnd["ranks"]:
             ev = sorted((e for e in r["events"] if e[0] > 0), key=lambda e: e[0])
             gaps, prev = [], 0
-            for op, gid, typ, count, seq, enter, exit_ in ev:
+            for op, gid, typ, count, seq, enter, exit_, *_kind in ev:  # 7 fields, or 8 with the exit kind
                 if exit_ <= 0:
                     continue
                 if prev > 0 and enter >= prev:
