@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "lib/hash/crc32.hpp"
 #include "lib/hash/gpu_hash.hpp"
 #include "lib/hash/tensor_hash.hpp"
 
@@ -79,6 +80,22 @@ void bm_kernel(benchmark::State& state, std::size_t n, scout::hash::HashKernel k
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n));
 }
 
+// CRC-32 (zip entries are checked while they are hashed: its cost adds to
+// the tensor hash's on every torch.save and DCP byte).
+void bm_crc(benchmark::State& state, std::size_t n, scout::hash::Crc32Kernel kernel) {
+  const auto& b = buffer(n);
+  for (auto _ : state) benchmark::DoNotOptimize(scout::hash::crc32_with(kernel, b, 0));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n));
+}
+
+const char* crc_kernel_name(scout::hash::Crc32Kernel k) {
+  using scout::hash::Crc32Kernel;
+  return k == Crc32Kernel::table        ? "table"
+         : k == Crc32Kernel::clmul128   ? "clmul128"
+         : k == Crc32Kernel::vpclmul256 ? "vpclmul256"
+                                        : "vpclmul512";
+}
+
 // Memory read bandwidth with all threads: each sums its share of 64-bit words
 // (the least work any hash must do); the ceiling for multi-threaded hashing.
 void bm_read_all(benchmark::State& state, std::size_t n) {
@@ -131,6 +148,13 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("scout_1thread/" + n).c_str(), bm_scout, s.bytes, 1u);
     benchmark::RegisterBenchmark(("scout_all_threads/" + n).c_str(), bm_scout, s.bytes, 0u)->UseRealTime();
     benchmark::RegisterBenchmark(("read_all_threads/" + n).c_str(), bm_read_all, s.bytes)->UseRealTime();
+    if (s.bytes == (1u << 20)) {
+      using scout::hash::Crc32Kernel;
+      for (auto k : {Crc32Kernel::table, Crc32Kernel::clmul128, Crc32Kernel::vpclmul256, Crc32Kernel::vpclmul512})
+        if (scout::hash::crc32_kernel_available(k))
+          benchmark::RegisterBenchmark(("crc32_" + std::string(crc_kernel_name(k)) + "/" + n).c_str(), bm_crc, s.bytes,
+                                       k);
+    }
     if (s.bytes == (1u << 20))
       for (HashKernel k : scout::hash::available_kernels())
         benchmark::RegisterBenchmark(("kernel_" + std::string(scout::hash::kernel_name(k)) + "/" + n).c_str(),
@@ -161,6 +185,20 @@ int main(int argc, char** argv) {
     if (x == 0 && one == 0) continue;
     std::printf("%-6s %9.2f %9.2f %9.2f %9.3f %11.3f %9.2f %9.3f %9.2f %9.3f\n", s.name, x, xd, one, x ? one / x : 0,
                 xd ? one / xd : 0, all, x ? all / x : 0, rd, rd ? all / rd : 0);
+  }
+
+  {
+    // CRC-32 kernels on 1 MiB against the single-thread tensor hash: the CRC's share of a zip entry's hashing.
+    using scout::hash::Crc32Kernel;
+    const auto one = reporter.rate.find("scout_1thread/1MiB");
+    std::printf("\nCRC-32 on 1 MiB (single thread, CPU time):");
+    for (auto k : {Crc32Kernel::table, Crc32Kernel::clmul128, Crc32Kernel::vpclmul256, Crc32Kernel::vpclmul512}) {
+      auto it = reporter.rate.find("crc32_" + std::string(crc_kernel_name(k)) + "/1MiB");
+      if (it == reporter.rate.end()) continue;
+      std::printf(" %s %.2f GB/s", crc_kernel_name(k), it->second / 1e9);
+      if (one != reporter.rate.end()) std::printf(" (x%.2f of scout_1t)", it->second / one->second);
+    }
+    std::printf("\n");
   }
 
   auto gpu = scout::hash::gpu_device_count();

@@ -2,12 +2,12 @@
 // polynomial 0xEDB88320, initial value and final XOR 0xFFFFFFFF. Used to check
 // the entries of torch.save zip archives while they are streamed for hashing.
 //
-// crc32 runs a carry-less-multiply folding kernel (VPCLMULQDQ on 4 x 256 bits,
-// or PCLMULQDQ on 4 x 128 bits, per step) where the CPU has one and a table
-// otherwise; all give the same value
-// (tests compare them and check the standard vector "123456789" ->
-// 0xCBF43926). crc32_combine joins the CRCs of two adjacent pieces, so pieces
-// hashed by different threads give the CRC of the whole.
+// crc32 runs a carry-less-multiply folding kernel where the CPU has one
+// (VPCLMULQDQ on 4 x 512 or 4 x 256 bits, or PCLMULQDQ on 4 x 128 bits, per
+// step) and a table otherwise; all give the same value (tests compare them and
+// check the standard vector "123456789" -> 0xCBF43926). crc32_combine joins
+// the CRCs of two adjacent pieces, so pieces hashed by different threads give
+// the CRC of the whole.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +24,13 @@ std::uint32_t crc32_reference(std::span<const std::byte> bytes, std::uint32_t cr
 
 // CRC-32 of A followed by B, from crc32(A), crc32(B) and B's length in bytes.
 std::uint32_t crc32_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t length_b);
+
+// The kernels crc32 chooses from (by the CPU and the length), each callable
+// alone for tests and benchmarks: crc32_with falls back to the table where the
+// CPU lacks the kernel or the input is shorter than one step.
+enum class Crc32Kernel { table, clmul128, vpclmul256, vpclmul512 };
+bool crc32_kernel_available(Crc32Kernel kernel);
+std::uint32_t crc32_with(Crc32Kernel kernel, std::span<const std::byte> bytes, std::uint32_t crc = 0);
 
 // Whether crc32 uses the carry-less-multiply kernel on this CPU.
 bool crc32_accelerated();
