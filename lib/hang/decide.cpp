@@ -61,9 +61,9 @@ std::int64_t agreed_now(const std::vector<std::optional<NodeEvidence>>& nodes) {
   return now;
 }
 
-Status check_decision_input(const DecisionInput& in) {
+Status check_decision_input(const DecisionInput& in, std::int64_t positions_world) {
   if (!in.mesh) return Ok{};
-  std::int64_t records_world = 0;
+  std::int64_t records_world = positions_world;
   for (const auto& n : in.nodes) {
     if (!n) continue;
     for (const auto& r : n->ranks) records_world = std::max(records_world, r.snapshot.world_size);

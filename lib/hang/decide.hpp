@@ -61,7 +61,9 @@ std::string_view hang_kind_name(HangKind kind);
 // Usage error when the input cannot be decided as given: a --mesh whose world
 // size differs from the one the records name (a part of the job, or another
 // mesh, would be compared as if its ranks were peers). Call before decide().
-Status check_decision_input(const DecisionInput& input);
+// `positions_world`: the world size the nodes' positions name, where the
+// decision is made from positions alone (a hierarchy's leaders hold no records).
+Status check_decision_input(const DecisionInput& input, std::int64_t positions_world = 0);
 
 // Decides. `input.nodes` must be in observer order; the result does not depend
 // on which observer runs it. Pure: no I/O, no clock. Stages (decide.cpp): gather

@@ -122,13 +122,15 @@ Result<Verdict> decide_gathered(DecisionInput in, session::TwoPhaseResult& g, st
   };
   if (g.selected.empty() && g.table) {
     // The positions proved the job healthy: no rank's record was gathered.
-    if (auto checked = check_decision_input(in); !checked) return checked.error();
     std::vector<NodePosition> positions;
+    std::int64_t world = 0;
     for (const auto& b : g.table->positions) {
       auto p = b ? decode_node_position(*b) : std::nullopt;
       if (!p) return internal_error("a position that proved the job healthy does not decode");
+      world = std::max(world, p->world_size);
       positions.push_back(*p);
     }
+    if (auto checked = check_decision_input(in, world); !checked) return checked.error();
     return healthy_from_positions(in, positions);
   }
   for (std::int64_t i = 0; i < nodes; ++i) {
@@ -142,7 +144,8 @@ Result<Verdict> decide_gathered(DecisionInput in, session::TwoPhaseResult& g, st
                                                           : kept;
     if (i == self) continue;
     if (c.state == session::Contribution::State::rejected) {
-      reject_blob(i, "evidence blob failed authentication (wrong job token or forged)");
+      const bool auth = c.reason.empty() || c.reason.find("authentication") != std::string::npos;
+      reject_blob(i, auth ? "evidence blob failed authentication (wrong job token or forged)" : c.reason);
       continue;
     }
     if (c.state == session::Contribution::State::over_limit) {

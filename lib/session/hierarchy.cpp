@@ -20,31 +20,52 @@ bool get_u64(const Bytes& in, std::size_t& off, std::uint64_t& v) {
   return true;
 }
 
-// A group's block: (id, length, bytes) per entry.
-Bytes encode_block(const std::map<std::int64_t, Bytes>& entries) {
+// The most of a refused contribution's reason a block carries up.
+constexpr std::size_t k_max_reason = 200;
+
+// A group's block: (id, state, length, bytes) per entry; the bytes are the data of an ok
+// contribution, the reason of any other (so a refusal seen in a group reaches the leaders).
+Bytes encode_block(const std::map<std::int64_t, Contribution>& entries) {
   Bytes out;
-  for (const auto& [id, b] : entries) {
+  for (const auto& [id, c] : entries) {
     put_u64(out, static_cast<std::uint64_t>(id));
-    put_u64(out, b.size());
-    out.insert(out.end(), b.begin(), b.end());
+    put_u64(out, static_cast<std::uint64_t>(c.state));
+    if (c.state == Contribution::State::ok) {
+      put_u64(out, c.data.size());
+      out.insert(out.end(), c.data.begin(), c.data.end());
+    } else {
+      const std::string r = c.reason.substr(0, k_max_reason);
+      put_u64(out, r.size());
+      out.insert(out.end(), r.begin(), r.end());
+    }
   }
   return out;
 }
 
 // Entries of a block from group `g`; ids outside that group make the block malformed.
-Result<std::map<std::int64_t, Bytes>> decode_block(const Bytes& in, std::int64_t g,
-                                                   const std::vector<std::int64_t>& group_of) {
-  std::map<std::int64_t, Bytes> out;
+Result<std::map<std::int64_t, Contribution>> decode_block(const Bytes& in, std::int64_t g,
+                                                          const std::vector<std::int64_t>& group_of) {
+  std::map<std::int64_t, Contribution> out;
   std::size_t off = 0;
   while (off < in.size()) {
-    std::uint64_t id = 0, len = 0;
-    if (!get_u64(in, off, id) || !get_u64(in, off, len) || len > in.size() - off)
+    std::uint64_t id = 0, state = 0, len = 0;
+    if (!get_u64(in, off, id) || !get_u64(in, off, state) || !get_u64(in, off, len) || len > in.size() - off)
       return input_error(fmt::format("the block of group {} is truncated", g));
     if (id >= group_of.size() || group_of[id] != g)
       return input_error(fmt::format("the block of group {} names member {}, which is not in it", g, id));
-    out[static_cast<std::int64_t>(id)] =
-        Bytes(in.begin() + static_cast<std::ptrdiff_t>(off), in.begin() + static_cast<std::ptrdiff_t>(off + len));
+    if (state > static_cast<std::uint64_t>(Contribution::State::over_limit))
+      return input_error(fmt::format("the block of group {} gives member {} an unknown state {}", g, id, state));
+    Contribution c;
+    c.state = static_cast<Contribution::State>(state);
+    if (c.state != Contribution::State::ok && len > k_max_reason)
+      return input_error(fmt::format("the block of group {} gives member {} a reason of {} bytes", g, id, len));
+    const auto first = in.begin() + static_cast<std::ptrdiff_t>(off);
+    if (c.state == Contribution::State::ok)
+      c.data = Bytes(first, first + static_cast<std::ptrdiff_t>(len));
+    else
+      c.reason.assign(first, first + static_cast<std::ptrdiff_t>(len));
     off += len;
+    out[static_cast<std::int64_t>(id)] = std::move(c);
   }
   return out;
 }
@@ -138,24 +159,36 @@ Result<TwoPhaseResult> Hierarchy::two_phase(const TwoPhaseRequest& rq) {
   table.positions.assign(static_cast<std::size_t>(m_id_space), std::nullopt);
   std::vector<std::string> refused;
   if (m_top) {
-    std::map<std::int64_t, Bytes> mine;
-    for (auto id : m_group->members()) {
+    // Every member of this group, with what it gave: the leaders see who was refused and why.
+    std::map<std::int64_t, Contribution> mine;
+    for (std::int64_t id = 0; id < m_id_space; ++id) {
+      if (m_group_of[static_cast<std::size_t>(id)] != m_group_index) continue;
       auto& c = pos->from[static_cast<std::size_t>(id)];
-      if (c.state == Contribution::State::ok && c.data.size() == rq.position_bytes) mine[id] = std::move(c.data);
+      if (c.state == Contribution::State::ok && c.data.size() != rq.position_bytes) {
+        c.state = Contribution::State::rejected;
+        c.reason = fmt::format("its position is {} bytes, not {}", c.data.size(), rq.position_bytes);
+        c.data.clear();
+      }
+      mine[id] = std::move(c);
     }
     OpOptions top_op = op;
-    top_op.limits.max_bytes_per_member =
-        std::max<std::uint64_t>(op.limits.max_bytes_per_member,
-                                (rq.position_bytes + 16) * static_cast<std::uint64_t>(m_group->members().size()) + 64);
+    top_op.limits.max_bytes_per_member = std::max<std::uint64_t>(
+        op.limits.max_bytes_per_member,
+        (std::max<std::uint64_t>(rq.position_bytes, k_max_reason) + 24) * static_cast<std::uint64_t>(mine.size()) + 64);
     auto blocks = m_top->all_gather(encode_block(mine), top_op);
     if (!blocks) return blocks.error();
+    out.positions_from.assign(static_cast<std::size_t>(m_id_space), Contribution{});
     for (std::int64_t g = 0; g < m_groups; ++g) {
       auto& c = blocks->from[static_cast<std::size_t>(g)];
       if (c.state != Contribution::State::ok) continue;
       auto entries = decode_block(c.data, g, m_group_of);
       if (!entries) continue;  // a malformed block counts as that group missing
-      for (auto& [id, b] : *entries)
-        if (b.size() == rq.position_bytes) table.positions[static_cast<std::size_t>(id)] = std::move(b);
+      for (auto& [id, e] : *entries) {
+        auto& kept = out.positions_from[static_cast<std::size_t>(id)];
+        kept.state = e.state;
+        kept.reason = std::move(e.reason);
+        if (e.state == Contribution::State::ok) table.positions[static_cast<std::size_t>(id)] = std::move(e.data);
+      }
     }
     out.selected = normalized_selection(rq.select(table), m_id_space);
   }
@@ -172,22 +205,27 @@ Result<TwoPhaseResult> Hierarchy::two_phase(const TwoPhaseRequest& rq) {
   if (!det) return det.error();
   Bytes decision;
   if (m_top) {
-    std::map<std::int64_t, Bytes> mine;
+    std::map<std::int64_t, Contribution> mine;
     for (auto id : out.selected) {
       if (id < 0 || m_group_of[static_cast<std::size_t>(id)] != m_group_index) continue;
-      auto& c = det->from[static_cast<std::size_t>(id)];
-      if (c.state == Contribution::State::ok) mine[id] = std::move(c.data);
+      mine[id] = std::move(det->from[static_cast<std::size_t>(id)]);
     }
     OpOptions top_op = op;
     auto blocks = m_top->all_gather(encode_block(mine), top_op);
     if (!blocks) return blocks.error();
+    out.details_from.assign(static_cast<std::size_t>(m_id_space), Contribution{});
     for (std::int64_t g = 0; g < m_groups; ++g) {
       auto& c = blocks->from[static_cast<std::size_t>(g)];
       if (c.state != Contribution::State::ok) continue;
       auto entries = decode_block(c.data, g, m_group_of);
       if (!entries) continue;
-      for (auto& [id, b] : *entries)
-        if (std::binary_search(out.selected.begin(), out.selected.end(), id)) out.details[id] = std::move(b);
+      for (auto& [id, e] : *entries) {
+        if (!std::binary_search(out.selected.begin(), out.selected.end(), id)) continue;
+        auto& kept = out.details_from[static_cast<std::size_t>(id)];
+        kept.state = e.state;
+        kept.reason = std::move(e.reason);
+        if (e.state == Contribution::State::ok) out.details[id] = std::move(e.data);
+      }
     }
     decision = rq.decide(table, out.details);
     out.table = std::move(table);

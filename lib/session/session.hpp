@@ -127,8 +127,9 @@ struct TwoPhaseResult {
   std::vector<std::int64_t> selected;     // sorted ids whose details were asked for
   std::optional<PositionTable> table;     // where the table was assembled
   std::map<std::int64_t, Bytes> details;  // where the table was assembled
-  // A flat session's view of each member's contribution to either phase (indexed by member id;
-  // the bytes are moved into table and details): who was absent, lost, rejected or over a limit.
+  // Each member's contribution to either phase (indexed by member id; the bytes are moved into
+  // table and details): who was absent, lost, rejected or over a limit. A flat session's members
+  // all hold it; in a hierarchy, the leaders (each group's leader carries its members' states up).
   std::vector<Contribution> positions_from, details_from;
 };
 

@@ -207,7 +207,7 @@ class TwoObservers(SeededCase):
         finally:
             shutil.rmtree(store, ignore_errors=True)
 
-    def four_observers_in_two_groups(self, fault):
+    def four_observers_in_two_groups(self, fault, extra=(), expect=None):
         """One observer per rank, in two groups of two (--observer-group-size 2): the groups' leaders
         (observers 0 and 2) decide and send the verdict down; every observer prints the same one."""
         store = tempfile.mkdtemp(prefix="scout-store-")
@@ -220,9 +220,14 @@ class TwoObservers(SeededCase):
                 else:
                     job.settle()
                 procs = [start_probe(job.job, "--nodes", str(WORLD), "--node-index", str(i), "--local-ranks", str(i),
-                                     "--store", f"file://{store}", "--observer-group-size", "2", timeout_s=30,
-                                     threshold="10" if fault == "none" else THRESHOLD) for i in range(WORLD)]
+                                     "--store", f"file://{store}", "--observer-group-size", "2", *extra,
+                                     timeout_s=30, threshold="10" if fault == "none" else THRESHOLD)
+                         for i in range(WORLD)]
                 outs = [p.communicate(timeout=90) for p in procs]
+                if expect is not None:
+                    for p, (out, err) in zip(procs, outs):
+                        self.assertEqual(p.returncode, expect, f"seed {job.seed}\n{out}\n{err}")
+                    return job, outs
                 expect = EXIT["healthy"] if fault == "none" else EXIT["attributed"]
                 docs = []
                 for p, (out, err) in zip(procs, outs):
@@ -254,6 +259,14 @@ class TwoObservers(SeededCase):
         job, docs = self.four_observers_in_two_groups("none")
         self.assertEqual(docs[0]["details"]["ranks_listed"], "positions")
         self.assertEqual(docs[0]["details"]["transport"]["evidence_from"], [])
+
+    def test_two_level_gather_refuses_a_mesh_of_another_world(self):
+        """A clean job decided on positions alone still checks --mesh: its leaders hold no records, and
+        the positions carry the world size (4), which dp=3 does not cover. Every observer says so."""
+        job, outs = self.four_observers_in_two_groups("none", extra=("--mesh", "dp=3"), expect=EXIT["usage"])
+        for out, err in outs:
+            self.assertIn("--mesh dp=3 has 3 ranks", err, f"seed {job.seed}\n{out}\n{err}")
+            self.assertIn("world of 4", err, f"seed {job.seed}\n{err}")
 
     def test_file_store(self):
         store = tempfile.mkdtemp(prefix="scout-store-")

@@ -4,6 +4,7 @@
 // SCOUT_TEST_SEED=<seed> repeats them.
 #include "lib/session/session.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -487,6 +488,63 @@ TEST(Hierarchy, AMemberThatNeverArrivesLeavesTheOthersADecisionEvenWhenItWouldHa
       (*h)->close();
     });
   }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < n; ++i) EXPECT_EQ(failures[i], "") << "member " << i;
+}
+
+// A member of a group that signs with another key: its group's leader refuses its position, and
+// every leader learns that it was refused and why (not merely that it is missing).
+TEST(Hierarchy, ARefusedContributionReachesEveryLeaderWithItsReason) {
+  TempDir dir;
+  const int n = 6, group_size = 3;
+  std::mt19937_64 rng(test_seed() ^ 0x57a7);
+  // Not a group's lowest member: a stray leader would lead a group of its own.
+  const std::int64_t stray =
+      static_cast<std::int64_t>(rng() % 2) * group_size + 1 + static_cast<std::int64_t>(rng() % 2);
+  std::int64_t odd = static_cast<std::int64_t>(rng() % (n - 1));
+  if (odd >= stray) ++odd;
+  std::printf("member %lld signs with a wrong token, member %lld stands out\n", static_cast<long long>(stray),
+              static_cast<long long>(odd));
+  const auto wrong = transport::JobToken::from_secret("job", "0", "guessed", true);
+  const Bytes want = {static_cast<std::uint8_t>(odd), static_cast<std::uint8_t>(odd)};
+  std::vector<std::string> failures(n);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i)
+    threads.emplace_back([&, i] {
+      auto store = dir.open();
+      HierarchyOptions ho;
+      ho.member = options_for(i, n, milliseconds(4000));
+      if (i == stray) ho.member.signer = &wrong;
+      ho.group_size = group_size;
+      auto h = Hierarchy::open(*store, ho);
+      if (!h) {
+        if (i != stray) failures[i] = h.error().message();
+        return;
+      }
+      auto r = (*h)->two_phase(request_for(i, odd));
+      if (i == stray) return;  // it cannot read its leader's broadcasts: whatever it gets is its own
+      if (!r) {
+        failures[i] = r.error().message();
+        return;
+      }
+      if (r->decision != want) failures[i] += "wrong decision; ";
+      if ((*h)->leads()) {
+        const auto slot = static_cast<std::size_t>(stray);
+        if (r->positions_from.size() != static_cast<std::size_t>(n))
+          failures[i] += "no contribution states; ";
+        else if (r->positions_from[slot].state != Contribution::State::rejected ||
+                 r->positions_from[slot].reason.find("authentication") == std::string::npos)
+          failures[i] +=
+              fmt::format("the stray reads {} ({}); ", contribution_state_name(r->positions_from[slot].state),
+                          r->positions_from[slot].reason);
+        if (r->table && r->table->positions[slot]) failures[i] += "the stray's position is in the table; ";
+        for (std::int64_t j = 0; j < n; ++j)
+          if (j != stray && r->positions_from.size() == static_cast<std::size_t>(n) &&
+              r->positions_from[static_cast<std::size_t>(j)].state != Contribution::State::ok)
+            failures[i] += fmt::format("member {} is not ok; ", j);
+      }
+      (*h)->close();
+    });
   for (auto& t : threads) t.join();
   for (int i = 0; i < n; ++i) EXPECT_EQ(failures[i], "") << "member " << i;
 }
