@@ -184,6 +184,16 @@ def main(argv=None):
     except Exception as e:
         print(f"twins_trainer: rank {rank} failed: {type(e).__name__}: {e}", flush=True)
         dump_flight_recorder(rank)
+        # Stay until every rank dumped (at most 60 s): exiting closes this rank's connections, and
+        # gloo aborts a peer still waiting out its timeout (SIGABRT from its transport thread),
+        # which then never dumps.
+        d = os.environ.get("SCOUT_TEST_FR_DIR")
+        deadline = time.monotonic() + 60
+        while d and time.monotonic() < deadline:
+            jdir = os.path.join(d, "json")
+            if len([f for f in os.listdir(jdir) if f.endswith(".json") and not f.startswith(".")]) >= world:
+                break
+            time.sleep(0.2)
         sys.stdout.flush()
         os._exit(1)
     dump_flight_recorder(rank)
