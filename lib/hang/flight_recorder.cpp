@@ -174,12 +174,79 @@ Result<json> parse_dump(const std::string& text) {
 
 namespace {
 
+// Process groups over the same members ("twins": e.g. a new_group over the whole world beside the
+// default group) have one scout id, and the publisher counts their calls together (one counter per
+// id, ARCHITECTURE.md), while the Flight Recorder numbers each pg's collectives apart
+// (collective_seq_id). So that a dump gives the numbers the publisher gives, a collective of a pg
+// whose members pg_config names, and which has twins there, gets the sum over its twins of the
+// calls each had issued by then: its own collective_seq_id, a twin's latest entry before it, else
+// that twin's first entry after it minus one (the recorder's ring holds the newest entries of all
+// pgs together, so a twin's calls before its first entry in the ring all came before), else, for a
+// twin with no entry in the ring, its pg_status last_enqueued_collective (0 when absent). gloo's
+// dumps name only the default pg in pg_config: the other pgs' members are guessed (the world) and
+// their entries keep their own numbers, as before.
+void renumber_twins(const std::vector<const json*>& entries, std::vector<records::CollectiveEvent>& events,
+                    const std::vector<std::string>& pg_of,
+                    const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& configured, const json& doc) {
+  std::map<std::uint64_t, std::vector<std::string>> twins;  // scout id -> configured pg names
+  std::map<std::string, std::uint64_t> id_of;
+  for (const auto& [name, ranks] : configured) {
+    if (id_of.count(name)) continue;
+    const auto id = records::layout::group_id(ranks.data(), ranks.size());
+    id_of[name] = id;
+    twins[id].push_back(name);
+  }
+  auto last_enqueued = [&](const std::string& name) -> std::uint64_t {
+    if (!doc.contains("pg_status") || !doc["pg_status"].is_object()) return 0;
+    const auto& st = doc["pg_status"];
+    if (!st.contains(name) || !st[name].is_object()) return 0;
+    const std::int64_t v = int_field(st[name], "last_enqueued_collective");
+    return v > 0 ? static_cast<std::uint64_t>(v) : 0;
+  };
+  // Per configured pg name: (entry index, collective_seq_id) of its collectives, in ring order.
+  std::map<std::string, std::vector<std::pair<std::size_t, std::uint64_t>>> calls;
+  std::vector<char> take(events.size(), 0);
+  for (std::size_t i = 0; i < events.size() && i < entries.size(); ++i) {
+    const json& e = *entries[i];
+    const auto t = events[i].fingerprint.type;
+    if (e.value("is_p2p", false) || t == CollectiveType::send || t == CollectiveType::recv) continue;
+    auto it = id_of.find(pg_of[i]);
+    if (it == id_of.end() || it->second != events[i].fingerprint.group || twins[it->second].size() < 2) continue;
+    take[i] = 1;
+    calls[pg_of[i]].emplace_back(i, events[i].fingerprint.group_seq);
+  }
+  std::vector<std::uint64_t> merged(events.size(), 0);
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    if (!take[i]) continue;
+    std::uint64_t sum = 0;
+    for (const auto& twin : twins[events[i].fingerprint.group]) {
+      if (twin == pg_of[i]) {
+        sum += events[i].fingerprint.group_seq;
+        continue;
+      }
+      const auto& c = calls[twin];
+      auto after = std::upper_bound(c.begin(), c.end(), std::pair{i, std::uint64_t{0}},
+                                    [](const auto& a, const auto& b) { return a.first < b.first; });
+      if (after != c.begin())
+        sum += std::prev(after)->second;
+      else if (after != c.end())
+        sum += after->second > 0 ? after->second - 1 : 0;
+      else
+        sum += last_enqueued(twin);
+    }
+    merged[i] = sum;
+  }
+  for (std::size_t i = 0; i < events.size(); ++i)
+    if (take[i]) events[i].fingerprint.group_seq = merged[i];
+}
+
 Result<records::RankSnapshot> snapshot_from_document(const json& doc, std::int64_t rank, const std::string& job) {
   if (!doc.is_object() || !doc.contains("entries") || !doc["entries"].is_array())
     return input_error("the Flight Recorder dump has no \"entries\" list", "",
                        "give a dump made by torch's Flight Recorder");
   // Process groups: name and desc -> member ranks.
   std::map<std::string, std::vector<std::int64_t>> by_name, by_desc;
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> configured;  // (pg name, members) per pg_config entry
   std::int64_t world = rank + 1;
   if (doc.contains("pg_config") && doc["pg_config"].is_object()) {
     for (auto& [key, cfg] : doc["pg_config"].items()) {
@@ -190,8 +257,15 @@ Result<records::RankSnapshot> snapshot_from_document(const json& doc, std::int64
       if (!ranks) return ranks.error();
       for (auto r : *ranks) world = std::max(world, r + 1);
       by_name[key] = *ranks;
-      if (cfg.contains("name") && cfg["name"].is_string()) by_name[cfg["name"].get<std::string>()] = *ranks;
+      std::string name = key;
+      if (cfg.contains("name") && cfg["name"].is_string()) {
+        by_name[cfg["name"].get<std::string>()] = *ranks;
+        if (!cfg["name"].get<std::string>().empty()) name = cfg["name"].get<std::string>();
+      }
       if (cfg.contains("desc") && cfg["desc"].is_string()) by_desc[cfg["desc"].get<std::string>()] = *ranks;
+      // gloo's recorder keys one config by "" (the ranks of the last pg registered, not always the default
+      // pg's): no name, so it names no twin.
+      if (!name.empty()) configured.emplace_back(name, *ranks);
     }
   }
   auto members = [&](const json& e) -> std::vector<std::int64_t> {
@@ -219,6 +293,9 @@ Result<records::RankSnapshot> snapshot_from_document(const json& doc, std::int64
     return int_field(*a, "record_id") < int_field(*b, "record_id");
   });
 
+  // Per entry: its pg's name (process_group[0]).
+  std::vector<std::string> pg_of(entries.size());
+
   records::RankSnapshot s;
   s.job = job;
   s.rank = rank;
@@ -228,6 +305,9 @@ Result<records::RankSnapshot> snapshot_from_document(const json& doc, std::int64
   std::int64_t last_ns = 0;
   for (const json* ep : entries) {
     const json& e = *ep;
+    if (e.contains("process_group") && e["process_group"].is_array() && !e["process_group"].empty() &&
+        e["process_group"][0].is_string())
+      pg_of[events.size()] = e["process_group"][0].get<std::string>();
     records::CollectiveEvent ev;
     auto& f = ev.fingerprint;
     std::string pname = e.value("profiling_name", std::string());
@@ -260,6 +340,7 @@ Result<records::RankSnapshot> snapshot_from_document(const json& doc, std::int64
     last_ns = std::max({last_ns, ev.enter_ns, ev.exit_ns});
     events.push_back(ev);
   }
+  renumber_twins(entries, events, pg_of, configured, doc);
   s.op_seq = events.empty() ? 0 : events.back().op_seq;
   s.progress_ns = s.heartbeat_ns = last_ns;
   // A dump is taken on a timeout or failure. gloo marks a timed-out op retired

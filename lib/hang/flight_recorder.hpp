@@ -15,8 +15,9 @@
 // completion: gloo marks a timed-out op retired like a completed one and
 // records no completion time, and a dump is taken on a timeout), its group the scout id of the pg's ranks (pg_config),
 // its type from profiling_name, count and dtype from input_sizes / input_dtypes, its per-group sequence number
-// collective_seq_id (p2p_seq_id for point-to-point, with the pair's id as in the publisher), and the most recent
-// entries as the event ring. Process evidence is unknown (a dump has no pid).
+// collective_seq_id (p2p_seq_id for point-to-point, with the pair's id as in the publisher; for pgs over the same
+// members that pg_config names, "twins", the twins' calls counted together, as the publisher counts them), and the
+// most recent entries as the event ring. Process evidence is unknown (a dump has no pid).
 #pragma once
 
 #include <cstdint>

@@ -44,6 +44,20 @@ _attach_lock = threading.Lock()
 _originals = []
 _py_counts = [0] * 16
 P2P_MARK = -2
+# One call counter per scout group id, shared by the process groups with that id (as the native
+# library's g_counters and 1.13's _torch._next_seq): groups over the same members ("twins", e.g.
+# DeepSpeed's model group over the whole world beside the default group) have one id, so they
+# count their calls together and (gid, seq) names one call on every member. Point-to-point pairs
+# alike (a pair's id is the same in every group holding both ranks).
+_seqs = {}
+_seqs_lock = threading.Lock()
+
+
+def _next_seq(gid):
+    with _seqs_lock:
+        seq = _seqs.get(gid, 0) + 1
+        _seqs[gid] = seq
+        return seq
 
 
 def supported():
@@ -119,11 +133,8 @@ class _PyGroup:
 
     def __init__(self, pub, gid, ranks, me):
         self.pub, self.gid, self.ranks = pub, gid, ranks
-        self.seq = 0
-        self.p2p_seq = [0] * len(ranks)
         self.p2p_gid = [_lib.group_id(pub.lib, [min(me, r), max(me, r), P2P_MARK]) for r in ranks]
         self.open = {}
-        self.lock = threading.Lock()
 
     def pre(self, a):
         pub = _state["pub"]
@@ -137,13 +148,8 @@ class _PyGroup:
         count = sum(int(t.numel()) for t in ts)
         dtype = _DTYPES.get(ts[0].dtype, 0) if ts else 0
         root = a.root
-        with self.lock:
-            if ctype in (13, 14) and 0 <= root < len(self.ranks):
-                self.p2p_seq[root] += 1
-                gid, seq = self.p2p_gid[root], self.p2p_seq[root]
-            else:
-                self.seq += 1
-                gid, seq = self.gid, self.seq
+        gid = self.p2p_gid[root] if ctype in (13, 14) and 0 <= root < len(self.ranks) else self.gid
+        seq = _next_seq(gid)
         glob = self.ranks[root] if 0 <= root < len(self.ranks) else -1
         token = pub.record.enter(gid, ctype, dtype, count, glob, seq)
         _py_counts[ctype] += 1

@@ -36,6 +36,14 @@ the reduce op code otherwise (wrappers only; the hooks do not see the op:
 -1), and a per-group sequence number counted here. Point-to-point ops use
 the pair's own id, scout_group_id([lo, hi, -2]), with a per-pair sequence, so
 that ranks outside the pair keep one sequence per process group.
+
+The sequence is counted per group id (_next_seq), not per process group
+object: process groups over the same members ("twins", e.g. a new_group over
+the whole world beside the default group) have one id and count their calls
+together, so (id, seq) names one call on every member provided the members
+issue their calls on the twins in the same order (blocking calls must). The
+torch 2.x hooks count the same way (_hooks._next_seq, the native library's
+g_counters).
 """
 import functools
 import inspect

@@ -102,20 +102,38 @@ struct Stats {
 };
 Stats g_stats;
 
+std::mutex g_groups_mutex;
+
+// One call counter per scout group id, shared by every process group with that id: process groups over
+// the same members ("twins": DeepSpeed's pipeline grid makes a group over the whole world beside the
+// default one, and a model group over a pipeline group's members) get the same id (group_id over the
+// members), so they count their calls together, and (gid, seq) names one call on every member as long
+// as the members issue their calls on the twins in the same order (blocking calls must: a member that
+// enters another twin first waits for its peers there, and they for it; see ARCHITECTURE.md). The same
+// for point-to-point pairs: a pair's id ([lo, hi, -2]) is the same in every group holding both ranks.
+// torch 1.13's wrappers count the same way (_torch.py: _next_seq(gid)). Counters live for the process's
+// life (the hooks point at them), created under g_groups_mutex.
+std::unordered_map<std::uint64_t, std::unique_ptr<std::atomic<std::uint64_t>>> g_counters;
+
+std::atomic<std::uint64_t>* counter_of(std::uint64_t gid) {  // g_groups_mutex held
+  auto& c = g_counters[gid];
+  if (!c) c = std::make_unique<std::atomic<std::uint64_t>>(0);
+  return c.get();
+}
+
 struct GroupState {
   std::string name;
   std::uint64_t gid = 0;
   std::vector<std::int64_t> ranks;  // global rank of each group rank
   std::int64_t my_group_rank = -1;
-  std::atomic<std::uint64_t> seq{0};
-  std::vector<std::uint64_t> p2p_gid;                     // per peer group rank
-  std::unique_ptr<std::atomic<std::uint64_t>[]> p2p_seq;  // per peer group rank
+  std::atomic<std::uint64_t>* seq = nullptr;         // the counter of gid (g_counters)
+  std::vector<std::uint64_t> p2p_gid;                // per peer group rank
+  std::vector<std::atomic<std::uint64_t>*> p2p_seq;  // per peer group rank: the counter of its pair id
   bool completion_hooks = false;
   std::mutex pending_mutex;  // completion key -> token (completion hooks only)
   std::unordered_map<std::uint64_t, std::uint64_t> pending;
 };
 
-std::mutex g_groups_mutex;
 std::unordered_map<std::string, std::shared_ptr<GroupState>> g_groups;
 
 std::uint8_t scout_type(c10d::HookOpName n) {
@@ -356,13 +374,13 @@ void pre_hook(GroupState& g, const c10d::PreHookArgs& a) noexcept {
     // ranks outside the pair keep the same sequence in the process group.
     if (a.root >= 0 && a.root < n) {
       gid = g.p2p_gid[a.root];
-      seq = g.p2p_seq[a.root].fetch_add(1, std::memory_order_relaxed) + 1;
+      seq = g.p2p_seq[a.root]->fetch_add(1, std::memory_order_relaxed) + 1;
       root = g.ranks[a.root];
     } else {
-      seq = g.seq.fetch_add(1, std::memory_order_relaxed) + 1;
+      seq = g.seq->fetch_add(1, std::memory_order_relaxed) + 1;
     }
   } else {
-    seq = g.seq.fetch_add(1, std::memory_order_relaxed) + 1;
+    seq = g.seq->fetch_add(1, std::memory_order_relaxed) + 1;
     if (a.root >= 0 && a.root < n) root = g.ranks[a.root];  // group rank -> global rank
   }
   std::uint64_t token = 0;
@@ -458,9 +476,9 @@ __attribute__((visibility("default"))) int scout_hooks_set_fail(ExitFn fail) {
 }
 
 // Registers scout's pre/post hooks on the process group named `group_name`
-// (c10d's group registry). `gid`: scout's id of the group; `ranks`: the
-// global rank of each group rank. Returns 0, 1 when already attached, -1 on
-// error (message in err).
+// (c10d's group registry). `gid`: scout's id of the group (groups with the
+// same id share one call counter, see g_counters); `ranks`: the global rank of
+// each group rank. Returns 0, 1 when already attached, -1 on error (message in err).
 __attribute__((visibility("default"))) int scout_hooks_attach(const char* group_name, std::uint64_t gid,
                                                               const std::int64_t* ranks, std::size_t n, char* err,
                                                               std::size_t err_len) {
@@ -476,14 +494,15 @@ __attribute__((visibility("default"))) int scout_hooks_attach(const char* group_
     g->name = group_name;
     g->gid = gid;
     g->ranks.assign(ranks, ranks + n);
+    g->seq = counter_of(gid);
     g->p2p_gid.resize(n);
-    g->p2p_seq = std::make_unique<std::atomic<std::uint64_t>[]>(n);
+    g->p2p_seq.resize(n);
     const std::int64_t me = pg->getRank() < static_cast<int>(n) ? ranks[pg->getRank()] : -1;
     for (std::size_t i = 0; i < n; ++i) {
       std::int64_t lo = std::min(me, ranks[i]), hi = std::max(me, ranks[i]);
       const std::int64_t pair[3] = {lo, hi, -2};  // -2 marks a point-to-point pair, never a group member
       g->p2p_gid[i] = scout::records::layout::group_id(pair, 3);
-      g->p2p_seq[i].store(0);
+      g->p2p_seq[i] = counter_of(g->p2p_gid[i]);
     }
     try {
       g->completion_hooks = pg->supportsCompletionHooks();
@@ -554,8 +573,10 @@ __attribute__((visibility("default"))) double scout_hooks_bench(std::uint64_t it
     GroupState g;
     g.gid = 1;
     g.ranks = {0};
+    std::atomic<std::uint64_t> seq{0}, p2p_seq{0};
+    g.seq = &seq;
     g.p2p_gid = {2};
-    g.p2p_seq = std::make_unique<std::atomic<std::uint64_t>[]>(1);
+    g.p2p_seq = {&p2p_seq};
     c10d::PreHookArgs pre{c10d::HookOpName::ALLREDUCE, false, {at::empty({4})}, {}, -1, 0};
     c10d::PostHookArgs post{c10d::HookOpName::ALLREDUCE, false, {}, 0};
     auto t0 = std::chrono::steady_clock::now();
