@@ -192,10 +192,26 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       // off a CPU without waiting for one (a rank stopped from outside), with a longer compute time.
       if (p.contended) {
         const double cpu_floor = 1.0 + std::max(o.min_relative, o.contended_cpu_min_relative);
+        // More CPU per call slows the job only where it makes the rank arrive late: its compute time above
+        // the median and its peers' wait beyond its own, per call, both at least cpu_peers_wait_share of its
+        // CPU excess (the smaller of the process's and the main thread's). A rank that burns more CPU but
+        // arrives no later than its peers is no straggler: measured, peers of a rank stopped from outside or
+        // under a quota at 1.21-1.40x CPU per call (waiting burns CPU unequally) with less time excess than
+        // that. A trainer-slowed rank's time excess and its peers' wait are 1-3x its CPU excess (its extra CPU
+        // is CPU it waited for too). (Clean seed 416's rank 3 at 1.25-1.31x CPU kept its peers waiting 8.7-19.5
+        // ms per call, as long as its time excess: a slower rank, named as a 1.4x trainer-slowed one is.)
+        double cpu_excess = cpu[i] - median(cpu);
+        if (main_counted) {
+          std::vector<double> mc;
+          for (auto r : present) mc.push_back(t.cpu.at(r).main_cpu_ns);
+          cpu_excess = std::min(cpu_excess, t.cpu.at(present[i]).main_cpu_ns - median(mc));
+        }
+        const bool late = compute[i] - med_c >= o.cpu_peers_wait_share * cpu_excess &&
+                          median(other_wait) - wait[i] >= o.cpu_peers_wait_share * cpu_excess;
         const bool by_cpu =
             cpu[i] - median(cpu) >= o.min_absolute_ns && cpu_ratio[i] >= cpu_floor &&
             stands_out(cpu_ratio, i, o.spread_factor) &&
-            (!main_counted || (main_ratio[i] >= cpu_floor && stands_out(main_ratio, i, o.spread_factor)));
+            (!main_counted || (main_ratio[i] >= cpu_floor && stands_out(main_ratio, i, o.spread_factor))) && late;
         // Its peers wait for it for at least half its excess time off a CPU: the time stolen from a stopped
         // rank is time they wait. With that check, half the other peers' spread is noise enough. (On
         // torch 2.x a clean rank's compute holds time blocked off a CPU too, measured up to 1.5x its

@@ -55,6 +55,9 @@ struct DecideOptions {
   // ... where a rank's CPU per call must be at least this much above its peers' median: contention
   // alone moves it up to ~17% (CI: a fleet slowed 3x at a CPU wait share of 0.7, one rank at 1.165x).
   double contended_cpu_min_relative = 0.2;
+  // ... and where its compute time above the median and its peers' wait for it, per call, are each at least
+  // this share of its CPU excess per call (it arrives late: more CPU that delays no one is no straggler).
+  double cpu_peers_wait_share = 0.5;
   // ... or, a rank starved of CPU (quota, contention), its compute time at least this much above its peers'
   // median with its extra wait for a CPU making up half the excess (measure "cpu_wait").
   double contended_wait_min_relative = 0.3;
