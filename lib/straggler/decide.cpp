@@ -252,6 +252,9 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         }
         const double cpu_r = main_counted ? std::min(cpu_ratio[i], main_ratio[i]) : cpu_ratio[i];
         rr.flagged = by_cpu || by_off || by_wait;
+        if (by_cpu) rr.flagged_by["cpu"] = main_counted ? std::min(cpu_ratio[i], main_ratio[i]) : cpu_ratio[i];
+        if (by_off) rr.flagged_by["off_cpu"] = off_ratio[i];
+        if (by_wait) rr.flagged_by["cpu_wait"] = relative[i];
         rr.measure = by_wait && !by_cpu ? "cpu_wait" : by_off && (!by_cpu || off_ratio[i] > cpu_r) ? "off_cpu" : "cpu";
         rr.ratio = rr.measure == "off_cpu" ? off_ratio[i] : rr.measure == "cpu_wait" ? relative[i] : cpu_r;
       } else {
@@ -259,6 +262,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
                      stands_out(relative, i, o.spread_factor);
         rr.measure = "compute";
         rr.ratio = relative[i];
+        if (rr.flagged) rr.flagged_by["compute"] = relative[i];
       }
       rr.off_cpu_ratio = off_ratio[i];
       // What would explain it (cause_of): its excess over the other peers, their CPU wait and throttled time.
@@ -302,7 +306,10 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       if (r.flagged && r.measure == "off_cpu") stopped_wait = std::max(stopped_wait, r.wait_ns);
     if (stopped_wait >= 0)
       for (auto& r : p.ranks)
-        if (r.flagged && r.measure == "cpu" && r.wait_ns > stopped_wait) r.flagged = false;
+        if (r.flagged && r.measure == "cpu" && r.wait_ns > stopped_wait) {
+          r.flagged = false;
+          r.flagged_by.clear();
+        }
     out.has_data = true;
     out.peers.push_back(std::move(p));
   }
@@ -493,11 +500,19 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
   for (const auto& [rank, all_hits] : flagged) {
     // Named when one measure flags it in a strict majority of rounds: a clean rank flagged once by its
     // CPU and once by its time off a CPU (measured, --rounds 2) is two kinds of noise, not one straggler.
+    // A round counts for every measure that flagged it: a rank starved by 10 pinned hogs was flagged by
+    // cpu and cpu_wait in round 1 (cache-cold, 1.40x CPU per call, 5.1x compute time) and by cpu_wait in
+    // round 2, and went unnamed when each round counted for one (test seed 30683001).
     std::map<std::string, std::vector<const RankRound*>> by_measure;
-    for (const auto* h : all_hits) by_measure[h->measure].push_back(h);
+    for (const auto* h : all_hits)
+      for (const auto& [m, ratio] : h->flagged_by) by_measure[m].push_back(h);
     const std::vector<const RankRound*>* most = nullptr;
+    std::string measure;
     for (const auto& [m, v] : by_measure)
-      if (!most || v.size() > most->size()) most = &v;
+      if (!most || v.size() > most->size()) {
+        most = &v;
+        measure = m;
+      }
     if (!most || !majority(static_cast<std::int64_t>(most->size()))) continue;
     const auto& hits = *most;
     Suspicion s;
@@ -507,7 +522,7 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
     s.flagged_rounds = static_cast<std::int64_t>(hits.size());
     std::vector<double> ratios, scores, c, w, cpu, runq, cpu_ratio, time_ratio;
     for (auto* h : hits) {
-      ratios.push_back(h->ratio);
+      ratios.push_back(h->flagged_by.at(measure));
       scores.push_back(h->score);
       c.push_back(h->compute_ns);
       w.push_back(h->wait_ns);
@@ -526,7 +541,7 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
                   {"wait_ms_per_call", ms(median(w))},
                   {"flagged_rounds", s.flagged_rounds},
                   {"rounds", d.rounds},
-                  {"measure", hits.front()->measure},  // one measure named it
+                  {"measure", measure},  // one measure named it
                   {"time_ratio", std::round(median(time_ratio) * 1000) / 1000}};
     if (!cpu.empty()) {
       s.evidence["cpu_ms_per_call"] = ms(median(cpu));

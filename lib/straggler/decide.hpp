@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -86,6 +87,9 @@ struct RankRound {
   std::string measure = "compute";  // what decided: "compute" (time), or on a contended host "cpu", "off_cpu"
                                     // or "cpu_wait"
   bool flagged = false;
+  // Every measure that flagged it this round, with that measure's ratio (`measure` is the one reported for the
+  // round). A rank is named when one measure flags it in a strict majority of rounds: counted for each.
+  std::map<std::string, double> flagged_by;
   // What explains a slow rank (the cause of a named suspect; never a reason to name one), per call:
   double excess_ns = 0;           // its compute - the other peers' median compute
   double peer_runq_ns = -1;       // the other peers' median CPU wait (-1: no scheduler counters for every peer)

@@ -436,6 +436,37 @@ TEST(StragglerDecide, OnAContendedHostMoreCpuPerCallNamesARankOnlyWhereItArrives
   EXPECT_EQ(compute_suspects(decide_recorded(on_time, calls, nullptr, before)), std::vector<std::int64_t>{3});
 }
 
+// test_compute_straggler_under_cpu_contention, seed 30683001 (10 busy loops pinned with rank 2, load ~10 on 2
+// CPUs), its three rounds as recorded (STRAGGLER_KEEP): round 1 rank 2 at 5.1x its peers' compute time and,
+// cache-cold beside the loops, 1.40x their CPU per call, flagged by cpu and by cpu_wait; round 2 at 1.40x,
+// by cpu_wait alone; round 3 at 1.09x (the host's load had moved onto its peers' CPU). Each measure that
+// flags a round counts it: cpu_wait in 2 of 3 rounds names it. (Counted once, for cpu in round 1, it was
+// flagged once by each measure and named by neither.)
+TEST(StragglerDecide, ARoundCountsForEveryMeasureThatFlaggedIt) {
+  const std::vector<std::vector<RecordedRank>> seed30683001 = {{{50.389, 171.993, 16.090, 40.009, 14.704},
+                                                                {48.727, 173.565, 16.564, 36.298, 14.702},
+                                                                {199.193, 22.801, 22.914, 215.510, 21.506},
+                                                                {49.389, 173.020, 15.754, 38.355, 14.672}},
+                                                               {{82.040, 88.517, 15.359, 74.834, 14.596},
+                                                                {79.387, 91.516, 15.619, 72.278, 14.534},
+                                                                {136.935, 34.060, 13.881, 117.500, 12.611},
+                                                                {81.497, 89.306, 15.622, 72.863, 14.252}},
+                                                               {{110.300, 49.940, 16.218, 94.164, 15.408},
+                                                                {108.935, 51.164, 16.853, 92.726, 15.606},
+                                                                {125.957, 34.046, 13.053, 112.670, 12.036},
+                                                                {110.224, 49.775, 17.295, 96.579, 15.996}}};
+  std::vector<RoundResult> rounds;
+  auto d = decide_recorded(seed30683001, {10, 16, 16}, &rounds);
+  ASSERT_EQ(rounds.size(), 3u);
+  const auto& r1 = rounds[0].peers.at(0).ranks.at(2);
+  EXPECT_EQ(r1.flagged_by.count("cpu"), 1u);
+  EXPECT_EQ(r1.flagged_by.count("cpu_wait"), 1u);
+  EXPECT_EQ(compute_suspects(d), std::vector<std::int64_t>{2});
+  ASSERT_EQ(d.suspects.size(), 1u);
+  EXPECT_EQ(d.suspects[0].evidence["measure"], "cpu_wait");
+  EXPECT_EQ(d.suspects[0].flagged_rounds, 2);
+}
+
 // On a contended host a rank stopped from outside for part of the time (SIGSTOP duty cycle) uses the
 // same CPU per call and waits for a CPU alike; its longer compute time is time off a CPU.
 TEST(StragglerDecide, OnAContendedHostARankStoppedFromOutsideIsNamedByItsTimeOffTheCpu) {
