@@ -192,10 +192,26 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       // off a CPU without waiting for one (a rank stopped from outside), with a longer compute time.
       if (p.contended) {
         const double cpu_floor = 1.0 + std::max(o.min_relative, o.contended_cpu_min_relative);
+        // More CPU per call slows the job only where it makes the rank arrive late: its compute time above
+        // the median and its peers' wait beyond its own, per call, both at least cpu_peers_wait_share of its
+        // CPU excess (the smaller of the process's and the main thread's). A rank that burns more CPU but
+        // arrives no later than its peers is no straggler: measured, peers of a rank stopped from outside or
+        // under a quota at 1.21-1.40x CPU per call (waiting burns CPU unequally) with less time excess than
+        // that. A trainer-slowed rank's time excess and its peers' wait are 1-3x its CPU excess (its extra CPU
+        // is CPU it waited for too). (Clean seed 416's rank 3 at 1.25-1.31x CPU kept its peers waiting 8.7-19.5
+        // ms per call, as long as its time excess: a slower rank, named as a 1.4x trainer-slowed one is.)
+        double cpu_excess = cpu[i] - median(cpu);
+        if (main_counted) {
+          std::vector<double> mc;
+          for (auto r : present) mc.push_back(t.cpu.at(r).main_cpu_ns);
+          cpu_excess = std::min(cpu_excess, t.cpu.at(present[i]).main_cpu_ns - median(mc));
+        }
+        const bool late = compute[i] - med_c >= o.cpu_peers_wait_share * cpu_excess &&
+                          median(other_wait) - wait[i] >= o.cpu_peers_wait_share * cpu_excess;
         const bool by_cpu =
             cpu[i] - median(cpu) >= o.min_absolute_ns && cpu_ratio[i] >= cpu_floor &&
             stands_out(cpu_ratio, i, o.spread_factor) &&
-            (!main_counted || (main_ratio[i] >= cpu_floor && stands_out(main_ratio, i, o.spread_factor)));
+            (!main_counted || (main_ratio[i] >= cpu_floor && stands_out(main_ratio, i, o.spread_factor))) && late;
         // Its peers wait for it for at least half its excess time off a CPU: the time stolen from a stopped
         // rank is time they wait. With that check, half the other peers' spread is noise enough. (On
         // torch 2.x a clean rank's compute holds time blocked off a CPU too, measured up to 1.5x its
@@ -206,7 +222,12 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         // off x1.39-1.99, compute 1.18-1.44x, its peers waiting 10-40 ms per call longer, under half its off
         // excess in all 3 rounds (seed 2508, not named). So the peers wait at least half the smaller of the
         // two, and its compute time is at least min_relative above the median.
-        const double time_excess = compute[i] - med_c, off_excess = (off_ratio[i] - 1) * med_c;
+        // Its time excess is the larger of the mean's and the per-call median ratio's: on torch 2.x a few of
+        // a clean peer's calls hold long blocks off a CPU, and the peers' mean compute rose to a stopped rank's
+        // (seed 30299019 round 2: the rank at 1.63x its peers per call, its peers waiting 34.6 ms per call
+        // longer than it, its mean compute 0.1 ms above theirs; 2 of 10 torch 2.x outside runs not named).
+        const double time_excess = std::max(compute[i] - med_c, (relative[i] - 1) * med_c),
+                     off_excess = (off_ratio[i] - 1) * med_c;
         const bool by_off = main_counted && time_excess >= std::max(o.min_absolute_ns, o.min_relative * med_c) &&
                             median(other_wait) - wait[i] >= 0.5 * std::min(time_excess, off_excess) &&
                             stands_out(off_ratio, i, 0.5 * o.spread_factor);
@@ -236,6 +257,9 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         }
         const double cpu_r = main_counted ? std::min(cpu_ratio[i], main_ratio[i]) : cpu_ratio[i];
         rr.flagged = by_cpu || by_off || by_wait;
+        if (by_cpu) rr.flagged_by["cpu"] = main_counted ? std::min(cpu_ratio[i], main_ratio[i]) : cpu_ratio[i];
+        if (by_off) rr.flagged_by["off_cpu"] = off_ratio[i];
+        if (by_wait) rr.flagged_by["cpu_wait"] = relative[i];
         rr.measure = by_wait && !by_cpu ? "cpu_wait" : by_off && (!by_cpu || off_ratio[i] > cpu_r) ? "off_cpu" : "cpu";
         rr.ratio = rr.measure == "off_cpu" ? off_ratio[i] : rr.measure == "cpu_wait" ? relative[i] : cpu_r;
       } else {
@@ -243,6 +267,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
                      stands_out(relative, i, o.spread_factor);
         rr.measure = "compute";
         rr.ratio = relative[i];
+        if (rr.flagged) rr.flagged_by["compute"] = relative[i];
       }
       rr.off_cpu_ratio = off_ratio[i];
       // What would explain it (cause_of): its excess over the other peers, their CPU wait and throttled time.
@@ -286,7 +311,10 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       if (r.flagged && r.measure == "off_cpu") stopped_wait = std::max(stopped_wait, r.wait_ns);
     if (stopped_wait >= 0)
       for (auto& r : p.ranks)
-        if (r.flagged && r.measure == "cpu" && r.wait_ns > stopped_wait) r.flagged = false;
+        if (r.flagged && r.measure == "cpu" && r.wait_ns > stopped_wait) {
+          r.flagged = false;
+          r.flagged_by.clear();
+        }
     out.has_data = true;
     out.peers.push_back(std::move(p));
   }
@@ -477,11 +505,19 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
   for (const auto& [rank, all_hits] : flagged) {
     // Named when one measure flags it in a strict majority of rounds: a clean rank flagged once by its
     // CPU and once by its time off a CPU (measured, --rounds 2) is two kinds of noise, not one straggler.
+    // A round counts for every measure that flagged it: a rank starved by 10 pinned hogs was flagged by
+    // cpu and cpu_wait in round 1 (cache-cold, 1.40x CPU per call, 5.1x compute time) and by cpu_wait in
+    // round 2, and went unnamed when each round counted for one (test seed 30683001).
     std::map<std::string, std::vector<const RankRound*>> by_measure;
-    for (const auto* h : all_hits) by_measure[h->measure].push_back(h);
+    for (const auto* h : all_hits)
+      for (const auto& [m, ratio] : h->flagged_by) by_measure[m].push_back(h);
     const std::vector<const RankRound*>* most = nullptr;
+    std::string measure;
     for (const auto& [m, v] : by_measure)
-      if (!most || v.size() > most->size()) most = &v;
+      if (!most || v.size() > most->size()) {
+        most = &v;
+        measure = m;
+      }
     if (!most || !majority(static_cast<std::int64_t>(most->size()))) continue;
     const auto& hits = *most;
     Suspicion s;
@@ -491,7 +527,7 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
     s.flagged_rounds = static_cast<std::int64_t>(hits.size());
     std::vector<double> ratios, scores, c, w, cpu, runq, cpu_ratio, time_ratio;
     for (auto* h : hits) {
-      ratios.push_back(h->ratio);
+      ratios.push_back(h->flagged_by.at(measure));
       scores.push_back(h->score);
       c.push_back(h->compute_ns);
       w.push_back(h->wait_ns);
@@ -510,7 +546,7 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
                   {"wait_ms_per_call", ms(median(w))},
                   {"flagged_rounds", s.flagged_rounds},
                   {"rounds", d.rounds},
-                  {"measure", hits.front()->measure},  // one measure named it
+                  {"measure", measure},  // one measure named it
                   {"time_ratio", std::round(median(time_ratio) * 1000) / 1000}};
     if (!cpu.empty()) {
       s.evidence["cpu_ms_per_call"] = ms(median(cpu));

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -55,6 +56,9 @@ struct DecideOptions {
   // ... where a rank's CPU per call must be at least this much above its peers' median: contention
   // alone moves it up to ~17% (CI: a fleet slowed 3x at a CPU wait share of 0.7, one rank at 1.165x).
   double contended_cpu_min_relative = 0.2;
+  // ... and where its compute time above the median and its peers' wait for it, per call, are each at least
+  // this share of its CPU excess per call (it arrives late: more CPU that delays no one is no straggler).
+  double cpu_peers_wait_share = 0.5;
   // ... or, a rank starved of CPU (quota, contention), its compute time at least this much above its peers'
   // median with its extra wait for a CPU making up half the excess (measure "cpu_wait").
   double contended_wait_min_relative = 0.3;
@@ -83,6 +87,9 @@ struct RankRound {
   std::string measure = "compute";  // what decided: "compute" (time), or on a contended host "cpu", "off_cpu"
                                     // or "cpu_wait"
   bool flagged = false;
+  // Every measure that flagged it this round, with that measure's ratio (`measure` is the one reported for the
+  // round). A rank is named when one measure flags it in a strict majority of rounds: counted for each.
+  std::map<std::string, double> flagged_by;
   // What explains a slow rank (the cause of a named suspect; never a reason to name one), per call:
   double excess_ns = 0;           // its compute - the other peers' median compute
   double peer_runq_ns = -1;       // the other peers' median CPU wait (-1: no scheduler counters for every peer)

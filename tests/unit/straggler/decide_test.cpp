@@ -312,7 +312,8 @@ TEST(StragglerDecide, OnAContendedHostWaitingForACpuIsNoStraggler) {
 }
 
 // On a contended host a rank doing more work shows in the CPU it uses per call, even where its
-// compute time does not stand out (the peers' waits leave it the CPUs).
+// compute time does not stand out: it is longer by the extra CPU of its main thread and no more (the
+// peers' waits leave it the CPUs), 1.11x at 1.3x the work here.
 TEST(StragglerDecide, OnAContendedHostTheRankUsingMoreCpuPerCallIsNamed) {
   for (int i = 0; i < 10; ++i) {
     const auto seed = fresh_seed();
@@ -326,6 +327,7 @@ TEST(StragglerDecide, OnAContendedHostTheRankUsingMoreCpuPerCallIsNamed) {
     const auto victim = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(s.mesh.world_size()));
     const double factor = std::uniform_real_distribution<double>(1.3, 3.0)(rng);
     s.runq_share = 0.5;
+    s.compute_factor[victim] = 1 + 0.9 * 8e5 * (factor - 1) / s.compute_ns;  // its main thread's extra CPU
     s.cpu_per_call = [victim, factor](std::int64_t rank, std::int64_t, std::mt19937_64& g) {
       return 8e5 * (rank == victim ? factor : 1.0) * (1 + 0.03 * std::uniform_real_distribution<double>(-1, 1)(g));
     };
@@ -336,6 +338,133 @@ TEST(StragglerDecide, OnAContendedHostTheRankUsingMoreCpuPerCallIsNamed) {
     EXPECT_EQ(a.decision.suspects[0].evidence["measure"], "cpu");
     EXPECT_NEAR(a.decision.suspects[0].ratio, factor, 0.1 * factor) << "seed " << seed;
   }
+}
+
+// Rounds from recorded per-call means of a dp=4 job (4 ranks, one peer group): per rank its compute and
+// wait per call, and its CPU, CPU wait and main-thread CPU per call from the scheduler counters (ms).
+struct RecordedRank {
+  double compute_ms, wait_ms, cpu_ms, runq_ms, main_ms;
+};
+
+TimingTable recorded_round(const std::vector<RecordedRank>& ranks, std::uint64_t first_call, std::int64_t calls) {
+  TimingTable t;
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const auto rank = static_cast<std::int64_t>(r);
+    for (std::int64_t c = 0; c < calls; ++c) {
+      CallTiming call;
+      call.compute_ns = static_cast<std::int64_t>(ranks[r].compute_ms * 1e6);
+      call.wait_ns = static_cast<std::int64_t>(ranks[r].wait_ms * 1e6);
+      call.type = 1;
+      call.count = 1;
+      t.ranks[rank][{"dp", first_call + static_cast<std::uint64_t>(c)}] = call;
+    }
+    CpuPerCall cpu;
+    cpu.cpu_ns = ranks[r].cpu_ms * 1e6;
+    cpu.runq_ns = ranks[r].runq_ms * 1e6;
+    cpu.main_cpu_ns = ranks[r].main_ms * 1e6;
+    cpu.calls = calls;
+    cpu.window_ns = static_cast<std::int64_t>(1.5e9);
+    t.cpu[rank] = cpu;
+  }
+  return t;
+}
+
+Decision decide_recorded(const std::vector<std::vector<RecordedRank>>& rounds, const std::vector<std::int64_t>& calls,
+                         std::vector<RoundResult>* results = nullptr, const DecideOptions& o = {}) {
+  const Mesh mesh = *Mesh::parse("dp=4");
+  std::vector<TimingTable> tables;
+  std::vector<RoundResult> out;
+  std::uint64_t first = 1;
+  for (std::size_t i = 0; i < rounds.size(); ++i) {
+    tables.push_back(recorded_round(rounds[i], first, calls[i]));
+    first += static_cast<std::uint64_t>(calls[i]);
+    out.push_back(analyse_round(tables.back(), mesh, o));
+  }
+  auto d = decide(out, tables, mesh, o);
+  if (results) *results = std::move(out);
+  return d;
+}
+
+// Campaign clean run seed 416 (bench/straggler_campaign.py, torch 1.13, 4 ranks on 2 loaded CPUs, nothing
+// injected), its three rounds as recorded (--keep): rank 3 used 1.25-1.31x its peers' CPU per call, its main
+// thread alike, and arrived late by as much: its compute time 7.5-18.9 ms per call above the median, its
+// peers waiting 8.7-19.5 ms longer than it, against 8.4-10.6 ms of CPU excess. That is a slower rank, and
+// the cpu measure names it (a 1.40x trainer-slowed rank, seed 9003, showed 1.29x, 1.19x and 1.34x). The
+// same CPU with rank 3 arriving with its peers (their compute and wait) names no one: more CPU that keeps
+// no one waiting does not slow the job.
+TEST(StragglerDecide, OnAContendedHostMoreCpuPerCallNamesARankOnlyWhereItArrivesLate) {
+  const std::vector<std::vector<RecordedRank>> seed416 = {{{56.645, 20.562, 31.825, 24.658, 30.343},
+                                                           {59.456, 17.745, 32.687, 27.548, 30.953},
+                                                           {57.189, 20.130, 32.515, 24.954, 30.476},
+                                                           {65.790, 11.413, 41.661, 24.273, 40.238}},
+                                                          {{63.995, 16.018, 32.718, 29.330, 31.155},
+                                                           {55.126, 24.904, 33.288, 21.106, 31.162},
+                                                           {59.578, 20.115, 32.733, 25.600, 30.892},
+                                                           {71.573, 8.233, 41.387, 27.729, 40.166}},
+                                                          {{64.749, 27.281, 34.564, 46.063, 32.989},
+                                                           {64.970, 28.206, 34.123, 44.925, 33.005},
+                                                           {67.230, 26.083, 34.463, 47.643, 33.653},
+                                                           {85.007, 7.783, 45.142, 55.791, 44.098}}};
+  const std::vector<std::int64_t> calls = {20, 19, 15};
+  std::vector<RoundResult> rounds;
+  auto d = decide_recorded(seed416, calls, &rounds);
+  EXPECT_EQ(compute_suspects(d), std::vector<std::int64_t>{3});
+  ASSERT_EQ(d.suspects.size(), 1u);
+  EXPECT_EQ(d.suspects[0].evidence["measure"], "cpu");
+  for (const auto& r : rounds) {
+    ASSERT_EQ(r.peers.size(), 1u);
+    EXPECT_TRUE(r.peers[0].contended);
+  }
+  // Rank 3 arriving with its peers: its compute and wait the median of theirs, its CPU as recorded.
+  auto on_time = seed416;
+  for (auto& round : on_time) {
+    std::vector<double> c, w;
+    for (std::size_t r = 0; r < 3; ++r) {
+      c.push_back(round[r].compute_ms);
+      w.push_back(round[r].wait_ms);
+    }
+    round[3].compute_ms = median(c);
+    round[3].wait_ms = median(w);
+  }
+  d = decide_recorded(on_time, calls, &rounds);
+  EXPECT_TRUE(compute_suspects(d).empty());
+  for (const auto& r : rounds)
+    for (const auto& rr : r.peers.at(0).ranks) EXPECT_FALSE(rr.flagged) << "rank " << rr.rank;
+  // Without the check that it arrives late (the rule before it), its CPU alone names it.
+  DecideOptions before;
+  before.cpu_peers_wait_share = -1e9;
+  EXPECT_EQ(compute_suspects(decide_recorded(on_time, calls, nullptr, before)), std::vector<std::int64_t>{3});
+}
+
+// test_compute_straggler_under_cpu_contention, seed 30683001 (10 busy loops pinned with rank 2, load ~10 on 2
+// CPUs), its three rounds as recorded (STRAGGLER_KEEP): round 1 rank 2 at 5.1x its peers' compute time and,
+// cache-cold beside the loops, 1.40x their CPU per call, flagged by cpu and by cpu_wait; round 2 at 1.40x,
+// by cpu_wait alone; round 3 at 1.09x (the host's load had moved onto its peers' CPU). Each measure that
+// flags a round counts it: cpu_wait in 2 of 3 rounds names it. (Counted once, for cpu in round 1, it was
+// flagged once by each measure and named by neither.)
+TEST(StragglerDecide, ARoundCountsForEveryMeasureThatFlaggedIt) {
+  const std::vector<std::vector<RecordedRank>> seed30683001 = {{{50.389, 171.993, 16.090, 40.009, 14.704},
+                                                                {48.727, 173.565, 16.564, 36.298, 14.702},
+                                                                {199.193, 22.801, 22.914, 215.510, 21.506},
+                                                                {49.389, 173.020, 15.754, 38.355, 14.672}},
+                                                               {{82.040, 88.517, 15.359, 74.834, 14.596},
+                                                                {79.387, 91.516, 15.619, 72.278, 14.534},
+                                                                {136.935, 34.060, 13.881, 117.500, 12.611},
+                                                                {81.497, 89.306, 15.622, 72.863, 14.252}},
+                                                               {{110.300, 49.940, 16.218, 94.164, 15.408},
+                                                                {108.935, 51.164, 16.853, 92.726, 15.606},
+                                                                {125.957, 34.046, 13.053, 112.670, 12.036},
+                                                                {110.224, 49.775, 17.295, 96.579, 15.996}}};
+  std::vector<RoundResult> rounds;
+  auto d = decide_recorded(seed30683001, {10, 16, 16}, &rounds);
+  ASSERT_EQ(rounds.size(), 3u);
+  const auto& r1 = rounds[0].peers.at(0).ranks.at(2);
+  EXPECT_EQ(r1.flagged_by.count("cpu"), 1u);
+  EXPECT_EQ(r1.flagged_by.count("cpu_wait"), 1u);
+  EXPECT_EQ(compute_suspects(d), std::vector<std::int64_t>{2});
+  ASSERT_EQ(d.suspects.size(), 1u);
+  EXPECT_EQ(d.suspects[0].evidence["measure"], "cpu_wait");
+  EXPECT_EQ(d.suspects[0].flagged_rounds, 2);
 }
 
 // On a contended host a rank stopped from outside for part of the time (SIGSTOP duty cycle) uses the
