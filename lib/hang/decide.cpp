@@ -792,7 +792,8 @@ bool members_give_same_arguments(records::CollectiveType t) {
 // the majority finish such a call and go on while the rank that differs waits inside it (a 2x2
 // pipeline, torch 2.x: the three other ranks left the world all-reduce), so the positions alone
 // do not show it. Only groups the mesh knows (their members are known); a group whose ranks count
-// one sequence number twice is skipped (two process groups of the same ranks, counted apart). At
+// one sequence number twice is skipped (two process groups of the same ranks counted apart: publishers
+// before twins shared one counter per group id, and gloo's Flight Recorder dumps). At
 // most one finding per rank (its first). Only the calls some rank is in (its pending call) are
 // compared: a rank that made a call with other arguments is kept there, and one hash lookup per
 // event keeps the cost linear in the evidence.
@@ -1353,8 +1354,9 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
   // same arguments, without a failure, and left: the call did not keep it, so it died between that
   // call and the next, and a wait ending at it is explained by it (CI, HSDP 2x2 seed 1871708941: the
   // rank that exited after its replica all-reduce, before publishing the completion, was a victim).
-  // A member's history may hold two calls at one (group, seq): process groups with the same members
-  // share an id but count calls apart (DeepSpeed's pipeline groups); the one with the same arguments
+  // A member's history may hold two calls at one (group, seq) where process groups with the same
+  // members shared an id but counted calls apart (DeepSpeed's pipeline groups, under publishers before
+  // twins shared one counter per id, and gloo's Flight Recorder dumps); the one with the same arguments
   // is that call. Not a SIGABRT: gloo aborts a victim from its transport thread.
   auto left_in_finished_call = [&](std::int64_t r) {
     const auto& p = R[r];
