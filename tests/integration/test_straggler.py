@@ -320,6 +320,38 @@ class StragglerOnRealJobs(scoutlib.ScoutTestCase):
             self.assertEqual(h["job"], job.job)
 
 
+class StragglerRecordedRuns(scoutlib.ScoutTestCase):
+    """Rounds recorded by real runs (--evidence-out, tests/integration/data/straggler/), decided again:
+    each run's slowed rank (drawn from its seed; the name says how and which seed) is named by the
+    measure that found it, and the clean run names no one. Each of the three slowed runs was missed
+    by the decision of before (healthy):
+      outside-30299011 (rank 1 at 1.75x) and outside-30299019 (rank 2 at 2.75x), torch 2.x, SIGSTOP
+        duty cycle: a few long calls on the clean peers raised their mean compute to the stopped
+        rank's (off_cpu now takes the larger of the mean's and the per-call median's excess);
+      contention-30683001 (rank 2, 10 pinned busy loops), torch 1.13: flagged by cpu and cpu_wait in
+        round 1, by cpu_wait in round 2 (a round now counts for every measure that flagged it)."""
+
+    CASES = {"outside-30299011": (1, "off_cpu"), "outside-30299019": (2, "off_cpu"),
+             "contention-30683001": (2, "cpu_wait"), "clean-400": (None, None)}
+
+    def test_recorded_runs_are_decided_as_measured(self):
+        data = os.path.join(scoutlib.SOURCE_DIR, "tests", "integration", "data", "straggler")
+        for name, (victim, measure) in self.CASES.items():
+            with self.subTest(run=name):
+                path = os.path.join(data, f"{name}.evidence.json")
+                with open(path) as f:
+                    job = json.load(f)["job"]
+                r = straggler(job, "--evidence-in", path)
+                doc = r.json()
+                if victim is None:
+                    self.assertExit(r, "healthy")
+                    self.assertEqual(doc["suspects"], [], r)
+                    continue
+                self.assertExit(r, "attributed")
+                self.assertEqual([(s["rank"], s["evidence"]["measure"]) for s in doc["suspects"]], [(victim, measure)],
+                                 r)
+
+
 class StragglerErrors(scoutlib.ScoutTestCase):
     def test_no_records_is_unavailable(self):
         r = straggler(f"no-such-job-{random.randrange(1 << 30)}", "--rounds", "1")
