@@ -122,8 +122,9 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       }
     }
     std::vector<double> cpu_ratio(present.size(), 1.0);
+    double med_cpu = 0;
     if (counted) {
-      const double m = median(cpu);
+      const double m = med_cpu = median(cpu);
       for (std::size_t i = 0; i < present.size(); ++i) cpu_ratio[i] = m > 0 ? cpu[i] / m : 1.0;
       p.cpu_wait_share = median(shares);
       p.contended = p.cpu_wait_share >= o.contended_share;
@@ -138,6 +139,12 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
     bool main_counted = counted;
     if (counted)
       for (auto r : present) main_counted &= t.cpu.at(r).main_cpu_ns >= 0;
+    double med_main_cpu = 0;
+    if (main_counted) {
+      std::vector<double> mc;
+      for (auto r : present) mc.push_back(t.cpu.at(r).main_cpu_ns);
+      med_main_cpu = median(mc);
+    }
     std::vector<double> off_ratio(present.size(), 1.0), main_ratio(present.size(), 1.0);
     if (main_counted && med_c > 0) {
       std::vector<double> off, main_cpu;
@@ -145,7 +152,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         off.push_back(compute[i] - t.cpu.at(present[i]).main_cpu_ns - t.cpu.at(present[i]).runq_ns);
         main_cpu.push_back(t.cpu.at(present[i]).main_cpu_ns);
       }
-      const double m = median(off), mm = median(main_cpu);
+      const double m = median(off), mm = med_main_cpu;
       for (std::size_t i = 0; i < present.size(); ++i) {
         off_ratio[i] = 1 + (off[i] - m) / med_c;
         main_ratio[i] = mm > 0 ? main_cpu[i] / mm : 1.0;
@@ -200,16 +207,12 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         // that. A trainer-slowed rank's time excess and its peers' wait are 1-3x its CPU excess (its extra CPU
         // is CPU it waited for too). (Clean seed 416's rank 3 at 1.25-1.31x CPU kept its peers waiting 8.7-19.5
         // ms per call, as long as its time excess: a slower rank, named as a 1.4x trainer-slowed one is.)
-        double cpu_excess = cpu[i] - median(cpu);
-        if (main_counted) {
-          std::vector<double> mc;
-          for (auto r : present) mc.push_back(t.cpu.at(r).main_cpu_ns);
-          cpu_excess = std::min(cpu_excess, t.cpu.at(present[i]).main_cpu_ns - median(mc));
-        }
+        double cpu_excess = cpu[i] - med_cpu;
+        if (main_counted) cpu_excess = std::min(cpu_excess, t.cpu.at(present[i]).main_cpu_ns - med_main_cpu);
         const bool late = compute[i] - med_c >= o.cpu_peers_wait_share * cpu_excess &&
                           median(other_wait) - wait[i] >= o.cpu_peers_wait_share * cpu_excess;
         const bool by_cpu =
-            cpu[i] - median(cpu) >= o.min_absolute_ns && cpu_ratio[i] >= cpu_floor &&
+            cpu[i] - med_cpu >= o.min_absolute_ns && cpu_ratio[i] >= cpu_floor &&
             stands_out(cpu_ratio, i, o.spread_factor) &&
             (!main_counted || (main_ratio[i] >= cpu_floor && stands_out(main_ratio, i, o.spread_factor))) && late;
         // Its peers wait for it for at least half its excess time off a CPU: the time stolen from a stopped
