@@ -209,7 +209,11 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         // ms per call, as long as its time excess: a slower rank, named as a 1.4x trainer-slowed one is.)
         double cpu_excess = cpu[i] - med_cpu;
         if (main_counted) cpu_excess = std::min(cpu_excess, t.cpu.at(present[i]).main_cpu_ns - med_main_cpu);
-        const bool late = compute[i] - med_c >= o.cpu_peers_wait_share * cpu_excess &&
+        // Its time above the median as off_cpu's below takes it: the larger of the mean's and the per-call
+        // median ratio's (torch 2.x, a 2.23x trainer-slowed rank on a contended host, seed 1900518409: 1.39-1.59x
+        // per call, its peers waiting 28-41 ms per call longer, its mean compute 6 ms above theirs).
+        const double late_excess = std::max(compute[i] - med_c, (relative[i] - 1) * med_c);
+        const bool late = late_excess >= o.cpu_peers_wait_share * cpu_excess &&
                           median(other_wait) - wait[i] >= o.cpu_peers_wait_share * cpu_excess;
         const bool by_cpu =
             cpu[i] - med_cpu >= o.min_absolute_ns && cpu_ratio[i] >= cpu_floor &&

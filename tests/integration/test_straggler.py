@@ -329,9 +329,11 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
         duty cycle: a few long calls on the clean peers raised their mean compute to the stopped
         rank's (off_cpu now takes the larger of the mean's and the per-call median's excess);
       contention-30683001 (rank 2, 10 pinned busy loops), torch 1.13: flagged by cpu and cpu_wait in
-        round 1, by cpu_wait in round 2 (a round now counts for every measure that flagged it)."""
+        round 1, by cpu_wait in round 2 (a round now counts for every measure that flagged it).
+    And one the cpu measure's "arrives late" check missed when it took the mean's excess only:
+      trainer2-1900518409 (rank 2 slowed 2.23x by the trainer, torch 2.x, contended host; CI fresh clone)."""
 
-    CASES = {"outside-30299011": (1, "off_cpu"), "outside-30299019": (2, "off_cpu"),
+    CASES = {"outside-30299011": (1, "off_cpu"), "outside-30299019": (2, "off_cpu"), "trainer2-1900518409": (2, "cpu"),
              "contention-30683001": (2, "cpu_wait"), "clean-400": (None, None)}
 
     def test_recorded_runs_are_decided_as_measured(self):
