@@ -209,11 +209,15 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         // ms per call, as long as its time excess: a slower rank, named as a 1.4x trainer-slowed one is.)
         double cpu_excess = cpu[i] - med_cpu;
         if (main_counted) cpu_excess = std::min(cpu_excess, t.cpu.at(present[i]).main_cpu_ns - med_main_cpu);
-        // Its time above the median as off_cpu's below takes it: the larger of the mean's and the per-call
-        // median ratio's (torch 2.x, a 2.23x trainer-slowed rank on a contended host, seed 1900518409: 1.39-1.59x
-        // per call, its peers waiting 28-41 ms per call longer, its mean compute 6 ms above theirs).
-        const double late_excess = std::max(compute[i] - med_c, (relative[i] - 1) * med_c);
-        const bool late = late_excess >= o.cpu_peers_wait_share * cpu_excess &&
+        // Its time excess is the larger of the mean's and the per-call median ratio's: on torch 2.x a few of
+        // a clean peer's calls hold long blocks off a CPU, and the peers' mean compute rose to a stopped rank's
+        // (seed 30299019 round 2: the rank at 1.63x its peers per call, its peers waiting 34.6 ms per call
+        // longer than it, its mean compute 0.1 ms above theirs; 2 of 10 torch 2.x outside runs not named), or
+        // to a trainer-slowed one's (seed 1900518409, 2.23x on a contended host: 1.39-1.59x per call, its peers
+        // waiting 28-41 ms per call longer, its mean compute 6 ms above theirs). The cpu and off_cpu measures
+        // both take it so.
+        const double time_excess = std::max(compute[i] - med_c, (relative[i] - 1) * med_c);
+        const bool late = time_excess >= o.cpu_peers_wait_share * cpu_excess &&
                           median(other_wait) - wait[i] >= o.cpu_peers_wait_share * cpu_excess;
         const bool by_cpu =
             cpu[i] - med_cpu >= o.min_absolute_ns && cpu_ratio[i] >= cpu_floor &&
@@ -229,12 +233,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         // off x1.39-1.99, compute 1.18-1.44x, its peers waiting 10-40 ms per call longer, under half its off
         // excess in all 3 rounds (seed 2508, not named). So the peers wait at least half the smaller of the
         // two, and its compute time is at least min_relative above the median.
-        // Its time excess is the larger of the mean's and the per-call median ratio's: on torch 2.x a few of
-        // a clean peer's calls hold long blocks off a CPU, and the peers' mean compute rose to a stopped rank's
-        // (seed 30299019 round 2: the rank at 1.63x its peers per call, its peers waiting 34.6 ms per call
-        // longer than it, its mean compute 0.1 ms above theirs; 2 of 10 torch 2.x outside runs not named).
-        const double time_excess = std::max(compute[i] - med_c, (relative[i] - 1) * med_c),
-                     off_excess = (off_ratio[i] - 1) * med_c;
+        const double off_excess = (off_ratio[i] - 1) * med_c;
         const bool by_off = main_counted && time_excess >= std::max(o.min_absolute_ns, o.min_relative * med_c) &&
                             median(other_wait) - wait[i] >= 0.5 * std::min(time_excess, off_excess) &&
                             stands_out(off_ratio, i, 0.5 * o.spread_factor);
