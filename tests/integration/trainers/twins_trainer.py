@@ -65,6 +65,12 @@ def make_plan(seed, calls, world=4, groups=ALL_GROUPS):
     return plan
 
 
+def same_record(a, b):
+    """Whether calls a and b leave the same trace in a record when they are the same call of two
+    twins (same id, same seq): the same kind and count (a barrier has no tensor, so no count)."""
+    return a["kind"] == b["kind"] and (a["kind"] == "barrier" or a["count"] == b["count"])
+
+
 def members_of(call, world=4):
     g = call["group"]
     if g == "world":
