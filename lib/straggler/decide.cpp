@@ -75,7 +75,13 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
     std::vector<std::int64_t> present;
     for (auto r : group)
       if (t.ranks.count(r) && !t.ranks.at(r).empty()) present.push_back(r);
-    if (present.size() < 3) continue;  // a strict minority needs three peers
+    // Three or more peers: each rank against the group's median. Two (a two-rank job, the replicas of a
+    // dp=2 x tp mesh): no strict minority, but the asymmetry of a synchronous pair still tells which one is
+    // slow (it computes longer and its partner waits for it): each rank against the other, with the larger
+    // pair_min_relative (options). One: nothing to compare.
+    if (present.size() < 2) continue;
+    const bool pair = present.size() == 2;
+    const double min_relative = pair ? std::max(o.min_relative, o.pair_min_relative) : o.min_relative;
     auto keys = common_keys(t, present);
     if (static_cast<std::int64_t>(keys.size()) < o.min_calls) continue;
     PeerRound p;
@@ -110,8 +116,12 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         const auto& call = calls.at(keys[k]);
         c += static_cast<double>(call.compute_ns);
         w += static_cast<double>(call.wait_ns);
-        if (largest > 0 && call_median[k] >= 0.25 * largest)
-          rel.push_back(static_cast<double>(call.compute_ns) / call_median[k]);
+        if (largest > 0 && call_median[k] >= 0.25 * largest) {
+          const double ref =
+              pair ? static_cast<double>(t.ranks.at(present[present[0] == r ? 1 : 0]).at(keys[k]).compute_ns)
+                   : call_median[k];
+          if (ref > 0) rel.push_back(static_cast<double>(call.compute_ns) / ref);
+        }
       }
       compute.push_back(c / static_cast<double>(keys.size()));
       wait.push_back(w / static_cast<double>(keys.size()));
@@ -121,15 +131,20 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         shares.push_back(compute.back() > 0 ? t.cpu.at(r).runq_ns / compute.back() : 0.0);
       }
     }
-    std::vector<double> cpu_ratio(present.size(), 1.0);
-    double med_cpu = 0;
+    // Each rank's reference: the group's median of a measure, or in a pair the other rank's value.
+    const auto reference = [&](const std::vector<double>& v) {
+      std::vector<double> out(v.size(), median(v));
+      if (pair && v.size() == 2) out = {v[1], v[0]};
+      return out;
+    };
+    std::vector<double> cpu_ratio(present.size(), 1.0), ref_cpu(present.size(), 0.0);
     if (counted) {
-      const double m = med_cpu = median(cpu);
-      for (std::size_t i = 0; i < present.size(); ++i) cpu_ratio[i] = m > 0 ? cpu[i] / m : 1.0;
+      ref_cpu = reference(cpu);
+      for (std::size_t i = 0; i < present.size(); ++i) cpu_ratio[i] = ref_cpu[i] > 0 ? cpu[i] / ref_cpu[i] : 1.0;
       p.cpu_wait_share = median(shares);
       p.contended = p.cpu_wait_share >= o.contended_share;
     }
-    const double med_c = median(compute);
+    const std::vector<double> ref_c = reference(compute);
     // Time off a CPU without waiting for one, per call: compute less the main thread's CPU and its wait
     // for a CPU. A rank stopped from outside (SIGSTOP duty cycle, a frozen cgroup) spends its stolen time
     // there; its peers do not. As a share of the peers' median compute, 1 + (off - median off) / median compute.
@@ -139,28 +154,26 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
     bool main_counted = counted;
     if (counted)
       for (auto r : present) main_counted &= t.cpu.at(r).main_cpu_ns >= 0;
-    double med_main_cpu = 0;
+    std::vector<double> ref_main_cpu(present.size(), 0.0);
     if (main_counted) {
       std::vector<double> mc;
       for (auto r : present) mc.push_back(t.cpu.at(r).main_cpu_ns);
-      med_main_cpu = median(mc);
+      ref_main_cpu = reference(mc);
     }
     std::vector<double> off_ratio(present.size(), 1.0), main_ratio(present.size(), 1.0);
-    if (main_counted && med_c > 0) {
-      std::vector<double> off, main_cpu;
-      for (std::size_t i = 0; i < present.size(); ++i) {
+    if (main_counted) {
+      std::vector<double> off;
+      for (std::size_t i = 0; i < present.size(); ++i)
         off.push_back(compute[i] - t.cpu.at(present[i]).main_cpu_ns - t.cpu.at(present[i]).runq_ns);
-        main_cpu.push_back(t.cpu.at(present[i]).main_cpu_ns);
-      }
-      const double m = median(off), mm = med_main_cpu;
+      const std::vector<double> ref_off = reference(off);
       for (std::size_t i = 0; i < present.size(); ++i) {
-        off_ratio[i] = 1 + (off[i] - m) / med_c;
-        main_ratio[i] = mm > 0 ? main_cpu[i] / mm : 1.0;
+        if (ref_c[i] > 0) off_ratio[i] = 1 + (off[i] - ref_off[i]) / ref_c[i];
+        main_ratio[i] = ref_main_cpu[i] > 0 ? t.cpu.at(present[i]).main_cpu_ns / ref_main_cpu[i] : 1.0;
       }
     }
     StatisticalOptions so;
     so.kappa = o.kappa;
-    so.min_relative = o.min_relative;
+    so.min_relative = min_relative;
     so.min_absolute = 0;
     so.direction = Direction::high;
     p.c3 = c3_statistical(relative, so);
@@ -174,9 +187,10 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
           hi = std::max(hi, v[j]);
         }
       const double effect = v[i] - 1.0;
-      return effect >= o.min_relative && effect >= spread_factor * (hi >= lo ? hi - lo : 0.0);
+      return effect >= min_relative && effect >= spread_factor * (hi >= lo ? hi - lo : 0.0);
     };
     for (std::size_t i = 0; i < present.size(); ++i) {
+      const double med_c = ref_c[i], med_cpu = ref_cpu[i], med_main_cpu = ref_main_cpu[i];
       RankRound rr;
       rr.rank = present[i];
       rr.compute_ns = compute[i];
@@ -198,7 +212,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       // decides (a rank that needs more CPU per call where CPUs are short is the slow one), or the time
       // off a CPU without waiting for one (a rank stopped from outside), with a longer compute time.
       if (p.contended) {
-        const double cpu_floor = 1.0 + std::max(o.min_relative, o.contended_cpu_min_relative);
+        const double cpu_floor = 1.0 + std::max(min_relative, o.contended_cpu_min_relative);
         // More CPU per call slows the job only where it makes the rank arrive late: its compute time above
         // the median and its peers' wait beyond its own, per call, both at least cpu_peers_wait_share of its
         // CPU excess (the smaller of the process's and the main thread's). A rank that burns more CPU but
@@ -234,7 +248,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         // excess in all 3 rounds (seed 2508, not named). So the peers wait at least half the smaller of the
         // two, and its compute time is at least min_relative above the median.
         const double off_excess = (off_ratio[i] - 1) * med_c;
-        const bool by_off = main_counted && time_excess >= std::max(o.min_absolute_ns, o.min_relative * med_c) &&
+        const bool by_off = main_counted && time_excess >= std::max(o.min_absolute_ns, min_relative * med_c) &&
                             median(other_wait) - wait[i] >= 0.5 * std::min(time_excess, off_excess) &&
                             stands_out(off_ratio, i, 0.5 * o.spread_factor);
         // A rank starved of CPU (a cgroup quota throttling it, or CPUs it shares with other work) uses no
@@ -243,8 +257,11 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         // waits least of all, and waiting for a CPU beyond what its CPU would cost at its peers' rate
         // (runq per ns of CPU) makes up at least half its excess. (Measured here, load 4-6 on 2 CPUs: a
         // 1.5-3x quota or 4-8 pinned hogs gave 1.5-3.7x its peers' compute; its peers' spread 0.8-1.07x.)
+        // Not in a pair: with no third peer, the scheduler's uneven share of the CPUs between two ranks is
+        // the same figure (measured: a clean dp=2 x tp=2 job on 2 CPUs, seed 715009310, one rank waited
+        // 1.9x its partner's time for a CPU in 2 of 3 rounds, 1.47-1.56x its compute).
         bool by_wait = false;
-        if (main_counted) {
+        if (main_counted && !pair) {
           std::vector<double> per_cpu, oc;
           for (std::size_t j = 0; j < present.size(); ++j) {
             if (j == i) continue;
@@ -258,7 +275,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
           double least_other_wait = 1e300;
           for (double w : other_wait) least_other_wait = std::min(least_other_wait, w);
           by_wait = !per_cpu.empty() && excess >= o.min_absolute_ns && wait[i] < least_other_wait &&
-                    relative[i] - 1 >= std::max(o.min_relative, o.contended_wait_min_relative) &&
+                    relative[i] - 1 >= std::max(min_relative, o.contended_wait_min_relative) &&
                     stands_out(relative, i, o.spread_factor) && extra_wait >= 0.5 * excess;
         }
         const double cpu_r = main_counted ? std::min(cpu_ratio[i], main_ratio[i]) : cpu_ratio[i];
@@ -270,7 +287,8 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         rr.ratio = rr.measure == "off_cpu" ? off_ratio[i] : rr.measure == "cpu_wait" ? relative[i] : cpu_r;
       } else {
         rr.flagged = wait[i] < median(other_wait) && compute[i] - med_c >= o.min_absolute_ns &&
-                     stands_out(relative, i, o.spread_factor);
+                     stands_out(relative, i, o.spread_factor) &&
+                     (!pair || median(other_wait) - wait[i] >= 0.5 * (compute[i] - med_c));
         rr.measure = "compute";
         rr.ratio = relative[i];
         if (rr.flagged) rr.flagged_by["compute"] = relative[i];

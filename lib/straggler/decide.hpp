@@ -48,7 +48,10 @@ struct DecideOptions {
   double quota_window_share = 0.05;
   double cause_share = 0.5;
   double contention_min_ratio = 1.1;
-  double min_relative = 0.12;        // a straggler computes at least this much longer than its peers' median
+  double min_relative = 0.12;  // a straggler computes at least this much longer than its peers' median
+  // ... or, in a peer group of two (each rank against the other: no median, no spread of the others to
+  // measure noise by), at least this much longer, and its partner waits for at least half its excess.
+  double pair_min_relative = 0.2;
   double min_absolute_ns = 100'000;  // ... and at least this many ns longer per call (mean)
   double spread_factor = 1.0;  // ... and its effect at least this times the other peers' spread (max - min) that round
   double contended_share =

@@ -331,10 +331,16 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
       contention-30683001 (rank 2, 10 pinned busy loops), torch 1.13: flagged by cpu and cpu_wait in
         round 1, by cpu_wait in round 2 (a round now counts for every measure that flagged it).
     And one the cpu measure's "arrives late" check missed when it took the mean's excess only:
-      trainer2-1900518409 (rank 2 slowed 2.23x by the trainer, torch 2.x, contended host; CI fresh clone)."""
+      trainer2-1900518409 (rank 2 slowed 2.23x by the trainer, torch 2.x, contended host; CI fresh clone).
+    And two jobs whose peer groups are pairs (torch 1.13), which were never decided before ("0 of 3
+    rounds had 3 or more calls every peer completed"):
+      pair-outside-715529931 (a two-rank job, rank 1 SIGSTOP-cycled at 2.7x: named by off_cpu);
+      pair-clean-715009310 (a clean dp=2 x tp=2 job on 2 CPUs, where rank 0 waited 1.9x its partner's
+        time for a CPU in 2 of 3 rounds: cpu_wait does not apply to a pair, and no one is named)."""
 
     CASES = {"outside-30299011": (1, "off_cpu"), "outside-30299019": (2, "off_cpu"), "trainer2-1900518409": (2, "cpu"),
-             "contention-30683001": (2, "cpu_wait"), "clean-400": (None, None)}
+             "contention-30683001": (2, "cpu_wait"), "clean-400": (None, None),
+             "pair-outside-715529931": (1, "off_cpu"), "pair-clean-715009310": (None, None)}
 
     def test_recorded_runs_are_decided_as_measured(self):
         data = os.path.join(scoutlib.SOURCE_DIR, "tests", "integration", "data", "straggler")

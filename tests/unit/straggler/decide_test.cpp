@@ -170,6 +170,75 @@ TEST(StragglerDecide, A13xStragglerIsFoundWithinThreeRounds) {
   EXPECT_EQ(compute_suspects(a.decision), std::vector<std::int64_t>{5}) << "seed " << seed;
 }
 
+// A peer group of two (a two-rank job; the replicas of dp=2 x tp): no strict minority, but the slow one of a
+// synchronous pair computes longer and its partner waits for it. Before, such groups were never decided
+// ("0 of 3 rounds had 3 or more calls every peer completed" on a clean two-rank job with 63 calls a round).
+TEST(StragglerDecide, InPeerGroupsOfTwoTheRankItsPartnerWaitsForIsNamedAndCleanPairsNameNoOne) {
+  for (int i = 0; i < 16; ++i) {
+    const auto seed = fresh_seed();
+    std::mt19937_64 rng(seed);
+    const char* meshes[] = {"dp=2", "dp=2,tp=2", "dp=2,tp=4"};
+    sim::Spec s;
+    s.mesh = *Mesh::parse(meshes[rng() % 3]);
+    s.ranks_per_node = s.mesh.size(Dim::tp);
+    s.seed = seed;
+    const bool clean = i % 2 == 0;
+    const std::int64_t victim = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(s.mesh.world_size()));
+    const double factor = std::uniform_real_distribution<double>(1.3, 3.0)(rng);
+    if (!clean) s.compute_factor[victim] = factor;
+    auto a = simulate(s);
+    EXPECT_TRUE(a.decision.enough_data) << "seed " << seed << " mesh " << s.mesh.spec();
+    EXPECT_TRUE(a.decision.slow_groups.empty()) << "seed " << seed;
+    EXPECT_EQ(compute_suspects(a.decision), clean ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{victim})
+        << "seed " << seed << " mesh " << s.mesh.spec() << (clean ? " clean" : " factor ") << factor;
+  }
+}
+
+// In a pair, a rank that computes longer while its partner does not wait for it (the partner arrives later
+// still, e.g. delayed by its own other group) is not named: the asymmetry must be the pair's.
+TEST(StragglerDecide, InAPairLongerComputeThePartnerDoesNotWaitForIsNoStraggler) {
+  const auto seed = fresh_seed();
+  sim::Spec s;
+  s.mesh = *Mesh::parse("dp=2");
+  s.seed = seed;
+  s.jitter = 0.02;
+  auto a = simulate(s);
+  ASSERT_TRUE(a.decision.enough_data);
+  // The same evidence, with rank 0 made to compute 1.5x as long and rank 1 to wait 0.1 ms per call longer
+  // than rank 0: rank 0 computes longer and waits less (what names a rank of a larger group), but its
+  // partner waits far less than its excess (about 1 ms per call).
+  auto evidence = sim::run(s);
+  for (auto& round : evidence) {
+    ASSERT_EQ(round.ranks.size(), 2u);
+    auto& r0 = round.ranks[0].rank == 0 ? round.ranks[0] : round.ranks[1];
+    auto& r1 = round.ranks[0].rank == 0 ? round.ranks[1] : round.ranks[0];
+    ASSERT_EQ(r0.events.size(), r1.events.size());
+    std::vector<std::int64_t> gap(r0.events.size(), 0);
+    for (std::size_t k = 1; k < r0.events.size(); ++k) gap[k] = r0.events[k].enter_ns - r0.events[k - 1].exit_ns;
+    std::int64_t shift = 0;
+    for (std::size_t k = 1; k < r0.events.size(); ++k) {
+      shift += gap[k] / 2;
+      r0.events[k].enter_ns += shift;
+      if (r0.events[k].exit_ns) r0.events[k].exit_ns += shift;
+    }
+    for (std::size_t k = 0; k < r1.events.size(); ++k)
+      if (r0.events[k].exit_ns && r1.events[k].exit_ns)
+        r1.events[k].exit_ns = r1.events[k].enter_ns + (r0.events[k].exit_ns - r0.events[k].enter_ns) + 100'000;
+  }
+  auto b = analyse(evidence, s.mesh, {});
+  ASSERT_TRUE(b.decision.enough_data);
+  EXPECT_TRUE(compute_suspects(b.decision).empty()) << "seed " << seed;
+  // And where rank 1 waits for it (1.5 ms more per call: more than half its excess), rank 0 is named.
+  for (auto& round : evidence) {
+    auto& r0 = round.ranks[0].rank == 0 ? round.ranks[0] : round.ranks[1];
+    auto& r1 = round.ranks[0].rank == 0 ? round.ranks[1] : round.ranks[0];
+    for (std::size_t k = 0; k < r1.events.size(); ++k)
+      if (r0.events[k].exit_ns && r1.events[k].exit_ns) r1.events[k].exit_ns += 1'500'000;
+  }
+  auto c = analyse(evidence, s.mesh, {});
+  EXPECT_EQ(compute_suspects(c.decision), std::vector<std::int64_t>{0}) << "seed " << seed;
+}
+
 TEST(StragglerDecide, TwoStragglersInDifferentPeerGroupsAreBothNamed) {
   const auto seed = fresh_seed();
   sim::Spec s;
