@@ -164,9 +164,13 @@ std::vector<std::map<std::int64_t, StoppedWindow>> stopped_per_round(const std::
       if (it == before.end() || r.state_samples <= 0 || r.stopped_samples < 0 || r.stopped_samples > r.state_samples)
         continue;
       const RankEvents& b = *it->second;
-      if (r.written <= b.written || r.read_ns <= b.read_ns) continue;
-      out[i][r.rank] = StoppedWindow{r.state_samples, r.stopped_samples, r.read_ns - b.read_ns,
-                                     static_cast<std::int64_t>(r.written - b.written)};
+      // Evidence comes from files and other observers: no window that overflows, no absurd call count.
+      std::int64_t window = 0;
+      if (r.written <= b.written || r.written - b.written > (std::uint64_t{1} << 40) || r.read_ns <= b.read_ns ||
+          __builtin_sub_overflow(r.read_ns, b.read_ns, &window))
+        continue;
+      out[i][r.rank] =
+          StoppedWindow{r.state_samples, r.stopped_samples, window, static_cast<std::int64_t>(r.written - b.written)};
     }
   }
   return out;
