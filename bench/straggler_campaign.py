@@ -79,6 +79,20 @@ def busy_per_call(evidence):
     return out
 
 
+def stopped_shares(evidence):
+    """Per rank, the share of the observer's process state samples that found it stopped over the decided
+    rounds (None where it was not sampled: evidence of an older scout)."""
+    samples, stopped = {}, {}
+    for rnd in evidence["rounds"]:
+        if rnd.get("baseline"):
+            continue
+        for r in rnd["ranks"]:
+            if "stopped" in r:
+                samples[r["rank"]] = samples.get(r["rank"], 0) + r["stopped"][0]
+                stopped[r["rank"]] = stopped.get(r["rank"], 0) + r["stopped"][1]
+    return {k: round(stopped[k] / n, 3) if n else None for k, n in samples.items()}
+
+
 def median(v):
     v = sorted(v)
     n = len(v)
@@ -161,14 +175,19 @@ def one_run(scenario, seed, python, tmp, work_ms=25, keep=None, factors=None):
         if scenario in CAUSE:
             ok = ok and all(c == CAUSE[scenario] for c in causes.values())
     with open(ev_path) as f:
-        base = baselines(json.load(f))
+        evidence = json.load(f)
+    base = baselines(evidence)
+    shares = stopped_shares(evidence)
+    measures = {s["rank"]: s["evidence"].get("measure") for s in v["suspects"] if s["reason"] == "compute"}
+    sampling = v["details"]["straggler"].get("state_sampling", {})
     if keep:
         shutil.copy(ev_path, os.path.join(keep, f"{scenario}-{seed}.evidence.json"))
         with open(os.path.join(keep, f"{scenario}-{seed}.verdict.json"), "w") as f:
             json.dump(v, f)
     return {"scenario": scenario, "seed": seed, "ok": ok, "rc": rc, "truth": sorted(truth_ranks), "scout": sorted(compute_named),
             "factor": factor, "causes": causes, "load": load,
-            "baselines": {k: sorted(x) for k, x in base.items()}, "summary": v["summary"], "wall_s": round(wall, 1)}
+            "baselines": {k: sorted(x) for k, x in base.items()}, "summary": v["summary"], "wall_s": round(wall, 1),
+            "measures": measures, "stopped_shares": shares, "sampling_cpu_share": sampling.get("cpu_share")}
 
 
 def prf(runs, key):
@@ -221,11 +240,16 @@ def main():
                     r = {"scenario": sc, "seed": seed, "ok": False, "summary": f"run failed: {e}"[:300]}
                 results.append(r)
                 print(f"{sc:16} seed {seed}: {'ok ' if r['ok'] else 'BAD'} load {r.get('load')} factor {r.get('factor')} causes {r.get('causes')} "
+                      f"measures {r.get('measures')} stopped {r.get('stopped_shares')} sampler cpu {r.get('sampling_cpu_share')} "
                       f"{r.get('summary', '')[:150]}", flush=True)
     print("\ncounts (scenario: right / runs)")
     for sc in a.scenarios.split(","):
         rs = [r for r in results if r["scenario"] == sc]
         print(f"  {sc:16} {sum(r['ok'] for r in rs)} / {len(rs)}")
+    innocent = [x for r in results for k, x in (r.get("stopped_shares") or {}).items()
+                if x is not None and k not in r.get("truth", [])]
+    if innocent:
+        print(f"\nstopped share of ranks not stopped from outside: max {max(innocent):.3f} over {len(innocent)} rank-runs")
     print("\nprecision / recall of compute-straggler ranks on the same recorded evidence (clean + compute + link runs)")
     for key, label in (("scout", "scout"), ("naive", "naive (> mean + 20%)"), ("nvrx", "NVRx (relative or individual < 0.75)"),
                        ("nvrx_relative", "NVRx relative only")):

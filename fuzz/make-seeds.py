@@ -233,6 +233,19 @@ put("straggler_evidence", "evidence-cgroup", js({"schema": "scout.straggler-evid
                                                                                            20000 if r["rank"] == 1 else -1, 100000])
                                                                            for r in x["ranks"]])
                                                             for i, x in enumerate(straggler_round(i, baseline=i == 0) for i in range(3))]}))
+# The observer's process state samples (samples, stopped): rank 1 stopped in 40% of them, in the JSON file and
+# a round on the wire.
+def stopped_round(i, **kw):
+    x = straggler_round(i, **kw)
+    for r in x["ranks"]:
+        if not x.get("baseline"):
+            r["stopped"] = [300, 120 if r["rank"] == 1 else 0]
+    return x
+
+
+put("straggler_evidence", "evidence-stopped", js({"schema": "scout.straggler-evidence", "version": 1, "job": "j",
+                                                  "rounds": [stopped_round(i, baseline=i == 0) for i in range(4)]}))
+put("straggler_evidence", "round-cbor-stopped", cbor(stopped_round(2, observer=1)))
 
 
 # --- hang node positions (lib/hang/position.cpp) --------------------------------

@@ -293,6 +293,35 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         rr.ratio = relative[i];
         if (rr.flagged) rr.flagged_by["compute"] = relative[i];
       }
+      // Stopped from outside: the observer's samples of its process state say so directly, wherever its stops
+      // fell. Inside a collective its own wait absorbs them and timing sees a slow link (torch 2.x seed
+      // 20263318: a 2.74x duty-cycled rank computing 1.57x, then 1.00x and 1.00x its peers, every rank waiting
+      // ~70 ms per call, it a little less: unnamed); schedstat cannot tell stopped time from a peer blocked in
+      // recv. Its peers of a synchronous job are never stopped.
+      if (auto sit = t.stopped.find(present[i]); sit != t.stopped.end() && sit->second.samples > 0) {
+        const StoppedWindow& st = sit->second;
+        rr.stopped = st;
+        rr.stopped_ratio = 1 / (1 - std::min(st.share(), 0.999));
+        double others_share = 0;
+        std::vector<double> others_compute;
+        for (std::size_t j = 0; j < present.size(); ++j) {
+          if (j == i) continue;
+          others_compute.push_back(compute[j]);
+          auto pj = t.stopped.find(present[j]);
+          if (pj != t.stopped.end() && pj->second.samples >= o.stopped_min_samples)
+            others_share = std::max(others_share, pj->second.share());
+        }
+        const bool by_stopped =
+            st.samples >= o.stopped_min_samples && st.share() >= o.stopped_min_share &&
+            others_share < 0.5 * st.share() &&
+            st.ns_per_call() >= std::max(o.min_absolute_ns, o.min_relative * median(others_compute));
+        if (by_stopped) {
+          rr.flagged = true;
+          rr.flagged_by["stopped"] = rr.stopped_ratio;
+          rr.measure = "stopped";
+          rr.ratio = rr.stopped_ratio;
+        }
+      }
       rr.off_cpu_ratio = off_ratio[i];
       // What would explain it (cause_of): its excess over the other peers, their CPU wait and throttled time.
       {
@@ -332,7 +361,8 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
     // CPU flag of a rank that waits longer than the stopped one (it waits for it) is dropped that round.
     double stopped_wait = -1;
     for (const auto& r : p.ranks)
-      if (r.flagged && r.measure == "off_cpu") stopped_wait = std::max(stopped_wait, r.wait_ns);
+      if (r.flagged && (r.measure == "off_cpu" || r.measure == "stopped"))
+        stopped_wait = std::max(stopped_wait, r.wait_ns);
     if (stopped_wait >= 0)
       for (auto& r : p.ranks)
         if (r.flagged && r.measure == "cpu" && r.wait_ns > stopped_wait) {
@@ -427,6 +457,36 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
 
 Cause cause_of(const std::vector<const RankRound*>& hits, const DecideOptions& o) {
   Cause c;
+  const auto s3 = [](double ns) { return std::round(ns / 1e6) / 1e3; };
+  // Stopped from outside: its process state samples over the rounds that flagged it (every one sampled).
+  // Stopped for at least quota_window_share of the window and for at least cause_share of its excess
+  // compute, it was stopped (however its stops fell against its collectives).
+  bool sampled = !hits.empty();
+  for (const auto* h : hits) sampled &= h->stopped.samples > 0 && h->stopped.calls > 0;
+  nlohmann::json stopped_figures = nlohmann::json::object();
+  if (sampled) {
+    std::int64_t samples = 0, stopped = 0, calls = 0;
+    double window = 0, stopped_ns = 0, excess = 0;
+    for (const auto* h : hits) {
+      samples += h->stopped.samples;
+      stopped += h->stopped.stopped;
+      calls += h->stopped.calls;
+      window += static_cast<double>(h->stopped.window_ns);
+      stopped_ns += h->stopped.share() * static_cast<double>(h->stopped.window_ns);
+      excess += std::max(0.0, h->excess_ns) * static_cast<double>(h->stopped.calls);
+    }
+    stopped_figures = {
+        {"stopped_s", s3(stopped_ns)},
+        {"stopped_share", std::round(static_cast<double>(stopped) / static_cast<double>(samples) * 1000) / 1000},
+        {"state_samples", samples},
+        {"stopped_samples", stopped}};
+    if (stopped_ns >= o.quota_window_share * window && stopped_ns >= o.cause_share * excess && stopped > 0) {
+      c.cause = "stopped";
+      c.figures = {{"window_s", s3(window)}, {"calls", calls}, {"excess_s", s3(excess)}};
+      c.figures.update(stopped_figures);
+      return c;
+    }
+  }
   double window = 0, excess = 0, runq = 0, peer_runq = 0, throttled = 0, peer_throttled = 0, expected_runq = 0,
          used = 0;
   std::int64_t calls = 0, nr_throttled = 0, nr_periods = 0;
@@ -439,6 +499,7 @@ Cause cause_of(const std::vector<const RankRound*>& hits, const DecideOptions& o
     c.figures = {{"why",
                   "no scheduler counters for this rank or its peers in the rounds that flagged it (another "
                   "host's rank recorded without them, or /proc unreadable)"}};
+    c.figures.update(stopped_figures);
     return c;
   }
   // Over the rounds that flagged it: per-call figures times the calls of each round's window.
@@ -461,7 +522,6 @@ Cause cause_of(const std::vector<const RankRound*>& hits, const DecideOptions& o
       nr_periods += h->window.nr_periods;
     }
   }
-  const auto s3 = [](double ns) { return std::round(ns / 1e6) / 1e3; };
   c.figures = {{"window_s", s3(window)},
                {"calls", calls},
                {"excess_s", s3(excess)},
@@ -469,6 +529,7 @@ Cause cause_of(const std::vector<const RankRound*>& hits, const DecideOptions& o
                {"runq_s", s3(runq)},
                {"peers_runq_s", s3(peer_runq)},
                {"runq_at_peers_rate_s", s3(expected_runq)}};
+  c.figures.update(stopped_figures);
   const auto& q = hits.back()->window;
   if (cgroup) {
     c.figures["throttled_s"] = s3(throttled);
@@ -542,6 +603,12 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
         most = &v;
         measure = m;
       }
+    // Its process state samples are direct evidence: where they flag it in a strict majority, they name it.
+    if (auto st = by_measure.find("stopped");
+        st != by_measure.end() && majority(static_cast<std::int64_t>(st->second.size()))) {
+      most = &st->second;
+      measure = "stopped";
+    }
     if (!most || !majority(static_cast<std::int64_t>(most->size()))) continue;
     const auto& hits = *most;
     Suspicion s;
@@ -576,6 +643,24 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
       s.evidence["cpu_ms_per_call"] = ms(median(cpu));
       s.evidence["cpu_ratio"] = std::round(median(cpu_ratio) * 1000) / 1000;
       s.evidence["runq_ms_per_call"] = ms(median(runq));
+    }
+    // Its process state samples over the rounds that flagged it (where every one was sampled).
+    {
+      std::int64_t samples = 0, stopped = 0;
+      std::vector<double> per_call;
+      bool sampled = true;
+      for (auto* h : hits) {
+        sampled &= h->stopped.samples > 0;
+        samples += h->stopped.samples;
+        stopped += h->stopped.stopped;
+        per_call.push_back(h->stopped.ns_per_call());
+      }
+      if (sampled && samples > 0) {
+        s.evidence["stopped_share"] =
+            std::round(static_cast<double>(stopped) / static_cast<double>(samples) * 1000) / 1000;
+        s.evidence["state_samples"] = samples;
+        s.evidence["stopped_ms_per_call"] = ms(median(per_call));
+      }
     }
     Cause cause = cause_of(hits, o);
     s.evidence["cause"] = cause.cause;
@@ -744,12 +829,14 @@ Analysis analyse(const std::vector<RoundEvidence>& evidence, const Mesh& mesh, c
   const auto known = mesh_groups(mesh);
   std::map<std::int64_t, std::set<CallKey>> used;
   const auto cpus = cpu_per_call(evidence);
+  const auto stops = stopped_per_round(evidence);
   for (std::size_t i = 0; i < evidence.size(); ++i) {
     TimingTable table = build_table(evidence[i], known, &used);
     for (const auto& [rank, calls] : table.ranks)
       for (const auto& [key, c] : calls) used[rank].insert(key);
     if (evidence[i].baseline) continue;  // it opens the counters' window; its calls were before it
     table.cpu = cpus[i];
+    table.stopped = stops[i];
     a.tables.push_back(std::move(table));
     a.rounds.push_back(analyse_round(a.tables.back(), mesh, o));
   }

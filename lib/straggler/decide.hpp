@@ -65,6 +65,14 @@ struct DecideOptions {
   // ... or, a rank starved of CPU (quota, contention), its compute time at least this much above its peers'
   // median with its extra wait for a CPU making up half the excess (measure "cpu_wait").
   double contended_wait_min_relative = 0.3;
+  // A rank stopped from outside (the observer's samples of its process state, stopped.hpp; measure "stopped"):
+  // flagged in a round when at least stopped_min_samples were taken, it was stopped in at least
+  // stopped_min_share of them, its stopped time per call is at least min_relative times its peers' median
+  // compute per call (and min_absolute_ns: were all its stops outside its collectives, it would be a
+  // min_relative compute straggler), and no other peer was stopped in half its share (the peers of a
+  // synchronous job are never stopped; a whole job suspended has no straggler).
+  double stopped_min_share = 0.05;
+  std::int64_t stopped_min_samples = 20;
   // Communication: a group's link time against the median of the other groups of its kind.
   double link_min_ratio = 1.5;
   double link_min_absolute_ns = 1'000'000;  // per call
@@ -88,7 +96,7 @@ struct RankRound {
   double compute_ratio = 1;         // the time measure's ratio, also where the CPU one decides
   double off_cpu_ratio = 1;         // 1 + (time off a CPU without waiting for one - the peers' median) / median compute
   std::string measure = "compute";  // what decided: "compute" (time), or on a contended host "cpu", "off_cpu"
-                                    // or "cpu_wait"
+                                    // or "cpu_wait"; "stopped" (its process state samples) on any host
   bool flagged = false;
   // Every measure that flagged it this round, with that measure's ratio (`measure` is the one reported for the
   // round). A rank is named when one measure flags it in a strict majority of rounds: counted for each.
@@ -100,6 +108,8 @@ struct RankRound {
   double throttled_ns = -1;       // its cgroup's throttled time (-1: unknown)
   double peer_throttled_ns = -1;  // the other peers' median throttled time (-1: unknown for one of them)
   CpuPerCall window;              // its counters over the round's window (calls, wall time, throttled periods, quota)
+  StoppedWindow stopped;          // its process state samples over the round (samples 0: not sampled)
+  double stopped_ratio = 1;       // 1 / (1 - its stopped share): the slowdown a duty cycle of that share makes
 };
 
 // One peer group's C3 in one round.
@@ -134,7 +144,8 @@ RoundResult analyse_round(const TimingTable& table, const Mesh& mesh, const Deci
 
 // What the rounds together say.
 // Why a named compute straggler is slow, from its rounds' RankRounds (those that flagged it):
-// "cpu_quota", "cpu_contention", "slow_compute" or "unknown" (no scheduler counters), with the figures.
+// "stopped" (its process was stopped from outside, by the state samples), "cpu_quota", "cpu_contention",
+// "slow_compute" or "unknown" (no scheduler counters), with the figures.
 struct Cause {
   std::string cause = "unknown";
   nlohmann::json figures = nlohmann::json::object();

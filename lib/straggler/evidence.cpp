@@ -15,6 +15,7 @@ namespace {
 // Limits of what a peer's blob or a recorded file may hold.
 constexpr std::size_t k_max_ranks_per_blob = 1 << 20;
 constexpr std::size_t k_max_events_per_rank = 4096;
+constexpr std::int64_t k_max_state_samples = std::int64_t{1} << 40;
 
 // Integers only: nlohmann's get<> turns a float into an integer with a cast that is undefined out of range.
 struct NotAnInteger : std::runtime_error {
@@ -47,6 +48,7 @@ nlohmann::json round_json(const RoundEvidence& round, const std::string& job, st
                         {"read_ns", r.read_ns}, {"written", r.written}, {"events", ev}};
     if (r.cpu_ns >= 0 && r.runq_ns >= 0) x["sched"] = {r.cpu_ns, r.runq_ns, r.main_cpu_ns};
     if (r.throttled_ns >= 0) x["cgroup"] = {r.nr_periods, r.nr_throttled, r.throttled_ns, r.quota_us, r.period_us};
+    if (r.state_samples >= 0 && r.stopped_samples >= 0) x["stopped"] = {r.state_samples, r.stopped_samples};
     ranks.push_back(std::move(x));
   }
   nlohmann::json out = {{"kind", "scout.straggler-round"},
@@ -114,6 +116,15 @@ Result<RoundEvidence> round_from_json(const nlohmann::json& j, const std::string
         if (e.nr_periods < 0 || e.nr_throttled < 0 || e.throttled_ns < 0 || e.quota_us < -1 || e.quota_us == 0 ||
             e.period_us < 0)
           return bad("malformed cgroup counters");
+      }
+      if (x.contains("stopped")) {  // the observer's state samples since its previous read; absent in older evidence
+        const auto& st = x.at("stopped");
+        if (!st.is_array() || st.size() != 2) return bad("malformed state samples");
+        e.state_samples = int_of(st[0]);
+        e.stopped_samples = int_of(st[1]);
+        if (e.state_samples < 0 || e.state_samples > k_max_state_samples || e.stopped_samples < 0 ||
+            e.stopped_samples > e.state_samples)
+          return bad("malformed state samples");
       }
       const auto& ev = x.at("events");
       if (!ev.is_array() || ev.size() > k_max_events_per_rank) return bad("too many events");

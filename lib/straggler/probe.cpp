@@ -58,7 +58,8 @@ bool read_schedstat(std::int64_t pid, RankEvents& e) {
 }  // namespace
 
 RoundEvidence local_evidence(const std::vector<records::RecordRead>& reads, const LiveOptions& o, std::int64_t now_ns,
-                             std::vector<std::string>* notes) {
+                             std::vector<std::string>* notes,
+                             const std::map<std::int64_t, StopSampler::Counts>* states) {
   RoundEvidence r;
   for (const auto& read : reads) {
     if (read.problem != records::RecordProblem::none || !read.snapshot || read.stale) {
@@ -89,6 +90,11 @@ RoundEvidence local_evidence(const std::vector<records::RecordRead>& reads, cons
           e.quota_us = cg->quota->quota_us;
           e.period_us = cg->quota->period_us;
         }
+      }
+    if (states)
+      if (auto it = states->find(s.rank); it != states->end()) {
+        e.state_samples = it->second.samples;
+        e.stopped_samples = it->second.stopped;
       }
     e.events = s.recent;
     r.world = std::max(r.world, s.world_size);
@@ -185,6 +191,8 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
     evidence = std::move(*rounds);
     transport["evidence_in"] = o.evidence_in;
   }
+  // Between reads a background thread samples each local rank's process state (stopped from outside?).
+  StopSampler sampler;
   // Read 0 is the baseline that opens the scheduler counters' window; rounds 1..R are decided on.
   for (std::int64_t round = 0; o.evidence_in.empty() && round <= o.rounds; ++round) {
     if (round > 0) {
@@ -194,8 +202,16 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
     auto reads = source();
     if (!reads) return reads.error();
     if (round == 0) first_reads = *reads;
-    RoundEvidence local = local_evidence(*reads, o, realtime_ns(), round == 0 ? &notes : nullptr);
+    const auto states = sampler.take();
+    RoundEvidence local = local_evidence(*reads, o, realtime_ns(), round == 0 ? &notes : nullptr, &states);
     local.baseline = round == 0;
+    if (round < o.rounds)
+      for (const auto& read : *reads)
+        if (read.snapshot && read.problem == records::RecordProblem::none && !read.stale && read.writer_alive &&
+            read.snapshot->pid > 0 && std::any_of(local.ranks.begin(), local.ranks.end(), [&](const RankEvents& e) {
+              return e.rank == read.snapshot->rank;
+            }))
+          sampler.track(read.snapshot->rank, read.snapshot->pid);
     if (round == 0 && o.nodes == 1 && local.ranks.empty())
       return unavailable_error(fmt::format("no readable progress record of job '{}'", o.job),
                                "the trainers did not publish on this host, or the job id differs",
@@ -246,6 +262,8 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
                        {"notes", g->notes}});
     evidence.push_back(std::move(merged));
   }
+  sampler.stop();
+  const StopSampler::Cost sampling = sampler.cost();
   transport["gathers"] = gathers;
   if (!o.evidence_out.empty()) {
     auto w = atomic_write_file(o.evidence_out, evidence_json(evidence, o.job).dump() + "\n", 0644);
@@ -284,6 +302,14 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
   Verdict v = make_verdict(o.command, o.job, a.decision, a.rounds, a.tables, mesh, mesh_source);
   v.details["transport"] = transport;
   v.details["straggler"]["interval_s"] = std::chrono::duration<double>(o.interval).count();
+  if (o.evidence_in.empty())
+    v.details["straggler"]["state_sampling"] = {
+        {"ranks", sampling.ranks},
+        {"sweeps", sampling.sweeps},
+        {"samples", sampling.samples},
+        {"cpu_ms", std::round(sampling.cpu_s * 1e6) / 1e3},
+        {"wall_s", std::round(sampling.wall_s * 1000) / 1000},
+        {"cpu_share", sampling.wall_s > 0 ? std::round(sampling.cpu_s / sampling.wall_s * 1e5) / 1e5 : 0.0}};
 
   // The controlled probe: the same unit of work on every local rank, placed like the rank.
   if (o.bench) {

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -23,6 +24,7 @@
 #include "lib/straggler/decide.hpp"
 #include "lib/straggler/evidence.hpp"
 #include "lib/straggler/history.hpp"
+#include "lib/straggler/stopped.hpp"
 #include "lib/transport/store.hpp"
 
 namespace scout::straggler {
@@ -57,8 +59,10 @@ struct LiveOptions {
 };
 
 // This node's evidence from one read (records of other jobs, attempts, stale or unreadable ones left out).
+// `states`: each rank's process state samples since the previous read (StopSampler::take; absent: -1).
 RoundEvidence local_evidence(const std::vector<records::RecordRead>& reads, const LiveOptions& options,
-                             std::int64_t now_ns, std::vector<std::string>* notes);
+                             std::int64_t now_ns, std::vector<std::string>* notes,
+                             const std::map<std::int64_t, StopSampler::Counts>* states = nullptr);
 
 // Runs the rounds and returns the verdict.
 Result<Verdict> run_straggler(const LiveOptions& options, const RecordSource& source);

@@ -154,4 +154,26 @@ std::vector<std::map<std::int64_t, CpuPerCall>> cpu_per_call(const std::vector<R
   return out;
 }
 
+std::vector<std::map<std::int64_t, StoppedWindow>> stopped_per_round(const std::vector<RoundEvidence>& evidence) {
+  std::vector<std::map<std::int64_t, StoppedWindow>> out(evidence.size());
+  for (std::size_t i = 1; i < evidence.size(); ++i) {
+    std::map<std::int64_t, const RankEvents*> before;
+    for (const auto& r : evidence[i - 1].ranks) before[r.rank] = &r;
+    for (const auto& r : evidence[i].ranks) {
+      auto it = before.find(r.rank);
+      if (it == before.end() || r.state_samples <= 0 || r.stopped_samples < 0 || r.stopped_samples > r.state_samples)
+        continue;
+      const RankEvents& b = *it->second;
+      // Evidence comes from files and other observers: no window that overflows, no absurd call count.
+      std::int64_t window = 0;
+      if (r.written <= b.written || r.written - b.written > (std::uint64_t{1} << 40) || r.read_ns <= b.read_ns ||
+          __builtin_sub_overflow(r.read_ns, b.read_ns, &window))
+        continue;
+      out[i][r.rank] =
+          StoppedWindow{r.state_samples, r.stopped_samples, window, static_cast<std::int64_t>(r.written - b.written)};
+    }
+  }
+  return out;
+}
+
 }  // namespace scout::straggler

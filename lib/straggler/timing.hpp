@@ -49,6 +49,11 @@ struct RankEvents {
   std::int64_t throttled_ns = -1;
   std::int64_t quota_us = -1;
   std::int64_t period_us = 0;
+  // The observer's samples of the rank's process state since its previous read (stopped.hpp): how many, and
+  // how many found it stopped ('T' by a signal, 't' by a tracer). -1: not sampled (another host's rank
+  // recorded without them, evidence that predates them, the process not readable).
+  std::int64_t state_samples = -1;
+  std::int64_t stopped_samples = -1;
   std::vector<records::CollectiveEvent> events;  // the ring, oldest first
 };
 
@@ -103,6 +108,23 @@ struct CpuPerCall {
 // first read). Ranks without counters at both reads, or with no call in between, are left out.
 std::vector<std::map<std::int64_t, CpuPerCall>> cpu_per_call(const std::vector<RoundEvidence>& evidence);
 
+// A rank's state samples between two reads (RankEvents::state_samples), with the window and the calls it
+// completed in it: share() of the window it was stopped, and that time per call.
+struct StoppedWindow {
+  std::int64_t samples = 0;
+  std::int64_t stopped = 0;
+  std::int64_t window_ns = 0;
+  std::int64_t calls = 0;
+  double share() const { return samples > 0 ? static_cast<double>(stopped) / static_cast<double>(samples) : 0.0; }
+  double ns_per_call() const {
+    return calls > 0 ? share() * static_cast<double>(window_ns) / static_cast<double>(calls) : 0.0;
+  }
+};
+
+// Per rank of evidence[i], its state samples over the window since evidence[i-1] (none for the first read).
+// Ranks not sampled, or not read at both, or with no call or no time in between, are left out.
+std::vector<std::map<std::int64_t, StoppedWindow>> stopped_per_round(const std::vector<RoundEvidence>& evidence);
+
 // (group kind, group_seq): the same call of the program on every rank.
 using CallKey = std::pair<std::string, std::uint64_t>;
 
@@ -116,6 +138,8 @@ struct TimingTable {
   std::int64_t misaligned = 0;  // calls dropped because ranks disagreed on (type, count)
   // Per rank, its scheduler counters per collective call over the round (see cpu_per_call).
   std::map<std::int64_t, CpuPerCall> cpu;
+  // Per rank, its process state samples over the round (see stopped_per_round).
+  std::map<std::int64_t, StoppedWindow> stopped;
 };
 
 // Builds the table from a round's evidence. Calls listed in `exclude` (used by

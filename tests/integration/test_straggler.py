@@ -182,7 +182,45 @@ class StragglerOnRealJobs(scoutlib.ScoutTestCase):
         if load > 6 * cpus:
             self.skipTest(f"host overloaded (load {load:.0f} on {cpus} CPUs): an outside CPU cap is lost in scheduling noise")
         known = os.environ.get("SCOUT_STRAGGLER_KNOWN_DEFECTS") == "1"
-        self.check_compute_straggler(require_python(), "outside", lowest=1.3 if known else 1.5)
+        # The observer samples each rank's process state between reads: a rank stopped from outside is
+        # stopped in those samples, its peers never (cause stopped, whichever measure named it).
+        self.check_compute_straggler(require_python(), "outside", lowest=1.3 if known else 1.5, cause="stopped")
+
+    def test_a_rank_stopped_inside_its_collectives_is_named_by_its_process_state(self):
+        # Every rank sleeps 0.3 s inside its tp all-reduce each step (tp=4: the world; the trainer's slow-group
+        # delay, after the publisher recorded the enter) and computes ~2 ms: nearly all of a step is inside a
+        # collective, so nearly every stop of the duty cycle (67-133 ms of every 200) falls inside one, where the
+        # rank's own wait absorbs it (the torch 2.x campaign's miss, seed 20263318, had its stops there by
+        # chance): its compute and wait look like its peers'. The observer's samples of its process state see
+        # it stopped. --mesh dp=4 makes the four ranks one peer group (the records say dp=1,tp=4).
+        with StragglerJob(world=4, tp=4, seed=SEED, python=require_python(), work_ms=2) as job:
+            victim = job.rng.randrange(4)
+            factor = round(job.rng.uniform(1.5, 3.0), 2)
+            print(f"test_straggler: victim={victim} factor={factor} how=outside, stops inside collectives", flush=True)
+            job.start(slow_group=[0, 1, 2, 3], slow_group_delay=0.3)
+            job.wait_steps(3)
+            job.duty_cycle(victim, factor)
+            time.sleep(1.0)
+            ev_path = os.path.join(job.logdir, "evidence.json")
+            r = straggler(job.job, "--rounds", "3", "--interval", "2", "--mesh", "dp=4", "--evidence-out", ev_path)
+            keep_evidence(ev_path, r, f"outside-inside-{job.seed}")
+            doc = r.json()
+            self.assertExit(r, "attributed")
+            self.assertEqual([(s["rank"], s["reason"]) for s in doc["suspects"]], [(victim, "compute")], doc["summary"])
+            ev = doc["suspects"][0]["evidence"]
+            print(f"test_straggler: measure {ev['measure']} ratio {ev['compute_ratio']} time_ratio {ev['time_ratio']} "
+                  f"stopped_share {ev.get('stopped_share')} of {ev.get('state_samples')} samples; cause {ev['cause']}",
+                  flush=True)
+            self.assertEqual((ev["measure"], ev["cause"]), ("stopped", "stopped"), ev)
+            self.assertGreater(ev["stopped_share"], 0.05)
+            self.assertGreater(ev["state_samples"], 0)
+            sampling = doc["details"]["straggler"]["state_sampling"]
+            self.assertEqual(sampling["ranks"], 4, sampling)
+            self.assertGreater(sampling["samples"], 0, sampling)
+            # The evidence carries the samples: decided again offline, the same suspect.
+            again = straggler(job.job, "--evidence-in", ev_path, "--mesh", "dp=4")
+            self.assertExit(again, "attributed")
+            self.assertEqual([(s["rank"], s["evidence"]["measure"]) for s in again.json()["suspects"]], [(victim, "stopped")])
 
     def test_compute_straggler_under_a_cpu_quota(self):
         why = cpu_quota_unavailable()
