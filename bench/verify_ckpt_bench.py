@@ -30,7 +30,13 @@ proven): the balloon's free page reporting (page_reporting_order 9) hands free
 from them and fault on the host when first touched. Compare the fast runs (the min of each range), or use
 --drop-caches on an idle machine.
 
-Usage: bench/verify_ckpt_bench.py [--mb N] [--repeat N] [--formats safetensors,pt,dcp] [--dir DIR [--prepare-only]] [--drop-caches]
+Before the formats, the fixed start-up cost: `scout verify-ckpt --replicas` over
+three tiny safetensors files (one 64-byte tensor each) against `xxhsum -H3` over
+the same files, --startup-runs runs each (default 50) in alternating order:
+median wall ms and mean CPU ms (user + system) per run. A warm bench-sized run
+takes ~40 ms, so every millisecond of start-up is ~2.5% of its ratio.
+
+Usage: bench/verify_ckpt_bench.py [--mb N] [--repeat N] [--startup-runs N] [--formats safetensors,pt,dcp] [--dir DIR [--prepare-only]] [--drop-caches]
 """
 import argparse
 import json
@@ -140,6 +146,40 @@ def timed(cmd):
     return elapsed
 
 
+def write_tiny_safetensors(directory):
+    """Three tiny replicas (one 4x4 F32 tensor each): what verify-ckpt costs beyond hashing."""
+    h = json.dumps({"w": {"dtype": "F32", "shape": [4, 4], "data_offsets": [0, 64]}}).encode()
+    paths = []
+    for r in range(3):
+        p = os.path.join(directory, f"tiny{r}.safetensors")
+        with open(p, "wb") as f:
+            f.write(struct.pack("<Q", len(h)) + h + bytes(range(64)))
+        paths.append(p)
+    return paths
+
+
+def startup_line(root, runs):
+    """Median wall ms and mean CPU ms of scout and xxhsum on three tiny files, measured in this run."""
+    d = os.path.join(root, "tiny")
+    os.makedirs(d, exist_ok=True)
+    paths = write_tiny_safetensors(d)
+    cmds = {"scout": [SCOUT, "verify-ckpt", "--replicas"] + paths + ["--quiet", "--format", "json"],
+            "xxhsum": ["xxhsum", "-H3"] + paths}
+    wall = {k: [] for k in cmds}
+    cpu = {k: [] for k in cmds}
+    for cmd in cmds.values():
+        timed(cmd)  # page cache and dynamic loader caches warm
+    for rep in range(runs):
+        for k in (("scout", "xxhsum") if rep % 2 == 0 else ("xxhsum", "scout")):
+            wall[k].append(timed(cmds[k]) * 1e3)
+            cpu[k].append(CPU[cmds[k][0]] * 1e3)
+    w = {k: statistics.median(v) for k, v in wall.items()}
+    c = {k: statistics.mean(v) for k, v in cpu.items()}
+    return (f"start-up (3 tiny files, {runs} runs): scout {w['scout']:.2f} ms wall, {c['scout']:.2f} ms cpu; "
+            f"xxhsum {w['xxhsum']:.2f} ms wall, {c['xxhsum']:.2f} ms cpu; scout - xxhsum {w['scout'] - w['xxhsum']:.2f} ms wall, "
+            f"{c['scout'] - c['xxhsum']:.2f} ms cpu")
+
+
 def torch2_python():
     py = os.path.join(VENV, "bin", "python")
     if not os.path.exists(py):
@@ -152,6 +192,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mb", type=int, default=int(os.environ.get("SCOUT_BENCH_MB", "256")))
     ap.add_argument("--repeat", type=int, default=int(os.environ.get("SCOUT_BENCH_REPEAT", "3")))
+    ap.add_argument("--startup-runs", type=int, default=int(os.environ.get("SCOUT_BENCH_STARTUP_RUNS", "50")),
+                    help="runs of the start-up figure (0: skip it)")
     ap.add_argument("--formats", default="safetensors,pt,dcp")
     ap.add_argument("--dir", default=None)
     ap.add_argument("--drop-caches", action="store_true")
@@ -160,6 +202,9 @@ def main():
     root = args.dir or tempfile.mkdtemp(prefix="scout_ckpt_bench_", dir="/var/tmp")
     print(f"scout {SCOUT}; {os.cpu_count()} cpus; load {os.getloadavg()[0]:.1f}; 3 replicas of ~{args.mb} MiB per format")
     try:
+        if args.startup_runs > 0 and not args.prepare_only:
+            load_before = os.getloadavg()[0]
+            print(startup_line(root, args.startup_runs) + f"   (load {load_before:.1f}->{os.getloadavg()[0]:.1f})", flush=True)
         for fmt in args.formats.split(","):
             d = os.path.join(root, fmt)
             stamp = os.path.join(root, f".{fmt}.complete")
