@@ -123,6 +123,30 @@ std::string torch_module_description() {
   return fmt::format("{} (built for LibTorch {})", torch_module_path(), version ? version : "?");
 }
 
+std::string torch_module_candidate_description() {
+  auto& s = state();
+  std::lock_guard lock(s.mutex);
+  if (!SCOUT_WITH_TORCH) return "none (built without LibTorch)";
+  if (s.handle) return fmt::format("{} (loaded)", s.path);
+  std::string tried;
+  for (const auto& path : candidates(s.preferred_major)) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+      tried += fmt::format(" {}", path);
+      continue;
+    }
+    const std::string name = std::filesystem::path(path).filename().string();
+    const char* env = std::getenv("SCOUT_TORCH_MODULE");
+    const bool ours = !(env && *env && !is_choice(env));  // not a path given by the user
+    if (ours && name == SCOUT_TORCH_MODULE_NAME)
+      return fmt::format("{} (built for LibTorch {})", path, SCOUT_TORCH_VERSION);
+    if (ours && name == SCOUT_TORCH2_MODULE_NAME && SCOUT_WITH_TORCH2)
+      return fmt::format("{} (built for LibTorch {})", path, SCOUT_TORCH2_VERSION);
+    return fmt::format("{} (its LibTorch version is read when a command loads it)", path);
+  }
+  return fmt::format("none found (tried:{})", tried);
+}
+
 std::string torch_module_path() {
   auto& s = state();
   std::lock_guard lock(s.mutex);

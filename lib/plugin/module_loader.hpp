@@ -24,8 +24,14 @@ namespace scout {
 Result<void*> torch_module_symbol(const char* symbol);
 
 // "<path> (built for LibTorch <version>)" of the module, loading it, or
-// "not loadable (<why>)" (for `scout --version`).
+// "not loadable (<why>)".
 std::string torch_module_description();
+
+// What torch_module_symbol would load, without loading it (for `scout
+// --version`: loading LibTorch costs ~0.4 s): "<path> (built for LibTorch
+// <version>)" for a module this build made (its version is compiled in), the
+// path alone for one $SCOUT_TORCH_MODULE names, "none found (tried: ...)".
+std::string torch_module_candidate_description();
 
 // Before the module is loaded and when $SCOUT_TORCH_MODULE is unset: load only
 // the module built against LibTorch `major` (1 or 2), e.g. the one whose
