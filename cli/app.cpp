@@ -15,7 +15,28 @@ namespace scout {
 #include "cli/commands.def"
 #undef SCOUT_COMMAND
 
-void build_app(CLI::App& app, GlobalOptions& globals, std::map<std::string, CommandRunner>& runners) {
+std::string chosen_command(const std::vector<std::string>& args) {
+  static const char* const names[] = {
+#define SCOUT_COMMAND(id, name, summary) name,
+#include "cli/commands.def"
+#undef SCOUT_COMMAND
+  };
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--format" || a == "--log-level") {
+      ++i;  // its value
+      continue;
+    }
+    if (a.rfind("--format=", 0) == 0 || a.rfind("--log-level=", 0) == 0) continue;
+    for (const char* n : names)
+      if (a == n) return a == "completion" ? std::string() : a;
+    return {};  // help words, --help, --version, a mistyped name or option
+  }
+  return {};
+}
+
+void build_app(CLI::App& app, GlobalOptions& globals, std::map<std::string, CommandRunner>& runners,
+               const std::string& only) {
   app.require_subcommand(1);
   app.fallthrough();  // global flags work after the subcommand too
   app.set_version_flag("--version", std::function<std::string()>(version_text),
@@ -31,7 +52,11 @@ void build_app(CLI::App& app, GlobalOptions& globals, std::map<std::string, Comm
   app.footer(
       "Exit status: 0 healthy, 1 fault attributed, 2 usage error, 3 inconclusive or group-scoped,\n"
       "4 bad input data, 5 unavailable, 70 internal error. See man scout(1).");
-#define SCOUT_COMMAND(id, name, summary) runners[name] = register_##id(*app.add_subcommand(name, summary), globals);
+#define SCOUT_COMMAND(id, name, summary)                                        \
+  if (only.empty() || only == name)                                             \
+    runners[name] = register_##id(*app.add_subcommand(name, summary), globals); \
+  else                                                                          \
+    app.add_subcommand(name, summary);
 #include "cli/commands.def"
 #undef SCOUT_COMMAND
 }

@@ -45,9 +45,10 @@ int main(int argc, char** argv) {
       "scout"};
   scout::GlobalOptions globals;
   std::map<std::string, scout::CommandRunner> runners;
-  scout::build_app(app, globals, runners);
-
   std::vector<std::string> args(argv + 1, argv + argc);
+  // Only the chosen subcommand's options are built (the others by name), unless none is plainly chosen.
+  scout::build_app(app, globals, runners, scout::chosen_command(args));
+
   if (scout::Diagnosis d; !scout::check_help_words(app, args, &d))
     return fail(d.command, d.message, scout::ExitCode::usage);
   args = scout::rewrite_help(args);  // `scout help CMD` is `scout CMD --help`
