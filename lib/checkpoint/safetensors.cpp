@@ -67,8 +67,17 @@ bool read_exact(int fd, void* buf, std::size_t n, std::uint64_t offset) {
 
 namespace {
 
-// This thread's AsideReads: (file, its O_DIRECT twin).
-thread_local std::vector<std::pair<int, int>> t_aside;
+// This thread's AsideReads: the file, its O_DIRECT twin (-1: the file was wholly cached when the AsideReads was
+// made, read normally) and the last window of bytes read apart.
+struct Aside {
+  const void* owner = nullptr;  // the AsideReads
+  int fd = -1;
+  int direct = -1;
+  std::uint64_t size = 0;  // of the file, when the AsideReads was made
+  std::vector<std::byte> window;
+  std::uint64_t window_offset = 0;
+};
+thread_local std::vector<Aside> t_aside;
 
 #if defined(__NR_cachestat)
 constexpr long k_sys_cachestat = __NR_cachestat;
@@ -124,33 +133,79 @@ bool read_direct(int direct, void* buf, std::size_t n, std::uint64_t offset) {
   return true;
 }
 
+// Structure reads come in clusters: a torch.save archive's small entries (byteorder, version, data.pkl...) and
+// their 30-byte local headers lie within a few KiB, and its end (found in one read of up to 64 KiB) holds the
+// central directory and the last entries' local headers. A read of at most k_window_small bytes is served from
+// the thread's window for the file, else it reads k_window bytes from its offset as the new window; a read of at
+// most k_window_keep bytes (the end) becomes the window. A DCP file's items took ~16 reads each (1,769 preads for
+// 3 x 192 MiB, against 695 for the same tensors saved as .pt).
+constexpr std::size_t k_window_small = 4096;
+constexpr std::size_t k_window = 8192;
+constexpr std::size_t k_window_keep = std::size_t{128} << 10;
+
+// Bytes [offset, offset + n) of `a`'s file as AsideReads reads them: normally when the file was wholly cached or
+// these bytes are; otherwise through O_DIRECT, so that they leave no page ahead of the stream.
+bool read_structure(const Aside& a, void* buf, std::size_t n, std::uint64_t offset) {
+  if (a.direct < 0 || n > k_direct_max) return read_exact(a.fd, buf, n, offset);
+  const auto in_cache = cached(a.fd, offset, n);
+  if (!in_cache || *in_cache) return read_exact(a.fd, buf, n, offset);
+  return read_direct(a.direct, buf, n, offset) || read_exact(a.fd, buf, n, offset);
+}
+
+bool in_window(const Aside& a, std::size_t n, std::uint64_t offset) {
+  return offset >= a.window_offset && offset - a.window_offset <= a.window.size() &&
+         n <= a.window.size() - (offset - a.window_offset);
+}
+
 }  // namespace
 
 AsideReads::AsideReads(int fd) : m_fd(fd) {
-  if (fd < 0 || k_sys_cachestat < 0) return;
-  // A file wholly in the page cache (warm) is read normally, without a cachestat call per read.
+  if (fd < 0) return;
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || st.st_size <= 0 || cached(fd, 0, static_cast<std::size_t>(st.st_size)).value_or(true))
-    return;
-  m_direct = ::open(fmt::format("/proc/self/fd/{}", fd).c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-  if (m_direct >= 0) t_aside.emplace_back(fd, m_direct);
+  if (::fstat(fd, &st) != 0 || st.st_size <= 0) return;
+  Aside a;
+  a.owner = this;
+  a.fd = fd;
+  a.size = static_cast<std::uint64_t>(st.st_size);
+  // A file wholly in the page cache (warm) is read normally, without a cachestat call per read.
+  if (k_sys_cachestat >= 0 && !cached(fd, 0, static_cast<std::size_t>(st.st_size)).value_or(true)) {
+    m_direct = ::open(fmt::format("/proc/self/fd/{}", fd).c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    a.direct = m_direct;
+  }
+  t_aside.push_back(std::move(a));
 }
 
 AsideReads::~AsideReads() {
-  if (m_direct < 0) return;
-  auto it = std::find(t_aside.begin(), t_aside.end(), std::make_pair(m_fd, m_direct));
+  auto it = std::find_if(t_aside.begin(), t_aside.end(), [this](const Aside& a) { return a.owner == this; });
   if (it != t_aside.end()) t_aside.erase(it);
-  ::close(m_direct);
+  if (m_direct >= 0) ::close(m_direct);
 }
 
 bool read_aside(int fd, void* buf, std::size_t n, std::uint64_t offset) {
   if (n == 0) return true;
-  auto it = std::find_if(t_aside.begin(), t_aside.end(), [fd](const auto& a) { return a.first == fd; });
-  if (it == t_aside.end()) return read_exact(fd, buf, n, offset);
-  if (n > k_direct_max) return read_exact(fd, buf, n, offset);
-  const auto in_cache = cached(fd, offset, n);
-  if (!in_cache || *in_cache) return read_exact(fd, buf, n, offset);
-  return read_direct(it->second, buf, n, offset) || read_exact(fd, buf, n, offset);
+  auto it = std::find_if(t_aside.rbegin(), t_aside.rend(), [fd](const Aside& a) { return a.fd == fd; });
+  if (it == t_aside.rend()) return read_exact(fd, buf, n, offset);
+  Aside& a = *it;
+  const bool inside = offset <= a.size && n <= a.size - offset;
+  if (inside && n <= k_window_small) {
+    if (!in_window(a, n, offset)) {
+      const auto len = static_cast<std::size_t>(std::min<std::uint64_t>(k_window, a.size - offset));
+      a.window.resize(len);
+      if (!read_structure(a, a.window.data(), len, offset)) a.window.clear();
+      a.window_offset = offset;
+    }
+    if (in_window(a, n, offset)) {
+      std::memcpy(buf, a.window.data() + (offset - a.window_offset), n);
+      return true;
+    }
+    return read_structure(a, buf, n, offset);
+  }
+  if (!read_structure(a, buf, n, offset)) return false;
+  if (inside && n <= k_window_keep) {
+    a.window.assign(static_cast<const std::byte*>(buf), static_cast<const std::byte*>(buf) + n);
+    a.window_offset = offset;
+  }
+  return true;
 }
 
 Result<SafetensorsHeader> read_safetensors_header(const std::string& path) {

@@ -51,6 +51,9 @@ bool read_exact(int fd, void* buf, std::size_t n, std::uint64_t offset);
 // header read per zip entry of a cold .pt file did that to every window: 0.6-0.7 s against 0.2-0.5 s to read
 // 3 x 192 MiB, system time 0.17-0.21 s against 0.04 s. Bytes already cached, reads over 1 MiB, other threads'
 // reads, a file system without O_DIRECT, a kernel without cachestat(2): read_exact.
+// Reads of up to 4 KiB are served from a window of the file kept per AsideReads (8 KiB read from the first
+// offset it lacks, or the last read of up to 128 KiB, e.g. a zip's end): an archive's small entries, their local
+// headers and its central directory lie close together, and each pread costs a system call.
 class AsideReads {
  public:
   explicit AsideReads(int fd);

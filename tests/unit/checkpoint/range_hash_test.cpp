@@ -4,7 +4,8 @@
 // boundaries (pread in blocks); a segment's
 // CRC-32 is checked; a range past the end of the file is an error, not a fault.
 // AsideReads: reads of bytes outside the page cache give the file's bytes and
-// leave no page behind (where the file system takes O_DIRECT).
+// leave no page behind (where the file system takes O_DIRECT); small reads
+// served from the thread's window give the same bytes, cold or warm.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -179,6 +180,43 @@ TEST_F(RangeHashTest, AsideReadsGiveTheBytesAndLeaveNoPagesBehind) {
     EXPECT_TRUE(read_aside(fd, other.data(), other.size(), 4000));
     EXPECT_TRUE(std::equal(other.begin(), other.end(), bytes.begin() + 4000));
   }).join();
+}
+
+TEST_F(RangeHashTest, AsideReadsFromTheWindowGiveTheBytes) {
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed + 3);
+  for (const bool cold : {true, false}) {
+    SCOPED_TRACE(cold ? "cold" : "warm");
+    if (cold) {
+      ASSERT_EQ(::fdatasync(fd), 0);
+      ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    } else {
+      std::vector<std::byte> all(bytes.size());
+      ASSERT_TRUE(read_exact(fd, all.data(), all.size(), 0));
+    }
+    AsideReads aside(fd);
+    // As a zip's reader does: its end (one read), the central directory and last local headers inside it, a cluster
+    // of small reads near a start, small reads anywhere, and one reaching the file's last byte.
+    std::vector<std::pair<std::uint64_t, std::size_t>> reads;
+    const std::uint64_t end = bytes.size();
+    reads.emplace_back(end - 65557, 65557);
+    reads.emplace_back(end - 463 - 22, 463);
+    reads.emplace_back(end - 3000, 30);
+    const std::uint64_t start = rng() % (end / 2);
+    for (std::uint64_t at : {0, 92, 209, 338, 470, 594, 64, 192, 320, 448, 576, 704, 8190, 8192, 20000})
+      reads.emplace_back(start + at, 1 + rng() % 40);
+    for (int i = 0; i < 40; ++i) reads.emplace_back(rng() % (end - 4096), 1 + rng() % 4096);
+    reads.emplace_back(end - 5, 5);
+    reads.emplace_back(end - 4096, 4096);
+    for (const auto& [off, n] : reads) {
+      std::vector<std::byte> got(n);
+      ASSERT_TRUE(read_aside(fd, got.data(), n, off)) << off << " " << n;
+      EXPECT_TRUE(std::equal(got.begin(), got.end(), bytes.begin() + static_cast<std::ptrdiff_t>(off))) << off;
+    }
+    std::byte b[16];
+    EXPECT_FALSE(read_aside(fd, b, sizeof b, end - 8));  // past the end: false, window or not
+    EXPECT_FALSE(read_aside(fd, b, 1, end));
+  }
 }
 
 }  // namespace
