@@ -32,14 +32,20 @@ def main():
     p.add_argument("--kind", choices=("cascade", "hybrid", "kill", "both", "all"), default="both",
                    help="both: cascade and hybrid; all: also kill (one rank SIGKILLed from outside at a random moment)")
     p.add_argument("--json", help="write every run's result here")
+    p.add_argument("--worlds", help="WORLD,...: the worlds of the cascade and kill runs, in turn (default: drawn from "
+                                    "4, 6 and 8); e.g. 2,3,5")
     a = p.parse_args()
+    worlds = [int(w) for w in a.worlds.split(",")] if a.worlds else None
+    if worlds and any(w < 2 for w in worlds):
+        p.error("--worlds: every world needs 2 ranks or more")
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 31)
     print(f"hang_cascade_campaign: seed {seed}", flush=True)
     kinds = {"both": ("cascade", "hybrid"), "all": ("cascade", "hybrid", "kill")}.get(a.kind, (a.kind,))
     results = []
     t0 = time.monotonic()
     for i, kind in enumerate(kinds):
-        results += hang_campaign.campaign(a.runs, seed + i, kind, log=lambda m: print(m, flush=True))
+        results += hang_campaign.campaign(a.runs, seed + i, kind, worlds=worlds if kind != "hybrid" else None,
+                                          log=lambda m: print(m, flush=True))
     print(f"\n{len(results)} runs in {time.monotonic() - t0:.0f} s, seed {seed}")
     print(f"{'world/mesh':>16} {'fault':<8} {'runs':>5} {'named':>6} {'innocent':>9} {'missed':>7}")
     for key, (n, named, bad, missed) in sorted(hang_campaign.counts(results).items()):
