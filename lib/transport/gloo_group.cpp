@@ -1,3 +1,5 @@
+// Gloo's side of lib/transport/gloo_group.hpp: built into scout's network
+// module (libscout_net.so, lib/transport/net_module.hpp), never into scout_core.
 #include "lib/transport/gloo_group.hpp"
 
 #include <fmt/format.h>
@@ -16,6 +18,8 @@
 #include <csignal>
 #include <mutex>
 #include <thread>
+
+#include "lib/transport/net_module_impl.hpp"
 
 namespace scout::transport {
 
@@ -93,9 +97,7 @@ void ignore_sigpipe_once() {
   });
 }
 
-}  // namespace
-
-Result<std::shared_ptr<gloo::transport::Device>> make_tcp_device(const std::string& address) {
+Result<std::shared_ptr<gloo::transport::Device>> tcp_device(const std::string& address) {
   ignore_sigpipe_once();
   gloo::transport::tcp::attr attr;
   try {
@@ -120,10 +122,32 @@ Result<std::shared_ptr<gloo::transport::Device>> make_tcp_device(const std::stri
   }
 }
 
-GlooGroup::~GlooGroup() = default;
+class GlooGroupImpl final : public GlooGroup {
+ public:
+  GlooGroupImpl(int rank, int size, TrafficCounters* counters) : m_counters(counters) {
+    m_rank = rank;
+    m_size = size;
+  }
+  void set_context(std::shared_ptr<gloo::Context> context) { m_context = std::move(context); }
+  Result<std::vector<std::uint64_t>> all_gather_words(const std::vector<std::uint64_t>& mine,
+                                                      milliseconds timeout) override;
+  Result<std::vector<std::uint8_t>> all_gather_bytes(const std::vector<std::uint8_t>& mine,
+                                                     const std::vector<std::uint64_t>& sizes,
+                                                     milliseconds timeout) override;
+  Result<std::vector<std::uint8_t>> broadcast_bytes(int root, const std::vector<std::uint8_t>& data, std::uint64_t size,
+                                                    milliseconds timeout) override;
+  Status barrier(milliseconds timeout) override;
+
+ private:
+  template <typename F>
+  Status guarded(const char* what, F&& f);
+  std::shared_ptr<gloo::Context> m_context;
+  std::uint32_t m_tag = 0;
+  TrafficCounters* m_counters = nullptr;
+};
 
 template <typename F>
-Status GlooGroup::guarded(const char* what, F&& f) {
+Status GlooGroupImpl::guarded(const char* what, F&& f) {
   if (m_poisoned) return unavailable_error(fmt::format("{}: the group failed before and must be re-formed", what));
   try {
     f();
@@ -135,17 +159,10 @@ Status GlooGroup::guarded(const char* what, F&& f) {
   }
 }
 
-milliseconds pair_connect_wait(milliseconds timeout) {
-  return std::min(timeout, std::clamp(timeout / 4, milliseconds(2000), milliseconds(5000)));
-}
-
-Result<std::unique_ptr<GlooGroup>> GlooGroup::connect(KeyValueStore& store, const std::string& prefix, int rank,
-                                                      int size, const std::shared_ptr<gloo::transport::Device>& device,
-                                                      milliseconds timeout, TrafficCounters* counters) {
-  std::unique_ptr<GlooGroup> g(new GlooGroup());
-  g->m_rank = rank;
-  g->m_size = size;
-  g->m_counters = counters;
+Result<std::unique_ptr<GlooGroup>> connect_group(KeyValueStore& store, const std::string& prefix, int rank, int size,
+                                                 const std::shared_ptr<gloo::transport::Device>& device,
+                                                 milliseconds timeout, TrafficCounters* counters) {
+  auto g = std::make_unique<GlooGroupImpl>(rank, size, counters);
   try {
     GlooStoreAdapter adapter(store, prefix, Clock::now() + timeout);
     auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
@@ -159,16 +176,16 @@ Result<std::unique_ptr<GlooGroup>> GlooGroup::connect(KeyValueStore& store, cons
     auto dev = device;
     ctx->connectFullMesh(adapter, dev);
     ctx->setTimeout(timeout);
-    g->m_context = std::move(ctx);
+    g->set_context(std::move(ctx));
   } catch (const std::exception& e) {
     return unavailable_error(fmt::format("cannot connect a group of {} through the store", size), e.what());
   }
   if (counters) counters->connections += static_cast<std::uint64_t>(size - 1);
-  return g;
+  return std::unique_ptr<GlooGroup>(std::move(g));
 }
 
-Result<std::vector<std::uint64_t>> GlooGroup::all_gather_words(const std::vector<std::uint64_t>& mine,
-                                                               milliseconds timeout) {
+Result<std::vector<std::uint64_t>> GlooGroupImpl::all_gather_words(const std::vector<std::uint64_t>& mine,
+                                                                   milliseconds timeout) {
   if (mine.empty()) return internal_error("all-gather of words: nothing to send");
   std::vector<std::uint64_t> out(static_cast<std::size_t>(m_size) * mine.size());
   std::vector<std::uint64_t> in = mine;
@@ -188,9 +205,9 @@ Result<std::vector<std::uint64_t>> GlooGroup::all_gather_words(const std::vector
   return out;
 }
 
-Result<std::vector<std::uint8_t>> GlooGroup::all_gather_bytes(const std::vector<std::uint8_t>& mine,
-                                                              const std::vector<std::uint64_t>& sizes,
-                                                              milliseconds timeout) {
+Result<std::vector<std::uint8_t>> GlooGroupImpl::all_gather_bytes(const std::vector<std::uint8_t>& mine,
+                                                                  const std::vector<std::uint64_t>& sizes,
+                                                                  milliseconds timeout) {
   if (sizes.size() != static_cast<std::size_t>(m_size) || sizes[static_cast<std::size_t>(m_rank)] != mine.size())
     return internal_error("all-gather: the sizes do not match the group");
   std::uint64_t total = 0;
@@ -217,8 +234,8 @@ Result<std::vector<std::uint8_t>> GlooGroup::all_gather_bytes(const std::vector<
   return all;
 }
 
-Result<std::vector<std::uint8_t>> GlooGroup::broadcast_bytes(int root, const std::vector<std::uint8_t>& data,
-                                                             std::uint64_t size, milliseconds timeout) {
+Result<std::vector<std::uint8_t>> GlooGroupImpl::broadcast_bytes(int root, const std::vector<std::uint8_t>& data,
+                                                                 std::uint64_t size, milliseconds timeout) {
   if (root < 0 || root >= m_size)
     return internal_error(fmt::format("broadcast: root {} outside a group of {}", root, m_size));
   if (m_rank == root && data.size() != size)
@@ -244,7 +261,7 @@ Result<std::vector<std::uint8_t>> GlooGroup::broadcast_bytes(int root, const std
   return out;
 }
 
-Status GlooGroup::barrier(milliseconds timeout) {
+Status GlooGroupImpl::barrier(milliseconds timeout) {
   return guarded("barrier", [&] {
     gloo::BarrierOptions o(m_context);
     o.setTag(++m_tag);
@@ -252,5 +269,21 @@ Status GlooGroup::barrier(milliseconds timeout) {
     gloo::barrier(o);
   });
 }
+
+}  // namespace
+
+namespace net_impl {
+
+void make_tcp_device(const std::string& address, Result<std::shared_ptr<gloo::transport::Device>>& out) {
+  out = tcp_device(address);
+}
+
+void connect(KeyValueStore& store, const std::string& prefix, int rank, int size,
+             const std::shared_ptr<gloo::transport::Device>& device, milliseconds timeout, TrafficCounters* counters,
+             Result<std::unique_ptr<GlooGroup>>& out) {
+  out = connect_group(store, prefix, rank, size, device, timeout, counters);
+}
+
+}  // namespace net_impl
 
 }  // namespace scout::transport

@@ -2,11 +2,15 @@
 // through a KeyValueStore prefix, with every collective bounded by a timeout
 // and every Gloo exception turned into an Error. This is the transport layer
 // below lib/session: it knows nothing of membership, authentication or
-// re-forming. A Gloo context is unusable after any error (DEPENDENCIES.md
+// re-forming. Gloo itself (and the libibverbs, libnl and hiredis it links) is
+// in scout's network module, libscout_net.so, loaded by the first call here
+// (lib/transport/net_module.hpp), so commands that never meet peers do not
+// pay its start-up. A Gloo context is unusable after any error (DEPENDENCIES.md
 // "Gloo behavior"): once an operation failed, poisoned() is true and every
 // later call fails at once; the caller forms a new group over a new prefix.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -17,7 +21,6 @@
 #include "lib/transport/store.hpp"
 
 namespace gloo {
-class Context;
 namespace transport {
 class Device;
 }
@@ -42,7 +45,10 @@ struct TrafficCounters {
 // address is known (a live peer in the same formation answers in
 // milliseconds; one that left the formation never does): a quarter of the
 // connect timeout, from 2 s to 5 s, never more than the timeout.
-std::chrono::milliseconds pair_connect_wait(std::chrono::milliseconds timeout);
+inline std::chrono::milliseconds pair_connect_wait(std::chrono::milliseconds timeout) {
+  using std::chrono::milliseconds;
+  return std::min(timeout, std::clamp(timeout / 4, milliseconds(2000), milliseconds(5000)));
+}
 
 class GlooGroup {
  public:
@@ -54,7 +60,7 @@ class GlooGroup {
   static Result<std::unique_ptr<GlooGroup>> connect(KeyValueStore& store, const std::string& prefix, int rank, int size,
                                                     const std::shared_ptr<gloo::transport::Device>& device,
                                                     std::chrono::milliseconds timeout, TrafficCounters* counters);
-  ~GlooGroup();
+  virtual ~GlooGroup() = default;
   GlooGroup(const GlooGroup&) = delete;
   GlooGroup& operator=(const GlooGroup&) = delete;
 
@@ -63,28 +69,24 @@ class GlooGroup {
   bool poisoned() const { return m_poisoned; }
 
   // Every rank's `mine` (the same number of 64-bit words on every rank), in rank order.
-  Result<std::vector<std::uint64_t>> all_gather_words(const std::vector<std::uint64_t>& mine,
-                                                      std::chrono::milliseconds timeout);
+  virtual Result<std::vector<std::uint64_t>> all_gather_words(const std::vector<std::uint64_t>& mine,
+                                                              std::chrono::milliseconds timeout) = 0;
   // Concatenation of every rank's `mine`; `sizes` (in rank order, agreed
   // beforehand, sizes[rank()] == mine.size()) says how long each one is.
-  Result<std::vector<std::uint8_t>> all_gather_bytes(const std::vector<std::uint8_t>& mine,
-                                                     const std::vector<std::uint64_t>& sizes,
-                                                     std::chrono::milliseconds timeout);
+  virtual Result<std::vector<std::uint8_t>> all_gather_bytes(const std::vector<std::uint8_t>& mine,
+                                                             const std::vector<std::uint64_t>& sizes,
+                                                             std::chrono::milliseconds timeout) = 0;
   // `size` bytes from `root` (its `data`; others pass anything) to every rank.
-  Result<std::vector<std::uint8_t>> broadcast_bytes(int root, const std::vector<std::uint8_t>& data, std::uint64_t size,
-                                                    std::chrono::milliseconds timeout);
-  Status barrier(std::chrono::milliseconds timeout);
+  virtual Result<std::vector<std::uint8_t>> broadcast_bytes(int root, const std::vector<std::uint8_t>& data,
+                                                            std::uint64_t size, std::chrono::milliseconds timeout) = 0;
+  virtual Status barrier(std::chrono::milliseconds timeout) = 0;
 
- private:
+ protected:
+  // The implementation is Gloo's, in scout's network module (lib/transport/net_module.hpp).
   GlooGroup() = default;
-  template <typename F>
-  Status guarded(const char* what, F&& f);
-  std::shared_ptr<gloo::Context> m_context;
   int m_rank = 0;
   int m_size = 1;
   bool m_poisoned = false;
-  std::uint32_t m_tag = 0;
-  TrafficCounters* m_counters = nullptr;
 };
 
 }  // namespace scout::transport

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <gloo/rendezvous/file_store.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -15,6 +14,7 @@
 
 #include "lib/common/parse.hpp"
 #include "lib/plugin/module_loader.hpp"
+#include "lib/transport/net_module.hpp"
 #include "lib/transport/tcp_store_abi.hpp"
 #include "lib/transport/tcp_store_dialect.hpp"
 
@@ -119,98 +119,25 @@ class DirectoryLease {
   int m_fd;
 };
 
-// Gloo's FileStore with a non-blocking check and removal of what it wrote.
-class CheckableFileStore : public gloo::rendezvous::FileStore {
+// A FileStore (the network module's) and the lease of its directory, released after it.
+class LeasedStore final : public KeyValueStore {
  public:
-  using FileStore::FileStore;
-  bool exists(const std::string& key) { return check({key}); }
-  // The file a key lives in (named by a hash of the key, like every key file).
-  std::string path_of(const std::string& key) { return objectPath(key); }
-  void remove_own() {
-    for (const auto& p : getAllKeyFilePaths()) ::unlink(p.c_str());
-    keyFilePaths_.clear();
-  }
-};
-
-class FileKeyValueStore final : public KeyValueStore {
- public:
-  // `lease`: the directory's lease when it is removed once unused (released after the FileStore).
-  FileKeyValueStore(std::string dir, std::unique_ptr<DirectoryLease> lease)
-      : m_lease(std::move(lease)), m_dir(std::move(dir)), m_store(m_dir) {}
-
-  Status set(const std::string& key, const std::vector<char>& value) override {
-    try {
-      m_store.set(key, value);
-      return Ok{};
-    } catch (const std::exception& e) {
-      return unavailable_error(fmt::format("cannot write key {} to the store {}", key, describe()), e.what());
-    }
-  }
+  LeasedStore(std::unique_ptr<DirectoryLease> lease, std::unique_ptr<KeyValueStore> store)
+      : m_lease(std::move(lease)), m_store(std::move(store)) {}
+  Status set(const std::string& key, const std::vector<char>& value) override { return m_store->set(key, value); }
   Result<std::vector<char>> get(const std::string& key, std::chrono::milliseconds timeout) override {
-    try {
-      m_store.wait({key}, timeout);
-      return m_store.get(key);
-    } catch (const std::exception& e) {
-      return unavailable_error(fmt::format("key {} did not appear in the store {}", key, describe()), e.what());
-    }
+    return m_store->get(key, timeout);
   }
-  Result<bool> check(const std::string& key) override {
-    try {
-      return m_store.exists(key);
-    } catch (const std::exception& e) {
-      return unavailable_error(fmt::format("cannot read the store {}", describe()), e.what());
-    }
-  }
-  // The counter is the decimal text of the key's file, read and rewritten under flock.
+  Result<bool> check(const std::string& key) override { return m_store->check(key); }
   Result<std::int64_t> add(const std::string& key, std::int64_t delta, std::chrono::milliseconds timeout) override {
-    const std::string path = m_store.path_of(key);
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0)
-      return unavailable_error(fmt::format("cannot open counter {} in the store {}", key, describe()),
-                               std::strerror(errno));
-    struct Closer {
-      int fd;
-      ~Closer() { ::close(fd); }
-    } closer{fd};
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      if (errno != EWOULDBLOCK && errno != EINTR)
-        return unavailable_error(fmt::format("cannot lock counter {} in the store {}", key, describe()),
-                                 std::strerror(errno));
-      if (std::chrono::steady_clock::now() >= deadline)
-        return unavailable_error(
-            fmt::format("timed out waiting for the lock on counter {} in the store {}", key, describe()));
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    char buf[32] = {};
-    ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-    if (n < 0)
-      return unavailable_error(fmt::format("cannot read counter {} in the store {}", key, describe()),
-                               std::strerror(errno));
-    std::int64_t value = 0;
-    if (n > 0) {
-      auto parsed = parse_int(std::string_view(buf, static_cast<std::size_t>(n)), "store counter");
-      if (!parsed)
-        return input_error(fmt::format("counter {} in the store {} is corrupt", key, describe()),
-                           parsed.error().message(), fmt::format("remove {}", path));
-      value = *parsed;
-    }
-    if (delta == 0) return value;
-    value += delta;
-    const std::string text = std::to_string(value);
-    if (::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()) ||
-        ::ftruncate(fd, static_cast<off_t>(text.size())) != 0)
-      return unavailable_error(fmt::format("cannot update counter {} in the store {}", key, describe()),
-                               std::strerror(errno));
-    return value;
+    return m_store->add(key, delta, timeout);
   }
-  void cleanup() override { m_store.remove_own(); }
-  std::string describe() const override { return "file://" + m_dir; }
+  void cleanup() override { m_store->cleanup(); }
+  std::string describe() const override { return m_store->describe(); }
 
  private:
-  std::unique_ptr<DirectoryLease> m_lease;
-  std::string m_dir;
-  CheckableFileStore m_store;
+  std::unique_ptr<DirectoryLease> m_lease;  // declared first: destroyed after the store
+  std::unique_ptr<KeyValueStore> m_store;
 };
 
 // The LibTorch module's TCPStore, through its C ABI.
@@ -317,11 +244,12 @@ Result<std::unique_ptr<KeyValueStore>> open_store(const StoreUri& uri, bool host
       return unavailable_error(fmt::format("the store path {} is not a directory", uri.path));
     if (::access(uri.path.c_str(), W_OK | X_OK) != 0)
       return unavailable_error(fmt::format("the store directory {} is not writable", uri.path), std::strerror(errno));
-    try {
-      return std::unique_ptr<KeyValueStore>(std::make_unique<FileKeyValueStore>(uri.path, std::move(lease)));
-    } catch (const std::exception& e) {
-      return unavailable_error(fmt::format("cannot open the store {}", uri.text), e.what());
-    }
+    auto net = net_module();
+    if (!net) return net.error();
+    Result<std::unique_ptr<KeyValueStore>> store = internal_error("the network module opened no store");
+    (*net)->open_file_store(uri.path, store);
+    if (!store || !lease) return store;
+    return std::unique_ptr<KeyValueStore>(std::make_unique<LeasedStore>(std::move(lease), std::move(*store)));
   }
   // A store another process hosts (torchrun's, a trainer's): its TCPStore protocol decides which
   // module's client can talk to it (1.13's and 2.x's are incompatible both ways).
