@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "lib/checkpoint/durable_file.hpp"
+#include "lib/common/clock.hpp"
 #include "lib/common/file.hpp"
 #include "lib/common/hex.hpp"
 #include "lib/consensus/c3.hpp"
@@ -24,12 +25,6 @@
 namespace scout::straggler {
 
 namespace {
-
-std::int64_t realtime_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 // The scheduler counters of process `pid` (RankEvents::cpu_ns, runq_ns, main_cpu_ns) from
 // /proc/PID/task/*/schedstat: false when /proc does not have them (no schedstat in this kernel, the process gone).

@@ -8,15 +8,11 @@
 #include <cstring>
 #include <random>
 
+#include "lib/common/clock.hpp"
+
 namespace scout::straggler {
 
 namespace {
-
-std::int64_t thread_cpu_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 // The state letter of the open stat file `fd` ('\0': unreadable, the process gone).
 char read_state(int fd) {
@@ -119,7 +115,7 @@ void StopSampler::loop() {
                           ? m_options.seed
                           : static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
   std::uniform_int_distribution<std::int64_t> gap(m_options.min_interval.count(), m_options.max_interval.count());
-  const std::int64_t cpu0 = thread_cpu_ns();
+  const std::int64_t cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
   std::unique_lock<std::mutex> lock(m_mutex);
   while (!m_stop) {
     // A jittered gap: the duty cycle of a SIGSTOP loop is periodic, and a fixed interval could alias with it.
@@ -137,7 +133,7 @@ void StopSampler::loop() {
       if (s == 'T' || s == 't') ++t.counts.stopped;
     }
     ++m_sweeps;
-    m_cpu_ns = thread_cpu_ns() - cpu0;
+    m_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
   }
 }
 

@@ -419,14 +419,7 @@ TimingTable recorded_round(const std::vector<RecordedRank>& ranks, std::uint64_t
   TimingTable t;
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     const auto rank = static_cast<std::int64_t>(r);
-    for (std::int64_t c = 0; c < calls; ++c) {
-      CallTiming call;
-      call.compute_ns = static_cast<std::int64_t>(ranks[r].compute_ms * 1e6);
-      call.wait_ns = static_cast<std::int64_t>(ranks[r].wait_ms * 1e6);
-      call.type = 1;
-      call.count = 1;
-      t.ranks[rank][{"dp", first_call + static_cast<std::uint64_t>(c)}] = call;
-    }
+    sim::add_uniform_calls(t, rank, ranks[r].compute_ms, ranks[r].wait_ms, first_call, calls);
     CpuPerCall cpu;
     cpu.cpu_ns = ranks[r].cpu_ms * 1e6;
     cpu.runq_ns = ranks[r].runq_ms * 1e6;

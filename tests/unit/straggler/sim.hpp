@@ -17,6 +17,20 @@
 
 namespace scout::straggler::sim {
 
+// Adds `calls` calls of kind "dp" (group_seq first_call, first_call + 1, ...) to `rank` in `t`, each with the
+// same compute and wait (ms): a round built from recorded per-call means.
+inline void add_uniform_calls(TimingTable& t, std::int64_t rank, double compute_ms, double wait_ms,
+                              std::uint64_t first_call, std::int64_t calls) {
+  for (std::int64_t c = 0; c < calls; ++c) {
+    CallTiming call;
+    call.compute_ns = static_cast<std::int64_t>(compute_ms * 1e6);
+    call.wait_ns = static_cast<std::int64_t>(wait_ms * 1e6);
+    call.type = 1;
+    call.count = 1;
+    t.ranks[rank][{"dp", first_call + static_cast<std::uint64_t>(c)}] = call;
+  }
+}
+
 struct Spec {
   Mesh mesh = *Mesh::parse("dp=4");
   std::int64_t ranks_per_node = 1;

@@ -35,14 +35,7 @@ TimingTable round_table(const std::vector<Rank>& ranks, std::uint64_t first_call
   TimingTable t;
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     const auto rank = static_cast<std::int64_t>(r);
-    for (std::int64_t c = 0; c < calls; ++c) {
-      CallTiming call;
-      call.compute_ns = static_cast<std::int64_t>(ranks[r].compute_ms * 1e6);
-      call.wait_ns = static_cast<std::int64_t>(ranks[r].wait_ms * 1e6);
-      call.type = 1;
-      call.count = 1;
-      t.ranks[rank][{"dp", first_call + static_cast<std::uint64_t>(c)}] = call;
-    }
+    sim::add_uniform_calls(t, rank, ranks[r].compute_ms, ranks[r].wait_ms, first_call, calls);
     if (ranks[r].samples > 0) t.stopped[rank] = StoppedWindow{ranks[r].samples, ranks[r].stopped, 1'500'000'000, calls};
   }
   return t;
