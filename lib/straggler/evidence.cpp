@@ -96,6 +96,8 @@ Result<RoundEvidence> round_from_json(const nlohmann::json& j, const std::string
       }
       e.step = uint_of(x.at("step"));
       e.read_ns = int_of(x.at("read_ns"));
+      // A CLOCK_REALTIME time: never negative (a window between two reads is their difference).
+      if (e.read_ns < 0) return bad("negative read time");
       e.written = x.contains("written") ? uint_of(x.at("written")) : 0;  // absent in evidence of scout 1.0
       if (x.contains("sched")) {
         const auto& sc = x.at("sched");

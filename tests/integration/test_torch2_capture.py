@@ -165,7 +165,9 @@ class Capture(ScoutTestCase):
     def test_compiled_model_has_no_new_graph_breaks(self):
         docs, _ = self.check("compile", world=2)
         ref, _ = run_mode("compile", world=2, publisher="off")
-        for d, r in zip(docs, ref):
+        for rank, (d, r) in enumerate(zip(docs, ref)):
+            print(f"compile rank {rank}: unique graphs / graph breaks with the publisher {d['unique_graphs']} / "
+                  f"{d['graph_breaks']}, without {r['unique_graphs']} / {r['graph_breaks']}", flush=True)
             self.assertEqual((d["unique_graphs"], d["graph_breaks"]), (r["unique_graphs"], r["graph_breaks"]),
                              f"with publisher {d}, without {r}")
             self.assertGreater(d["unique_graphs"], 0)

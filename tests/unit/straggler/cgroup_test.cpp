@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "lib/straggler/decide.hpp"
 #include "lib/straggler/evidence.hpp"
 
@@ -148,6 +150,12 @@ TEST(StragglerCgroup, CountersTravelInTheEvidenceAndTheirDeltasPerCall) {
   EXPECT_FALSE(parse_evidence(j.dump(), "j", "test"));
   j["rounds"][0]["ranks"][0]["cgroup"] = {1, 2, 3};
   EXPECT_FALSE(parse_evidence(j.dump(), "j", "test"));
+  // So is a negative read time: the window between two reads is their difference, which must not overflow.
+  j = evidence_json(rounds, "j");
+  j["rounds"][0]["ranks"][0]["read_ns"] = std::numeric_limits<std::int64_t>::min();
+  auto negative = parse_evidence(j.dump(), "j", "test");
+  ASSERT_FALSE(negative);
+  EXPECT_NE(negative.error().message().find("negative read time"), std::string::npos) << negative.error().message();
 }
 
 // cause_of over hand-made rounds: 100 calls of a 1 s window, the suspect 10 ms per call slower (1 s).
