@@ -8,7 +8,10 @@ SCOUT_TEST_TORCH=2 runs the trainers under torch 2.x. Prints every run (with its
 counts by world/mesh and fault; exits 1 if any run named an innocent rank or
 missed a faulty rank its position singled out.
 
-    python3 bench/hang_cascade_campaign.py --runs 40 --seed 1 [--kind cascade|hybrid|kill|both|all]
+    python3 bench/hang_cascade_campaign.py --runs 40 --seed 1 [--kind cascade|hybrid|kill|both|all] [--observers]
+
+--observers: each probe is several observers (a stall's compact gather and its rings' gather,
+lib/hang/position.hpp), and they must all print the same verdict.
 
 Needs a build (SCOUT_BUILD_DIR, default build/) and /usr/bin/python3 with torch.
 """
@@ -34,6 +37,10 @@ def main():
     p.add_argument("--json", help="write every run's result here")
     p.add_argument("--worlds", help="WORLD,...: the worlds of the cascade and kill runs, in turn (default: drawn from "
                                     "4, 6 and 8); e.g. 2,3,5")
+    p.add_argument("--observers", action="store_true",
+                   help="probe with several observers gathering across \"nodes\" (drawn per run: 1, 2, half the world "
+                        "or one a rank, in two levels half the time from 4 on); every observer must print the same "
+                        "verdict")
     a = p.parse_args()
     worlds = [int(w) for w in a.worlds.split(",")] if a.worlds else None
     if worlds and any(w < 2 for w in worlds):
@@ -45,7 +52,7 @@ def main():
     t0 = time.monotonic()
     for i, kind in enumerate(kinds):
         results += hang_campaign.campaign(a.runs, seed + i, kind, worlds=worlds if kind != "hybrid" else None,
-                                          log=lambda m: print(m, flush=True))
+                                          log=lambda m: print(m, flush=True), observers=a.observers)
     print(f"\n{len(results)} runs in {time.monotonic() - t0:.0f} s, seed {seed}")
     print(f"{'world/mesh':>16} {'fault':<8} {'runs':>5} {'named':>6} {'innocent':>9} {'missed':>7}")
     for key, (n, named, bad, missed) in sorted(hang_campaign.counts(results).items()):

@@ -139,15 +139,19 @@ def cbor(v):
     raise TypeError(v)
 
 
-fp = [5, 1, 2, 10, 0, 1]
+fp = [5, 1, 2, 10, 0, 2]
+ring = [[[5, 1, 2, 10, 0, 1], 8, 1, 2, False, 2], [fp, 9, 3, 0, False, 0]]
 rank = {"job": "j", "att": "0", "r": 1, "w": 4, "c": [1, 0, 0, 0, 0, 0], "h": "node1", "pid": 1234, "st": 1, "step": 3,
-        "op": 9, "ph": 3, "fp": fp, "cs": 2, "hb": 5, "pg": 4, "ev": [[fp, 8, 1, 2]], "wa": True,
+        "op": 9, "ph": 3, "fp": fp, "cs": 2, "hb": 5, "pg": 4, "evn": 2, "drop": 0, "ev": ring, "wa": True,
         "ps": [1, "S", 0, 0, False, ""]}
-blob = {"v": 1, "o": 0, "n": "node1", "job": "j", "att": "0", "t": 7, "ranks": [rank],
-        "issues": [["scout.j.2", "torn", "msg", 2, False]]}
+blob = {"v": 2, "o": 0, "n": "node1", "job": "j", "att": "0", "t": 7, "ranks": [rank],
+        "issues": [["scout.j.2", "torn", "msg", 2, False, "0", 4]]}
 put("evidence_blob", "one-rank", cbor(blob))
 put("evidence_blob", "empty", cbor(dict(blob, ranks=[], issues=[])))
 put("evidence_blob", "bad-rank", cbor(dict(blob, ranks=[dict(rank, r=4)])))
+# A stall's compact form (lib/hang/position.hpp): a rank's ring by digest, beside a full rank.
+compact = dict(rank, r=2, ev=[], rg=[123456789, 987654321, 2, [5], [0]])
+put("evidence_blob", "compact", cbor(dict(blob, ranks=[rank, compact])))
 
 
 # --- record segments (lib/records/layout.hpp) -----------------------------------------------------------

@@ -471,8 +471,10 @@ Positions find_positions(const DecisionInput& in, const Views& views, const Mesh
     p.dead = is_dead(proc.state);
     p.dead_final = p.dead && !view.evidence->writer_alive;
     p.silent = in.now_ns - last_progress(s) >= in.threshold_ns;
-    p.history_ok = s.dropped == 0;
-    p.complete = s.events <= records::max_encoded_events() && s.events <= s.recent.size() + 1;
+    // A ring the stall's gather could not rebuild (position.hpp) is a history not known.
+    const bool ring_known = !view.evidence->ring_lost;
+    p.history_ok = s.dropped == 0 && ring_known;
+    p.complete = ring_known && s.events <= records::max_encoded_events() && s.events <= s.recent.size() + 1;
     for (const auto& e : s.recent) {
       if (e.fingerprint.group_seq == 0 || e.fingerprint.type == records::CollectiveType::none) continue;
       p.history.push_back({e.fingerprint.group, out.roles.role(e.fingerprint.group), e.fingerprint.group_seq,

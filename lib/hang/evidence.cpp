@@ -37,6 +37,7 @@ std::vector<std::uint8_t> serialize(const NodeEvidence& e) {
     row["wa"] = r.writer_alive;
     row["ps"] = json::array({static_cast<int>(r.process.state), std::string(1, r.process.raw_state),
                              r.process.exit_code, r.process.signal, r.process.pid_reused, r.process.detail});
+    if (r.ring) row["rg"] = json::array({r.ring->a, r.ring->b, r.ring->events, r.ring->groups, r.ring->values});
     ranks.push_back(std::move(row));
   }
   json issues = json::array();
@@ -86,6 +87,23 @@ Result<NodeEvidence> deserialize(const std::vector<std::uint8_t>& blob) {
       re.process.signal = ps.at(3).get<int>();
       re.process.pid_reused = ps.at(4).get<bool>();
       re.process.detail = ps.at(5).get<std::string>();
+      if (r.contains("rg")) {
+        const auto& rg = r.at("rg");
+        if (!rg.is_array() || rg.size() != 5 || !re.snapshot.recent.empty())
+          return input_error("evidence blob holds a bad ring digest", "five fields, and no ring beside it");
+        RingDigest d;
+        d.a = rg.at(0).get<std::uint64_t>();
+        d.b = rg.at(1).get<std::uint64_t>();
+        d.events = rg.at(2).get<std::uint64_t>();
+        d.groups = rg.at(3).get<std::vector<std::uint64_t>>();
+        d.values = rg.at(4).get<std::vector<std::int64_t>>();
+        if (d.events > records::max_encoded_events() ||
+            d.groups.size() > std::min<std::uint64_t>(d.events, k_max_ring_names) ||
+            d.values.size() > std::min<std::uint64_t>(d.events, k_max_ring_names) ||
+            (d.events > 0 && (d.groups.empty() || d.values.empty())))
+          return input_error("evidence blob holds a bad ring digest", "more names or events than a ring holds");
+        re.ring = std::move(d);
+      }
       e.ranks.push_back(std::move(re));
     }
     for (const auto& i : doc.at("issues")) {

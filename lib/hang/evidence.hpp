@@ -11,6 +11,7 @@
 
 #include "lib/common/error.hpp"
 #include "lib/hang/process_state.hpp"
+#include "lib/hang/ring_digest.hpp"
 #include "lib/records/snapshot.hpp"
 
 namespace scout::hang {
@@ -25,6 +26,12 @@ struct RankEvidence {
   records::RankSnapshot snapshot;
   bool writer_alive = false;  // the reader's own liveness check (pid + start time)
   ProcessEvidence process;    // what /proc says about snapshot.pid
+  // The compact form a stall's first gather sends (position.hpp): the ring is
+  // left out of snapshot.recent and described by its digest instead.
+  std::optional<RingDigest> ring;
+  // Set by restore_rings() where no representative's ring rebuilt this rank's:
+  // its history is unknown (decide() neither judges it nor compares with it).
+  bool ring_lost = false;
 };
 
 // A record that could not be turned into a snapshot.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <utility>
 
 #include "lib/hang/silence.hpp"
 
@@ -112,6 +114,69 @@ bool positions_prove_healthy(const std::vector<std::optional<NodePosition>>& pos
   if (mixes != expected) return false;
   // No rank published yet: starting up, not silent (the silence rule's own reading).
   return newest == 0 || now - newest < threshold_ns;
+}
+
+NodeEvidence compact_evidence(const NodeEvidence& evidence) {
+  NodeEvidence out = evidence;
+  for (auto& r : out.ranks) {
+    r.ring = ring_digest(r.snapshot.recent);
+    r.snapshot.recent.clear();
+    r.snapshot.recent.shrink_to_fit();
+  }
+  return out;
+}
+
+std::vector<std::int64_t> select_ring_holders(const std::vector<std::optional<NodeEvidence>>& compact) {
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::int64_t> holder;  // digest -> lowest node index
+  for (std::size_t i = 0; i < compact.size(); ++i) {
+    if (!compact[i]) continue;
+    for (const auto& r : compact[i]->ranks) {
+      if (!r.ring || r.ring->events == 0) continue;
+      holder.try_emplace({r.ring->a, r.ring->b}, static_cast<std::int64_t>(i));
+    }
+  }
+  std::vector<std::int64_t> out;
+  for (const auto& [digest, node] : holder) out.push_back(node);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+RingRestore restore_rings(std::vector<std::optional<NodeEvidence>>& nodes) {
+  struct Rep {
+    const std::vector<records::CollectiveEvent>* ring;
+    RingDigest digest;
+  };
+  std::map<std::pair<std::uint64_t, std::uint64_t>, Rep> reps;
+  for (const auto& n : nodes) {
+    if (!n) continue;
+    for (const auto& r : n->ranks) {
+      if (r.ring) continue;  // compact: no ring to lend
+      auto d = ring_digest(r.snapshot.recent);
+      const std::pair key{d.a, d.b};
+      reps.try_emplace(key, Rep{&r.snapshot.recent, std::move(d)});
+    }
+  }
+  RingRestore out;
+  for (auto& n : nodes) {
+    if (!n) continue;
+    for (auto& r : n->ranks) {
+      if (!r.ring) continue;
+      const RingDigest own = std::move(*r.ring);
+      r.ring.reset();
+      if (own.events == 0) continue;
+      auto it = reps.find({own.a, own.b});
+      auto rebuilt = it == reps.end() ? std::nullopt : rebuild_ring(*it->second.ring, it->second.digest, own);
+      if (!rebuilt) {
+        r.ring_lost = true;
+        ++out.lost;
+        continue;
+      }
+      r.snapshot.recent = std::move(*rebuilt);
+      ++out.restored;
+    }
+  }
+  return out;
 }
 
 }  // namespace scout::hang

@@ -46,6 +46,28 @@ std::optional<NodePosition> decode_node_position(const std::vector<std::uint8_t>
 // `threshold_ns` before the agreed now (the newest collection time).
 bool positions_prove_healthy(const std::vector<std::optional<NodePosition>>& positions, std::int64_t threshold_ns);
 
+// A stall (the positions did not prove the job healthy) gathers in two more
+// steps rather than every rank's ring from every node:
+//  1. every node sends its compact evidence: each rank's snapshot without its
+//     ring, the ring described by its digest (ring_digest.hpp), a few hundred
+//     bytes a rank instead of a few KiB;
+//  2. select_ring_holders() names, for each distinct ring digest, the lowest
+//     node holding one; only those send their full evidence;
+//  3. restore_rings() rebuilds every other rank's ring from the one with its
+//     digest, with the rank's own group ids and root/op values, exactly in
+//     every field decide() reads. decide() then runs as it always did.
+// A job's replicas share a digest when they wait at the same call, so a stall
+// asks for the rings of one node per distinct history (the culprit's, the
+// victims', the majority's), not of every node.
+NodeEvidence compact_evidence(const NodeEvidence& evidence);
+std::vector<std::int64_t> select_ring_holders(const std::vector<std::optional<NodeEvidence>>& compact);
+struct RingRestore {
+  std::int64_t restored = 0;  // ranks whose ring was rebuilt from a representative's
+  std::int64_t lost = 0;      // ranks left without one (its node was selected but did not answer)
+};
+// `nodes` holds full evidence where it was gathered and compact evidence elsewhere.
+RingRestore restore_rings(std::vector<std::optional<NodeEvidence>>& nodes);
+
 // The verdict of a probe whose positions proved the job healthy (see above):
 // what decide() says of such a job, with details.ranks_listed "positions" and
 // no per-rank rows (no rank's record was gathered). `input` gives job,

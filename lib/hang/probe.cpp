@@ -109,30 +109,16 @@ Result<std::int64_t> resolve_node_index(const ProbeOptions& o, const NodeEvidenc
   return index;
 }
 
-// The decision over a two-phase gather's table and evidence (every observer of a flat
-// session, every leader of a hierarchy). `in` holds this observer's own node at `self`
-// (-1: none; a leader takes its own from the details) and the rejected strays; the
-// contributions' states, where the session kept them, name refused blobs.
-Result<Verdict> decide_gathered(DecisionInput in, session::TwoPhaseResult& g, std::int64_t self, std::int64_t nodes) {
+// Fills in.nodes from a gather's details (each blob decoded and checked: same job, the observer it
+// claims), replacing what a node gave before; refused blobs join in.rejected. `self` (-1: none) is
+// this observer's own node, which it already holds.
+void absorb_details(DecisionInput& in, session::TwoPhaseResult& g, std::int64_t self, std::int64_t nodes) {
   auto reject_blob = [&](std::int64_t i, std::string reason) {
     session::Rejection r;
     r.member = i;
     r.reason = std::move(reason);
     in.rejected.push_back(adapt(r));
   };
-  if (g.selected.empty() && g.table) {
-    // The positions proved the job healthy: no rank's record was gathered.
-    std::vector<NodePosition> positions;
-    std::int64_t world = 0;
-    for (const auto& b : g.table->positions) {
-      auto p = b ? decode_node_position(*b) : std::nullopt;
-      if (!p) return internal_error("a position that proved the job healthy does not decode");
-      world = std::max(world, p->world_size);
-      positions.push_back(*p);
-    }
-    if (auto checked = check_decision_input(in, world); !checked) return checked.error();
-    return healthy_from_positions(in, positions);
-  }
   for (std::int64_t i = 0; i < nodes; ++i) {
     const auto slot = static_cast<std::size_t>(i);
     // A member left out of the details was refused, absent or lost already among the positions.
@@ -163,11 +149,46 @@ Result<Verdict> decide_gathered(DecisionInput in, session::TwoPhaseResult& g, st
       reject_blob(i, fmt::format("blob names job '{}' observer {}", ev->job, ev->observer));
       continue;
     }
-    in.nodes[static_cast<std::size_t>(i)] = std::move(*ev);
+    in.nodes[slot] = std::move(*ev);
   }
+}
+
+// The decision over a two-phase gather's table and evidence (every observer of a flat
+// session, every leader of a hierarchy). `in` holds this observer's own node at `self`
+// (-1: none; a leader takes its own from the details) and the rejected strays; the
+// contributions' states, where the session kept them, name refused blobs. In a stall `g`'s
+// details are the compact evidence of every node and `rings` the full evidence of the
+// nodes select_ring_holders() named (position.hpp); the other rings are rebuilt from theirs.
+Result<Verdict> decide_gathered(DecisionInput in, session::TwoPhaseResult& g, std::int64_t self, std::int64_t nodes,
+                                session::TwoPhaseResult* rings, RingRestore* restored) {
+  if (g.selected.empty() && g.table) {
+    // The positions proved the job healthy: no rank's record was gathered.
+    std::vector<NodePosition> positions;
+    std::int64_t world = 0;
+    for (const auto& b : g.table->positions) {
+      auto p = b ? decode_node_position(*b) : std::nullopt;
+      if (!p) return internal_error("a position that proved the job healthy does not decode");
+      world = std::max(world, p->world_size);
+      positions.push_back(*p);
+    }
+    if (auto checked = check_decision_input(in, world); !checked) return checked.error();
+    return healthy_from_positions(in, positions);
+  }
+  absorb_details(in, g, self, nodes);
+  if (rings) absorb_details(in, *rings, self, nodes);
+  const RingRestore r = restore_rings(in.nodes);
+  if (restored) *restored = r;
   in.now_ns = agreed_now(in.nodes);
   if (auto checked = check_decision_input(in); !checked) return checked.error();
   return decide(in);
+}
+
+// What a stall's second gather needs from its first, where the first's details are held.
+std::vector<std::int64_t> ring_holders(const DecisionInput& base, session::TwoPhaseResult& first, std::int64_t nodes) {
+  DecisionInput in = base;
+  in.nodes.assign(static_cast<std::size_t>(nodes), std::nullopt);
+  absorb_details(in, first, -1, nodes);
+  return select_ring_holders(in.nodes);
 }
 
 std::int64_t observer_group_size(std::int64_t nodes, std::int64_t requested) {
@@ -189,6 +210,16 @@ session::Bytes encode_decision(const Result<Verdict>& v) {
                   {"hint", v.error().hint}};
   const auto text = j.dump();
   return session::Bytes(text.begin(), text.end());
+}
+
+// The leaders' first decision in a stall: not a verdict yet, the rings' gather follows.
+session::Bytes encode_next_gather() {
+  const std::string text = R"({"next":"rings"})";
+  return session::Bytes(text.begin(), text.end());
+}
+
+bool is_next_gather(const session::Bytes& bytes) {
+  return bytes == encode_next_gather();
 }
 
 Result<Verdict> decode_decision(const session::Bytes& bytes) {
@@ -250,8 +281,9 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
     auto store = session::join_store(o.job, o.store, o.host_store, *index, o.listen_address, budget * 3 / 4);
     transport_details["store_hosted_here"] = store.ok() && store->hosted_here;
     std::vector<std::string> notes;
-    std::optional<session::TwoPhaseResult> gathered;  // a flat session's gather
-    std::optional<Result<Verdict>> leaders_verdict;   // a hierarchy's decision
+    std::optional<session::TwoPhaseResult> gathered;        // a flat session's gather
+    std::optional<session::TwoPhaseResult> rings_gathered;  // and in a stall its rings' gather
+    std::optional<Result<Verdict>> leaders_verdict;         // a hierarchy's decision
     std::unique_ptr<session::Session> observers;
     std::unique_ptr<session::Hierarchy> hierarchy;
     if (!store) {
@@ -277,19 +309,28 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
                                      std::min(gather_timeout / 4, std::chrono::milliseconds(2000)));
           !a)
         notes.push_back(fmt::format("presence: {}", a.error().message()));
-      // Two phases: every node's compact position first; the full evidence only where the
-      // positions do not already prove the job healthy (position.hpp).
+      // Every node's compact position first; where the positions do not prove the job healthy
+      // (a stall), every node's compact evidence (rings by digest), then the full evidence of one
+      // node per distinct ring (position.hpp).
+      const auto compact_blob = serialize(compact_evidence(local));
       session::TwoPhaseRequest rq;
       rq.name = "evidence";
       rq.position = encode_node_position(local);
       rq.position_bytes = k_node_position_bytes;
-      rq.details = [&own_blob] { return own_blob; };
+      rq.details = [&compact_blob] { return compact_blob; };
       rq.select = [&in](const session::PositionTable& t) { return select_evidence(t, in.threshold_ns); };
       rq.decide = [](const session::PositionTable&, const std::map<std::int64_t, session::Bytes>&) {
         return session::Bytes{};  // a flat session's observers each decide, on the same table and evidence
       };
       rq.op.limits = o.evidence_limits;
-      // Each step may take a share of what is left (two in a flat session, five in a hierarchy).
+      // The rings' gather: no position of its own; its selection comes from the first gather's details.
+      session::TwoPhaseRequest rings_rq;
+      rings_rq.name = "rings";
+      rings_rq.position = session::Bytes{0};
+      rings_rq.position_bytes = 1;
+      rings_rq.details = [&own_blob] { return own_blob; };
+      rings_rq.op.limits = o.evidence_limits;
+      // Each step may take a share of what is left (four in a flat session, ten in a hierarchy).
       auto step_timeout = [&](int steps) {
         return std::max(std::chrono::milliseconds(100), std::chrono::duration_cast<std::chrono::milliseconds>(
                                                             gather_deadline - std::chrono::steady_clock::now()) /
@@ -297,6 +338,7 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
       };
       const std::int64_t group_size = observer_group_size(o.nodes, o.observer_group_size);
       transport_details["observer_group_size"] = std::min(group_size, o.nodes);
+      const std::int64_t nodes = o.nodes;
       if (group_size >= o.nodes) {
         auto joined = session::Session::open(*store->store, so);
         if (!joined) {
@@ -305,16 +347,32 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
               ->cleanup();  // a closed session cleans up itself, and then writes the "closed" marker that must stay
         } else {
           observers = std::move(*joined);
-          rq.op.timeout = step_timeout(2);
+          rq.op.timeout = step_timeout(4);
           auto g = observers->two_phase(rq);
-          if (!g)
+          if (!g) {
             notes.push_back(g.error().message());
-          else
+          } else {
             gathered = std::move(*g);
+            if (!gathered->selected.empty()) {
+              // A stall: every observer holds every node's compact evidence and selects alike.
+              const DecisionInput base = in;
+              rings_rq.select = [&](const session::PositionTable&) { return ring_holders(base, *gathered, nodes); };
+              rings_rq.decide = [](const session::PositionTable&, const std::map<std::int64_t, session::Bytes>&) {
+                return session::Bytes{};
+              };
+              rings_rq.op.timeout = step_timeout(2);
+              auto r = observers->two_phase(rings_rq);
+              if (!r)
+                notes.push_back(fmt::format("rings: {}", r.error().message()));
+              else
+                rings_gathered = std::move(*r);
+            }
+          }
         }
       } else {
         // Two levels: groups of about group_size observers, and their leaders. The leaders
-        // decide (on the same table and evidence) and each sends the verdict down its group.
+        // decide (on the same table and evidence) and each sends the verdict down its group;
+        // in a stall the first decision is "send the rings", and the leaders decide after the second.
         session::HierarchyOptions ho;
         ho.member = so;
         ho.member.timeout = so.timeout / 3;  // the leaders' level waits twice as long for late groups
@@ -326,22 +384,38 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
         } else {
           hierarchy = std::move(*opened);
           const DecisionInput base = in;  // the leaders' input: no local node, no strays yet
-          const std::int64_t nodes = o.nodes;
-          rq.decide = [&base, nodes](const session::PositionTable& t,
-                                     const std::map<std::int64_t, session::Bytes>& det) {
-            session::TwoPhaseResult view;
-            view.selected = select_evidence(t, base.threshold_ns);
-            view.table = t;
-            view.details = det;
-            return encode_decision(decide_gathered(base, view, -1, nodes));
+          session::TwoPhaseResult first;  // a leader's view of the first gather
+          rq.decide = [&](const session::PositionTable& t, const std::map<std::int64_t, session::Bytes>& det) {
+            first.selected = select_evidence(t, base.threshold_ns);
+            first.table = t;
+            first.details = det;
+            if (!first.selected.empty()) return encode_next_gather();
+            return encode_decision(decide_gathered(base, first, -1, nodes, nullptr, nullptr));
           };
-          rq.op.timeout = step_timeout(5);
+          rq.op.timeout = step_timeout(10);
           auto g = hierarchy->two_phase(rq);
           if (!g) {
             notes.push_back(g.error().message());
-          } else {
+          } else if (!is_next_gather(g->decision)) {
             transport_details["evidence_from"] = g->selected;
             leaders_verdict = decode_decision(g->decision);
+          } else {
+            rings_rq.select = [&](const session::PositionTable&) { return ring_holders(base, first, nodes); };
+            rings_rq.decide = [&](const session::PositionTable&, const std::map<std::int64_t, session::Bytes>& det) {
+              session::TwoPhaseResult second;
+              second.selected = ring_holders(base, first, nodes);
+              second.details = det;
+              return encode_decision(decide_gathered(base, first, -1, nodes, &second, nullptr));
+            };
+            rings_rq.op.timeout = step_timeout(5);
+            auto r = hierarchy->two_phase(rings_rq);
+            if (!r) {
+              notes.push_back(fmt::format("rings: {}", r.error().message()));
+            } else {
+              transport_details["evidence_from"] = g->selected;
+              transport_details["rings_from"] = r->selected;
+              leaders_verdict = decode_decision(r->decision);
+            }
           }
         }
       }
@@ -393,13 +467,25 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
       v.details["transport"] = transport_details;
       return v;
     }
-    in.nodes[*index] = local;
     if (gathered) {
       transport_details["evidence_from"] = gathered->selected;  // positions alone decided where this is empty
-      auto v = decide_gathered(std::move(in), *gathered, *index, o.nodes);
-      if (v) v->details["transport"] = transport_details;
+      // Every observer decides on what the others hold: its own node in the form it sent.
+      // (Where the rings' gather failed it keeps its own rings: they are all it can still use.)
+      const bool own_rings = !rings_gathered || std::binary_search(rings_gathered->selected.begin(),
+                                                                   rings_gathered->selected.end(), *index);
+      in.nodes[*index] = gathered->selected.empty() || own_rings ? local : compact_evidence(local);
+      if (rings_gathered) transport_details["rings_from"] = rings_gathered->selected;
+      RingRestore restored;
+      auto v = decide_gathered(std::move(in), *gathered, *index, o.nodes, rings_gathered ? &*rings_gathered : nullptr,
+                               &restored);
+      if (v) {
+        if (!gathered->selected.empty())
+          transport_details["rings_restored"] = {{"ranks", restored.restored}, {"lost", restored.lost}};
+        v->details["transport"] = transport_details;
+      }
       return v;
     }
+    in.nodes[*index] = local;
   }
   in.now_ns = agreed_now(in.nodes);
   if (auto checked = check_decision_input(in); !checked) return checked.error();

@@ -20,9 +20,11 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 from trainer_harness import PUBLISHER_LIB, PYTHON, PYTHON_DIR, SCOUT_BIN, TrainerJob, free_port, process_state
@@ -69,17 +71,48 @@ class CampaignJob(TrainerJob):
         return [process_state(p.pid) for p in self.procs]
 
 
-def probe(job, threshold, mesh=None, timeout_s=15):
+def probe(job, threshold, mesh=None, timeout_s=15, observers=1, world=None, group_size=None):
+    """One probe-hang verdict. With observers > 1, that many observers ("nodes" sharing this host's
+    /dev/shm, contiguous ranks each) gather over a file store, optionally in two levels of groups of
+    group_size; every observer must print the same verdict (its transport details aside)."""
     cmd = [SCOUT_BIN, "probe-hang", "--job", job, "--threshold", str(threshold), "--timeout", str(timeout_s),
            "--format", "json"]
     if mesh:
         cmd += ["--mesh", mesh]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s + 30)
+    if observers <= 1:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s + 30)
+        try:
+            doc = json.loads(proc.stdout)
+        except ValueError:
+            doc = None
+        return proc.returncode, doc, proc.stderr
+    store = tempfile.mkdtemp(prefix="scout-store-")
     try:
-        doc = json.loads(proc.stdout)
-    except ValueError:
-        doc = None
-    return proc.returncode, doc, proc.stderr
+        procs = []
+        for i in range(observers):
+            lo, hi = i * world // observers, (i + 1) * world // observers - 1
+            extra = ["--nodes", str(observers), "--node-index", str(i), "--local-ranks", f"{lo}-{hi}",
+                     "--store", f"file://{store}"]
+            if group_size:
+                extra += ["--observer-group-size", str(group_size)]
+            procs.append(subprocess.Popen(cmd + extra, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        outs = [p.communicate(timeout=timeout_s + 30) for p in procs]
+    finally:
+        shutil.rmtree(store, ignore_errors=True)
+    docs = []
+    for p, (out, err) in zip(procs, outs):
+        try:
+            docs.append(json.loads(out))
+        except ValueError:
+            return p.returncode, None, f"observer {len(docs)} of {observers}: {err}"
+    strip = lambda d: json.dumps({k: v for k, v in d.items() if k != "created_at"} | {
+        "details": {k: v for k, v in d["details"].items() if k != "transport"}}, sort_keys=True)
+    for i, (p, d) in enumerate(zip(procs, docs)):
+        if p.returncode != procs[0].returncode or strip(d) != strip(docs[0]):
+            return p.returncode, None, (f"observers 0 and {i} of {observers} disagree: {docs[0]['summary']} / "
+                                        f"{d['summary']}")
+    docs[0]["details"]["observers_agreed"] = observers
+    return procs[0].returncode, docs[0], outs[0][1]
 
 
 def mesh_groups(mesh, world):
@@ -130,12 +163,14 @@ def draw(rng, kind, world=None):
     return {"world": world, "mesh": mesh, "faults": faults, "steps": steps, "kind": fkind}
 
 
-def run_one(rng, desc, log=print):
-    """Runs one described job and checks every verdict; returns a result dict."""
+def run_one(rng, desc, log=print, observers=1, group_size=None):
+    """Runs one described job and checks every verdict; returns a result dict. With observers > 1
+    each probe is that many observers gathering across "nodes" (probe() above)."""
     seed = rng.randrange(1 << 31)
     world, mesh, faults = desc["world"], desc["mesh"], desc["faults"]
     result = {"world": world, "mesh": mesh, "fault": desc["kind"], "faults": faults, "seed": seed, "probes": [],
-              "innocent": False, "missed": False}
+              "innocent": False, "missed": False, "observers": observers}
+    ob = dict(observers=observers, world=world, group_size=group_size)
     kill = [f for f in faults if f[2] == "kill"]
     # A rank killed from outside at a random moment: a longer job, so the moment falls inside it.
     steps, delay = (40, 0.1) if kill else (desc["steps"], 0.0)
@@ -164,17 +199,18 @@ def run_one(rng, desc, log=print):
         probes = []
         if not hang:
             time.sleep(rng.uniform(0.0, 0.6))
-            probes.append(("during", probe(job.job, 3, mesh if rng.random() < 0.5 else None)))
+            probes.append(("during", probe(job.job, 3, mesh if rng.random() < 0.5 else None, **ob)))
             end = time.monotonic() + 60
             while time.monotonic() < end and any(s not in (None, "Z", "T") for s in job.states()):
                 time.sleep(0.05)
             gone = all(s in (None, "Z") for s in job.states())
             if not gone:
                 job.wait_silent(quiet_s=1.5, timeout=60)
-            probes.append(("post_mortem" if gone else "silent", probe(job.job, 1, mesh if rng.random() < 0.5 else None)))
+            probes.append(("post_mortem" if gone else "silent",
+                           probe(job.job, 1, mesh if rng.random() < 0.5 else None, **ob)))
         else:
             job.wait_silent(quiet_s=1.5, timeout=90)
-            probes.append(("silent", probe(job.job, 1, mesh if rng.random() < 0.5 else None)))
+            probes.append(("silent", probe(job.job, 1, mesh if rng.random() < 0.5 else None, **ob)))
         faulty = job.injected() | killed
         planned = {f[0] for f in faults}
         for when, (rc, doc, err) in probes:
@@ -209,21 +245,30 @@ def run_one(rng, desc, log=print):
         result["faulty"] = sorted(faulty)
         if result["innocent"] or result["missed"]:
             result["logs"] = {r: job.log(r)[-1500:] for r in range(world)}
-    log(f"hang_campaign: seed={seed} world={world} mesh={mesh} faults={faults} faulty={result['faulty']} " +
+    log(f"hang_campaign: seed={seed} world={world} mesh={mesh} faults={faults} faulty={result['faulty']} "
+        f"observers={observers}{'/' + str(group_size) if group_size else ''} " +
         "; ".join(f"{p['when']}: {p.get('status')} named {p.get('named')} victims {p.get('victims')}"
                   f"{' INNOCENT ' + str(p['innocent']) if p.get('innocent') else ''}"
                   f"{' MISSED ' + str(p['missed']) if p.get('missed') else ''}" for p in result["probes"]))
     return result
 
 
-def campaign(runs, seed, kind, worlds=None, log=print):
+def campaign(runs, seed, kind, worlds=None, log=print, observers=False):
+    """`observers`: draw each run's observers too (1, 2, half the world or one a rank; in two levels
+    of groups of two from 4 observers on, half the time) from a second generator, so that a seed's
+    jobs and faults stay what they are without it."""
     rng = random.Random(seed)
-    log(f"hang_campaign: kind={kind} runs={runs} seed={seed}")
+    orng = random.Random(seed ^ 0x5C0B5)
+    log(f"hang_campaign: kind={kind} runs={runs} seed={seed}{' observers drawn' if observers else ''}")
     results = []
     for i in range(runs):
         world = worlds[i % len(worlds)] if worlds else None
         desc = draw(rng, kind, world)
-        results.append(run_one(rng, desc, log))
+        n, g = 1, None
+        if observers:
+            n = orng.choice(sorted({1, 2, desc["world"] // 2, desc["world"]}))
+            g = 2 if n >= 4 and orng.random() < 0.5 else None
+        results.append(run_one(rng, desc, log, observers=n, group_size=g))
     return results
 
 

@@ -2,7 +2,8 @@
 gloo, trainers/cascade_trainer.py): worlds 4, 6 and 8; one or two ranks
 exiting, crashing (SIGSEGV), aborting, stopping, skipping a call, or SIGKILLed
 from outside at a random moment; probes a random delay after the fault shows
-(while the neighbours are dying) and post mortem. No innocent rank is ever
+(while the neighbours are dying) and post mortem, by one observer or by several
+gathering across "nodes". No innocent rank is ever
 named; the faulty rank is named whenever its position sets it apart; peers
 that die of the cascade inside a call the publisher does not record are
 victims (the publisher marks them, phase comm_error). The
@@ -36,6 +37,16 @@ class Cascade(ScoutTestCase):
         seed = seed_from_env()
         print(f"cascade campaign seed {seed}", file=sys.stderr)
         results = hang_campaign.campaign(3, seed, "cascade", worlds=[4, 6, 8], log=lambda m: print(m, file=sys.stderr))
+        self.check(results, seed)
+
+    def test_observers_on_several_nodes_agree_on_the_cascades_verdict(self):
+        # Probes by 2 to 8 observers (two levels of groups of two half the time from 4 on): a stall
+        # gathers compact evidence, then the rings of one node per distinct ring (lib/hang/position.hpp);
+        # every observer prints the same verdict, and it names no innocent rank.
+        seed = seed_from_env()
+        print(f"observers campaign seed {seed}", file=sys.stderr)
+        results = hang_campaign.campaign(2, seed, "cascade", worlds=[6, 8], log=lambda m: print(m, file=sys.stderr),
+                                         observers=True)
         self.check(results, seed)
 
     def test_a_rank_sigkilled_from_outside_is_named_once_every_process_is_gone(self):

@@ -169,8 +169,12 @@ class TwoObservers(SeededCase):
                 self.assertEqual(suspects(doc), [job.fault_rank], f"seed {job.seed}")
                 self.assertEqual(doc["details"]["unreachable"], [])
                 self.assertEqual(doc["details"]["observers"]["reached"], [0, 1])
-                # A stall: the positions do not prove the job healthy, so every node sent its evidence.
+                # A stall: the positions do not prove the job healthy, so every node sent its compact
+                # evidence, and the nodes holding one of each distinct ring sent their rings.
                 self.assertEqual(doc["details"]["transport"]["evidence_from"], [0, 1])
+                rings_from = doc["details"]["transport"]["rings_from"]
+                self.assertTrue(rings_from and set(rings_from) <= {0, 1}, rings_from)
+                self.assertEqual(doc["details"]["transport"]["rings_restored"]["lost"], 0)
                 self.assertEqual(doc["details"]["ranks_listed"], "all")
                 print(f"observer {doc['details']['transport']['observer']} (a stall): bytes in "
                       f"{doc['details']['transport']['bytes_in']}", file=sys.stderr)
@@ -254,6 +258,8 @@ class TwoObservers(SeededCase):
         job, docs = self.four_observers_in_two_groups("stop-before-collective")
         self.assertEqual(suspects(docs[0]), [job.fault_rank], f"seed {job.seed}")
         self.assertEqual(docs[0]["details"]["transport"]["evidence_from"], list(range(WORLD)))
+        rings_from = docs[0]["details"]["transport"]["rings_from"]
+        self.assertTrue(rings_from and set(rings_from) <= set(range(WORLD)), rings_from)
 
     def test_two_level_gather_of_a_clean_job_moves_positions_only(self):
         job, docs = self.four_observers_in_two_groups("none")

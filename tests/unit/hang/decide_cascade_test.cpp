@@ -16,7 +16,9 @@
 #include <set>
 
 #include "lib/hang/decide.hpp"
+#include "lib/hang/position.hpp"
 #include "lib/records/layout.hpp"
+#include "lib/report/verdict.hpp"
 
 namespace scout::hang {
 namespace {
@@ -1033,6 +1035,138 @@ TEST_F(CascadeTest, RandomizedHybridFaultsNeverNameAnInnocent) {
                     << v.details["ranks"].dump();
   }
   std::printf("named a faulty rank in %d of %d runs\n", named, runs);
+}
+
+TEST_F(CascadeTest, AStallDecidesAlikeFromOneRingPerDigestAndFromEveryRing) {
+  // A stall's gather (position.hpp): every node's compact evidence (rings by digest), the full
+  // evidence of one node per distinct ring, the other rings rebuilt. Over random meshes, faults,
+  // cascades and ranks per node, the verdict is exactly the one every ring gives, and far fewer
+  // nodes than all send their rings.
+  const std::vector<std::string> specs = {"dp=8", "dp=4,tp=2", "dp=3,tp=2", "dp=2,tp=2,pp=2", "dp=4,pp=2", "dp=6"};
+  std::size_t nodes_in_all = 0, holders_in_all = 0;
+  for (int i = 0; i < 150; ++i) {
+    const auto& spec = specs[static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(specs.size()) - 1))];
+    auto mesh = *Mesh::parse(spec);
+    std::vector<std::string> dims;
+    if (mesh.size(Dim::tp) > 1) dims.push_back("tp");
+    if (mesh.size(Dim::pp) > 1) dims.push_back(pick(0, 1) ? "pp" : "p2p");
+    dims.push_back("dp");
+    dims.push_back("world");
+    Sim sim(spec, static_cast<std::uint64_t>(pick(3, 12)), dims);
+    if (pick(0, 1)) sim.shard_by_tp();
+    if (pick(0, 2) == 0) sim.broadcast_in_tp();
+    const int nfaults = static_cast<int>(pick(0, 2));
+    for (int f = 0; f < nfaults; ++f) {
+      const std::int64_t r = pick(0, sim.world - 1);
+      const auto& dim = dims[static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(dims.size()) - 1))];
+      sim.faults[r] = {static_cast<Fault::Kind>(pick(1, 6)),
+                       sim.index_of(r, dim, static_cast<std::uint64_t>(pick(2, 3)))};
+    }
+    const bool cascade = pick(0, 1) == 1;
+    auto ranks = sim.run(cascade, cascade && pick(0, 1) == 1);
+    // Ranks in node order, 1 to 4 a node.
+    const auto per_node = static_cast<std::size_t>(pick(1, 4));
+    DecisionInput full = input_of({}, pick(0, 1) ? std::optional<Mesh>(mesh) : std::nullopt);
+    full.nodes.clear();
+    for (std::size_t at = 0; at < ranks.size(); at += per_node) {
+      NodeEvidence n;
+      n.observer = static_cast<std::int64_t>(full.nodes.size());
+      n.node = fmt::format("node{}", n.observer);
+      n.job = "j";
+      n.collected_ns = k_now;
+      for (std::size_t k = at; k < std::min(ranks.size(), at + per_node); ++k) n.ranks.push_back(ranks[k]);
+      full.nodes.push_back(std::move(n));
+    }
+    // What travels: compact blobs, then the holders' full blobs.
+    std::vector<std::optional<NodeEvidence>> compact;
+    for (const auto& n : full.nodes) {
+      auto back = deserialize(serialize(compact_evidence(*n)));
+      ASSERT_TRUE(back.ok()) << back.error().message();
+      compact.push_back(std::move(*back));
+    }
+    const auto holders = select_ring_holders(compact);
+    DecisionInput selected = full;
+    selected.nodes = compact;
+    for (auto h : holders) selected.nodes[static_cast<std::size_t>(h)] = full.nodes[static_cast<std::size_t>(h)];
+    const auto restored = restore_rings(selected.nodes);
+    EXPECT_EQ(restored.lost, 0) << "seed " << seed << " run " << i;
+    auto a_json = to_json(decide(full)), b_json = to_json(decide(selected));
+    a_json.erase("created_at");
+    b_json.erase("created_at");
+    const auto a = a_json.dump(), b = b_json.dump();
+    ASSERT_EQ(a, b) << spec << " faults " << nfaults << " cascade " << cascade << " per node " << per_node << " seed "
+                    << seed << " run " << i;
+    nodes_in_all += full.nodes.size();
+    holders_in_all += holders.size();
+  }
+  std::printf("rings sent by %zu of %zu nodes\n", holders_in_all, nodes_in_all);
+}
+
+TEST_F(CascadeTest, AStallOfALargeJobAsksForTheRingsOfAFewNodes) {
+  // The distinct rings of a stalled job are the replicas' few histories (the majority's, the culprit's,
+  // the victims' of a cascade, one per tp and pp coordinate), not one per node: world 128, a rank per node.
+  for (const std::string spec : {"dp=128", "dp=32,tp=4", "dp=16,tp=2,pp=4"}) {
+    auto mesh = *Mesh::parse(spec);
+    std::vector<std::string> dims;
+    if (mesh.size(Dim::tp) > 1) dims.push_back("tp");
+    if (mesh.size(Dim::pp) > 1) dims.push_back("pp");
+    dims.push_back("dp");
+    dims.push_back("world");
+    Sim sim(spec, 24, dims);  // rings of 64 events: full
+    const std::int64_t r = pick(0, sim.world - 1);
+    const auto& dim = dims[static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(dims.size()) - 1))];
+    const auto kind = static_cast<Fault::Kind>(pick(1, 5));
+    sim.faults[r] = {kind, sim.index_of(r, dim, static_cast<std::uint64_t>(pick(2, 6)))};
+    const bool cascade = pick(0, 1) == 1;
+    auto ranks = sim.run(cascade);
+    std::vector<std::optional<NodeEvidence>> compact;
+    std::size_t full_bytes = 0, compact_bytes = 0;
+    for (auto& e : ranks) {
+      NodeEvidence n;
+      n.observer = static_cast<std::int64_t>(compact.size());
+      n.job = "j";
+      n.ranks.push_back(e);
+      compact.push_back(compact_evidence(n));
+      full_bytes += serialize(n).size();
+      compact_bytes += serialize(*compact.back()).size();
+    }
+    const auto holders = select_ring_holders(compact);
+    std::printf(
+        "%s, rank %lld fault %d in %s, cascade %d: rings from %zu of %zu nodes; %zu bytes a rank full, %zu "
+        "compact\n",
+        spec.c_str(), static_cast<long long>(r), static_cast<int>(kind), dim.c_str(), cascade, holders.size(),
+        compact.size(), full_bytes / compact.size(), compact_bytes / compact.size());
+    EXPECT_LE(holders.size(), 4 * static_cast<std::size_t>(mesh.size(Dim::tp) * mesh.size(Dim::pp)) + 4)
+        << spec << " seed " << seed;
+  }
+}
+
+TEST_F(CascadeTest, ARingIsRebuiltOnlyWhereItsDigestMatchesExactly) {
+  Sim sim("dp=2,tp=2", 3, k_hybrid);
+  auto ranks = sim.run(false);
+  // Ranks 0 and 2 are replicas (tp coordinate 0) in other tp and dp groups: one digest, other names.
+  const auto d0 = ring_digest(ranks[0].snapshot.recent), d2 = ring_digest(ranks[2].snapshot.recent);
+  ASSERT_TRUE(d0.same_shape(d2));
+  EXPECT_NE(d0.groups, d2.groups);
+  auto rebuilt = rebuild_ring(ranks[0].snapshot.recent, d0, d2);
+  ASSERT_TRUE(rebuilt.has_value());
+  // Every field but the times and op_seq (the representative's) is rank 2's own.
+  ASSERT_EQ(rebuilt->size(), ranks[2].snapshot.recent.size());
+  for (std::size_t k = 0; k < rebuilt->size(); ++k) {
+    EXPECT_EQ((*rebuilt)[k].fingerprint, ranks[2].snapshot.recent[k].fingerprint);
+    EXPECT_EQ((*rebuilt)[k].failed, ranks[2].snapshot.recent[k].failed);
+    EXPECT_EQ((*rebuilt)[k].exit_ns != 0, ranks[2].snapshot.recent[k].exit_ns != 0);
+  }
+  // One call's count changed: another digest, nothing rebuilt.
+  auto other = ranks[2].snapshot.recent;
+  other[1].fingerprint.count += 1;
+  const auto d_other = ring_digest(other);
+  EXPECT_FALSE(d0.same_shape(d_other));
+  EXPECT_FALSE(rebuild_ring(ranks[0].snapshot.recent, d0, d_other).has_value());
+  // A forged digest claiming d0's shape with names of another count is refused.
+  auto forged = d2;
+  forged.groups.push_back(12345);
+  EXPECT_FALSE(rebuild_ring(ranks[0].snapshot.recent, d0, forged).has_value());
 }
 
 TEST_F(CascadeTest, WrongShapeInATwoByTwoPipelineIsNamedWhereTheOthersFinishedTheCall) {

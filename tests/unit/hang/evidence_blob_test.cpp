@@ -28,6 +28,37 @@ TEST(EvidenceBlob, RoundTrips) {
   EXPECT_EQ(back->ranks.size(), 1u);
 }
 
+TEST(EvidenceBlob, TheSeedsDecodeTheCompactFormToo) {
+  for (const char* name : {"seed-one-rank", "seed-compact"}) {
+    auto e = deserialize(corpus_file(name));
+    ASSERT_TRUE(e.ok()) << name << ": " << e.error().message();
+  }
+  auto e = *deserialize(corpus_file("seed-compact"));
+  ASSERT_EQ(e.ranks.size(), 2u);
+  EXPECT_FALSE(e.ranks[0].ring.has_value());
+  ASSERT_TRUE(e.ranks[1].ring.has_value());
+  EXPECT_EQ(e.ranks[1].ring->events, 2u);
+}
+
+TEST(EvidenceBlob, ARingDigestBesideARingOrWithMoreNamesThanCallsIsBadInput) {
+  NodeEvidence e;
+  e.observer = 0;
+  RankEvidence r;
+  r.snapshot.rank = 0;
+  r.snapshot.world_size = 1;
+  records::CollectiveEvent ev;
+  ev.fingerprint.group = 7;
+  ev.fingerprint.group_seq = 1;
+  r.snapshot.recent = {ev};
+  r.ring = ring_digest(r.snapshot.recent);
+  e.ranks = {r};
+  EXPECT_FALSE(deserialize(serialize(e)).ok());  // a digest and a ring: which one?
+  e.ranks[0].snapshot.recent.clear();
+  EXPECT_TRUE(deserialize(serialize(e)).ok());
+  e.ranks[0].ring->groups = {1, 2};  // two groups named by one call
+  EXPECT_FALSE(deserialize(serialize(e)).ok());
+}
+
 TEST(EvidenceBlob, NestedIndefiniteByteStringsAreBadInputNotAStackOverflow) {
   auto blob = corpus_file("regress-indefinite-bytes");
   ASSERT_GT(blob.size(), 20000u);
