@@ -19,8 +19,8 @@
 namespace scout::hang {
 
 struct RingDigest {
-  std::uint64_t a = 0, b = 0;        // two independent 64-bit hashes of the normalized ring
-  std::uint64_t events = 0;          // ring length
+  std::uint64_t a = 0, b = 0;         // two independent 64-bit hashes of the normalized ring
+  std::uint64_t events = 0;           // ring length
   std::vector<std::uint64_t> groups;  // the ring's process-group ids, first appearance first
   std::vector<std::int64_t> values;   // the ring's root_or_op values, first appearance first
   bool operator==(const RingDigest&) const = default;
