@@ -9,6 +9,10 @@ positions and evidence, three ways of getting a verdict's inputs:
   flat       one flat group, two-phase: fixed-size positions, then details
              (rings) only from the nodes that stand out
   hier       groups of --group-size plus a group of their leaders, two-phase
+  hier-stall the same in a stall, as probe-hang gathers one: positions, every
+             node's compact evidence (ranks x --compact-bytes), then the full
+             evidence (ranks x --evidence-bytes) of the nodes holding a distinct
+             ring (one here) in a second two-phase gather
 
 Per N and mode it prints, per observer: Gloo pairs (connections), payload bytes
 in and out per probe (max over observers; the model's figures beneath), bytes
@@ -50,6 +54,7 @@ def run(n, mode, a, seed):
             cmd = [MEMBER, "--store", store, "--member", str(i), "--members", str(n), "--mode", mode,
                    "--group-size", str(a.group_size), "--ranks", str(a.ranks), "--position-bytes", str(a.position_bytes),
                    "--evidence-bytes", str(a.evidence_bytes), "--details-bytes", str(a.details_bytes),
+                   "--compact-bytes", str(a.compact_bytes),
                    "--outliers", "1", "--probes", str(a.probes), "--timeout-ms", str(a.timeout_ms), "--seed", str(seed)]
             procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         rows = []
@@ -88,6 +93,17 @@ def model(mode, n, r, g, a):
     # The busiest observer is a leader: its group's positions, the other groups' blocks, and the
     # details once (from its group, or in the other leaders' blocks).
     bytes_in = (g - 1) * pos + (groups - 1) * block + k * det
+    if mode == "hier-stall":
+        # The details are every node's compact evidence (all of them come up, as the positions did),
+        # then a second two-phase gather: 1-byte positions and the full evidence of the k holders.
+        compact = r * a.compact_bytes + 32
+        full = r * a.evidence_bytes + 32
+        cblock = g * (compact + 16) + 32
+        oblock = g * (1 + 32 + 16) + 32
+        bytes_in = (g - 1) * pos + (groups - 1) * block + (g - 1) * compact + (groups - 1) * cblock + \
+            (g - 1) * 33 + (groups - 1) * oblock + k * full
+        return {"pairs": (g - 1) + (groups - 1), "steps": 2 * steps, "calls": 2 * (8 + (4 if groups > 1 else 0)),
+                "bytes_in": bytes_in, "bytes_out": bytes_in}
     return {"pairs": (g - 1) + (groups - 1), "steps": steps, "calls": 8 + (4 if groups > 1 else 0),
             "bytes_in": bytes_in, "bytes_out": bytes_in}
 
@@ -101,6 +117,8 @@ def main():
     ap.add_argument("--position-bytes", type=int, default=32)
     ap.add_argument("--evidence-bytes", type=int, default=600)
     ap.add_argument("--details-bytes", type=int, default=4096)
+    ap.add_argument("--compact-bytes", type=int, default=240,
+                    help="hier-stall: a rank's compact evidence (its record, its ring by digest)")
     ap.add_argument("--probes", type=int, default=5)
     ap.add_argument("--timeout-ms", type=int, default=120000)
     ap.add_argument("--seed", type=int, default=None)
@@ -116,7 +134,7 @@ def main():
     modes = a.modes.split(",")
     measured = {m: [] for m in modes}
     store_per_peer = {m: [] for m in modes}
-    hdr = (f"{'N':>5} {'mode':>9} {'pairs max':>9} {'in B max':>10} {'out B max':>10} {'sock wr max':>11} "
+    hdr = (f"{'N':>5} {'mode':>10} {'pairs max':>9} {'in B max':>10} {'out B max':>10} {'sock wr max':>11} "
            f"{'store ops':>9} {'coll':>5} {'probe s':>8} {'form s':>7} right")
     print(hdr)
     for n in [int(x) for x in a.sizes.split(",")]:
@@ -128,11 +146,11 @@ def main():
             measured[mode].append((m["steps"], max(r["bytes_in"] for r in rows), probe))
             ops = max(r["store_ops"] for r in rows)
             store_per_peer[mode].append(ops / max(1, m["pairs"]))
-            print(f"{n:>5} {mode:>9} {max(r['connections'] for r in rows):>9} {max(r['bytes_in'] for r in rows):>10} "
+            print(f"{n:>5} {mode:>10} {max(r['connections'] for r in rows):>9} {max(r['bytes_in'] for r in rows):>10} "
                   f"{max(r['bytes_out'] for r in rows):>10} {max(r['socket_write'] for r in rows):>11} "
                   f"{ops:>9} {max(r['collectives'] for r in rows):>5} "
                   f"{probe:>8.4f} {form:>7.3f} {all(r['right'] for r in rows)}")
-            print(f"{'':>5} {'model':>9} {m['pairs']:>9} {m['bytes_in']:>10} {m['bytes_out']:>10} {'':>11} {'':>9} "
+            print(f"{'':>5} {'model':>10} {m['pairs']:>9} {m['bytes_in']:>10} {m['bytes_out']:>10} {'':>11} {'':>9} "
                   f"{m['calls']:>5}   ({m['steps']} steps)")
     n_t, g_t = a.target_nodes, a.target_group_size
     print(f"\nextrapolated to {n_t} nodes x {a.ranks} ranks = {n_t * a.ranks} ranks "
@@ -141,12 +159,12 @@ def main():
     print("                machine's loopback (a loaded 2-core machine: an upper bound, read it for the ratios);")
     print(f"probe s (dc): alpha = {a.dc_alpha_us} us per step, beta = {a.dc_beta_ns} ns per byte (assumed datacenter network);")
     print("store ops: this machine's store operations per peer while forming, times the peers at the target.")
-    print(f"{'mode':>9} {'alpha s':>9} {'pairs/obs':>9} {'pairs total':>12} {'in B/obs':>11} {'steps':>6} "
+    print(f"{'mode':>10} {'alpha s':>9} {'pairs/obs':>9} {'pairs total':>12} {'in B/obs':>11} {'steps':>6} "
           f"{'store ops':>10} {'probe s (here)':>14} {'probe s (dc)':>12}")
     for mode in modes:
         alpha = statistics.median(t / max(1, steps) for steps, _, t in measured[mode])
         m = model(mode, n_t, a.ranks, g_t, a)
-        if mode == "hier":
+        if mode in ("hier", "hier-stall"):
             groups = math.ceil(n_t / g_t)
             total_pairs = groups * g_t * (g_t - 1) // 2 + groups * (groups - 1) // 2
         else:
@@ -154,7 +172,7 @@ def main():
         here = alpha * m["steps"]
         dc = a.dc_alpha_us * 1e-6 * m["steps"] + a.dc_beta_ns * 1e-9 * m["bytes_in"]
         ops = statistics.median(store_per_peer[mode]) * m["pairs"]
-        print(f"{mode:>9} {alpha:>9.2e} {m['pairs']:>9} {total_pairs:>12} {m['bytes_in']:>11} {m['steps']:>6} "
+        print(f"{mode:>10} {alpha:>9.2e} {m['pairs']:>9} {total_pairs:>12} {m['bytes_in']:>11} {m['steps']:>6} "
               f"{ops:>10.0f} {here:>14.3f} {dc:>12.3f}")
 
 

@@ -7,13 +7,17 @@
 //   flat       one flat session, two-phase: positions, then details of the
 //              selected nodes only
 //   hier       two-level Hierarchy (groups of --group-size), two-phase
+//   hier-stall the same in a stall, as probe-hang gathers one (lib/hang/position.hpp):
+//              positions; every node's compact evidence (ranks x compact-bytes);
+//              then a second two-phase gather of the full evidence (ranks x
+//              evidence-bytes) of the nodes holding a distinct ring (the outliers)
 // Prints one JSON line: formation time, time per probe, payload bytes in/out
 // per probe (session counters), bytes written to sockets (/proc/self/io
 // wchar: Gloo writes with writev, which it counts; its reads use recv, which
 // it does not), store operations while forming, Gloo pairs and open sockets.
 //
 //   session_scale_member_bench --store DIR --member I --members N --mode M [--group-size G]
-//       [--ranks R] [--position-bytes P] [--evidence-bytes E] [--details-bytes D]
+//       [--ranks R] [--position-bytes P] [--evidence-bytes E] [--details-bytes D] [--compact-bytes C]
 //       [--outliers K] [--probes P] [--timeout-ms T] [--seed S]
 #include <dirent.h>
 #include <fmt/format.h>
@@ -44,7 +48,7 @@ using Clock = std::chrono::steady_clock;
 struct Args {
   std::string store, mode = "hier";
   std::int64_t member = 0, members = 1, group_size = 16, ranks = 8, position_bytes = 32, evidence_bytes = 600,
-               details_bytes = 4096, outliers = 1, probes = 5, timeout_ms = 60000;
+               details_bytes = 4096, compact_bytes = 240, outliers = 1, probes = 5, timeout_ms = 60000;
   std::uint64_t seed = 1;
 };
 
@@ -162,6 +166,8 @@ int main(int argc, char** argv) {
       a.evidence_bytes = std::stoll(v);
     else if (k == "--details-bytes")
       a.details_bytes = std::stoll(v);
+    else if (k == "--compact-bytes")
+      a.compact_bytes = std::stoll(v);
     else if (k == "--outliers")
       a.outliers = std::stoll(v);
     else if (k == "--probes")
@@ -204,7 +210,8 @@ int main(int argc, char** argv) {
   const auto t0 = Clock::now();
   std::unique_ptr<Session> flat;
   std::unique_ptr<Hierarchy> hier;
-  if (a.mode == "hier") {
+  const bool stall = a.mode == "hier-stall";
+  if (a.mode == "hier" || stall) {
     HierarchyOptions ho;
     ho.member = so;
     ho.group_size = a.group_size;
@@ -278,12 +285,42 @@ int main(int argc, char** argv) {
         return decide_ids(ids);
       };
       rq.op.timeout = std::chrono::milliseconds(a.timeout_ms);
+      if (stall) {
+        // Every node's compact evidence, then the rings of the selected nodes.
+        rq.details = [&] { return Bytes(static_cast<std::size_t>(a.ranks * a.compact_bytes), 0x3c); };
+        rq.select = [&a](const PositionTable&) {
+          std::vector<std::int64_t> all(static_cast<std::size_t>(a.members));
+          for (std::int64_t i = 0; i < a.members; ++i) all[static_cast<std::size_t>(i)] = i;
+          return all;
+        };
+        rq.decide = [](const PositionTable&, const std::map<std::int64_t, Bytes>&) { return Bytes{1}; };
+      }
       auto r = hier ? hier->two_phase(rq) : flat->two_phase(rq);
       if (!r) {
         std::fprintf(stderr, "%s\n", r.error().message().c_str());
         return 5;
       }
       decision = r->decision;
+      if (stall) {
+        TwoPhaseRequest rings;
+        rings.name = "rings";
+        rings.position_bytes = 1;
+        rings.position = Bytes{0};
+        rings.details = [&] { return Bytes(static_cast<std::size_t>(a.ranks * a.evidence_bytes), 0x5a); };
+        rings.select = [&want](const PositionTable&) { return want; };
+        rings.decide = [](const PositionTable&, const std::map<std::int64_t, Bytes>& details) {
+          std::vector<std::int64_t> ids;
+          for (const auto& [id, b] : details) ids.push_back(id);
+          return decide_ids(ids);
+        };
+        rings.op.timeout = rq.op.timeout;
+        auto r2 = hier->two_phase(rings);
+        if (!r2) {
+          std::fprintf(stderr, "%s\n", r2.error().message().c_str());
+          return 5;
+        }
+        decision = r2->decision;
+      }
     }
     probe_s.push_back(std::chrono::duration<double>(Clock::now() - start).count());
     const auto w1 = socket_io().second;
