@@ -137,6 +137,11 @@ def draw(rng, kind, world=None):
         mesh = f"dp={world}"
         n = 1 if rng.random() < 0.6 else 2
         fkind = rng.choice(CASCADE_FAULTS)
+        if fkind == "skip" and 2 * n >= world:
+            # Two skips among three replicas (or two) are the majority's program: consensus, which
+            # rests on the faulty ranks being a strict minority, would name the third (seed 20261442,
+            # --worlds 2,3,5). One skip there.
+            n = 1
         ranks = rng.sample(range(world), n)
         faults = []
         for r in ranks:
