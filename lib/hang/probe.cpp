@@ -330,7 +330,9 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
       rings_rq.position_bytes = 1;
       rings_rq.details = [&own_blob] { return own_blob; };
       rings_rq.op.limits = o.evidence_limits;
-      // Each step may take a share of what is left (four in a flat session, ten in a hierarchy).
+      // Each step may take a share of what is left: the first gather's steps more than the rings'
+      // (a late or loaded observer is waited for there; by the rings' gather every member is known
+      // to be up), yet not all of it, so that a stall's rings still have time.
       auto step_timeout = [&](int steps) {
         return std::max(std::chrono::milliseconds(100), std::chrono::duration_cast<std::chrono::milliseconds>(
                                                             gather_deadline - std::chrono::steady_clock::now()) /
@@ -347,7 +349,7 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
               ->cleanup();  // a closed session cleans up itself, and then writes the "closed" marker that must stay
         } else {
           observers = std::move(*joined);
-          rq.op.timeout = step_timeout(4);
+          rq.op.timeout = step_timeout(3);
           auto g = observers->two_phase(rq);
           if (!g) {
             notes.push_back(g.error().message());
@@ -392,7 +394,7 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
             if (!first.selected.empty()) return encode_next_gather();
             return encode_decision(decide_gathered(base, first, -1, nodes, nullptr, nullptr));
           };
-          rq.op.timeout = step_timeout(10);
+          rq.op.timeout = step_timeout(7);
           auto g = hierarchy->two_phase(rq);
           if (!g) {
             notes.push_back(g.error().message());
