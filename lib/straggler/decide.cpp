@@ -107,6 +107,15 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
     // `contended_share` of compute), time says little, and the CPU each rank used per call decides.
     bool counted = true;
     for (auto r : present) counted &= t.cpu.count(r) > 0;
+    // Who waits for whom is told by the calls whose wait is exact on every peer: a wait that ends when the
+    // trainer's wait() returns (CallTiming::wait_exact) holds whatever the rank did before calling it. With
+    // no such call, every rank's wait is 0 and no time measure flags anyone (the stopped samples still do).
+    std::vector<bool> exact(keys.size(), true);
+    std::size_t exact_calls = 0;
+    for (std::size_t k = 0; k < keys.size(); ++k) {
+      for (auto r : present) exact[k] = exact[k] && t.ranks.at(r).at(keys[k]).wait_exact;
+      exact_calls += exact[k] ? 1 : 0;
+    }
     std::vector<double> compute, wait, relative, cpu, shares;
     for (auto r : present) {
       double c = 0, w = 0;
@@ -115,7 +124,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       for (std::size_t k = 0; k < keys.size(); ++k) {
         const auto& call = calls.at(keys[k]);
         c += static_cast<double>(call.compute_ns);
-        w += static_cast<double>(call.wait_ns);
+        if (exact[k]) w += static_cast<double>(call.wait_ns);
         if (largest > 0 && call_median[k] >= 0.25 * largest) {
           const double ref =
               pair ? static_cast<double>(t.ranks.at(present[present[0] == r ? 1 : 0]).at(keys[k]).compute_ns)
@@ -124,7 +133,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         }
       }
       compute.push_back(c / static_cast<double>(keys.size()));
-      wait.push_back(w / static_cast<double>(keys.size()));
+      wait.push_back(exact_calls > 0 ? w / static_cast<double>(exact_calls) : 0.0);
       relative.push_back(rel.empty() ? 1.0 : median(rel));
       if (counted) {
         cpu.push_back(t.cpu.at(r).cpu_ns);
@@ -381,12 +390,16 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
     if (idx.size() < 2) continue;
     std::vector<std::vector<CallKey>> keys_of;
     for (auto i : idx) keys_of.push_back(common_keys(t, t.groups[i].members));
+    // ... whose wait is exact on every member of every group: an upper bound (a wait() returning, not the
+    // call completing) says nothing about how long the link took.
     std::vector<CallKey> keys;
     for (const auto& k : keys_of[0]) {
       if (k.first != kind) continue;
       bool all = true;
       for (std::size_t j = 1; j < keys_of.size() && all; ++j)
         all = std::binary_search(keys_of[j].begin(), keys_of[j].end(), k);
+      for (std::size_t j = 0; j < idx.size() && all; ++j)
+        for (auto r : t.groups[idx[j]].members) all = all && t.ranks.at(r).at(k).wait_exact;
       if (all) keys.push_back(k);
     }
     if (static_cast<std::int64_t>(keys.size()) < o.min_calls) continue;

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
 #include <random>
+#include <set>
 
 #include "lib/straggler/evidence.hpp"
 #include "tests/unit/straggler/sim.hpp"
@@ -103,6 +105,72 @@ TEST(StragglerTiming, AnExitThatIsOnlyAnUpperBoundTimesNeitherItsWaitNorTheCompu
   ASSERT_EQ(parsed->ranks.at(0).events.size(), 4u);
   EXPECT_EQ(parsed->ranks.at(0).events[1].exit_kind, K::ordered);
   EXPECT_EQ(parsed->ranks.at(0).events[3].exit_kind, K::waited);
+}
+
+TEST(StragglerTiming, AWaitedExitBoundsTheWaitAndTimesTheComputeAfterIt) {
+  // gloo's sends and receives on torch 2.x: the exit is the trainer's wait() returning (ExitKind::waited),
+  // which may come long after the call completed. Its wait is an upper bound; the compute after it is exact.
+  RoundEvidence r;
+  r.world = 1;
+  RankEvents re;
+  re.rank = 0;
+  const auto ev = all_reduce_event;
+  using K = records::ExitKind;
+  re.events = {ev(1, 1, 100, 200, K::completed), ev(2, 2, 300, 900, K::waited), ev(3, 3, 1000, 1100, K::completed)};
+  r.ranks.push_back(re);
+  const auto t = build_table(r, {}, nullptr);
+  const auto& calls = t.ranks.at(0);
+  const auto kind = t.groups.at(0).kind;
+  ASSERT_EQ(calls.count({kind, 2}), 1u);
+  EXPECT_FALSE(calls.at({kind, 2}).wait_exact);
+  EXPECT_EQ(calls.at({kind, 2}).wait_ns, 600);  // the bound
+  EXPECT_EQ(calls.at({kind, 2}).compute_ns, 100);
+  ASSERT_EQ(calls.count({kind, 3}), 1u);
+  EXPECT_TRUE(calls.at({kind, 3}).wait_exact);
+  EXPECT_EQ(calls.at({kind, 3}).compute_ns, 100);  // from the wait's return: the rank resumed its work there
+}
+
+// Marks every call of the groups `pick` selects as exited by the trainer's wait() (ExitKind::waited).
+void mark_waited(std::vector<RoundEvidence>& ev, const Mesh& mesh, const std::function<bool(const GroupInfo&)>& pick) {
+  std::set<std::uint64_t> ids;
+  for (const auto& g : mesh_groups(mesh))
+    if (pick(g)) ids.insert(g.id);
+  for (auto& round : ev)
+    for (auto& r : round.ranks)
+      for (auto& e : r.events)
+        if (ids.count(e.fingerprint.group)) e.exit_kind = records::ExitKind::waited;
+}
+
+TEST(StragglerDecide, WaitsThatEndWithTheTrainersWaitAreNoEvidenceOfASlowLink) {
+  // One tp group's members issue their calls, do 8x the link's time of other work, then wait: the recorded
+  // exits (waited) are that late on every call. Timed as completions, the group is a slow intra-node link.
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  sim::Spec s;
+  s.mesh = *Mesh::parse("dp=4,tp=2");
+  s.ranks_per_node = 2;
+  s.seed = seed;
+  const std::int64_t node = static_cast<std::int64_t>(rng() % 4);
+  const auto late = [node](const GroupInfo& g) { return g.kind == "tp" && g.members[0] == 2 * node; };
+  s.link_factor = [late](const GroupInfo& g) { return late(g) ? 8.0 : 1.0; };
+  auto ev = sim::run(s);
+  auto completed = ev;
+  mark_waited(completed, s.mesh, [](const GroupInfo&) { return false; });
+  EXPECT_EQ(analyse(completed, s.mesh, {}).decision.diagnosis, Diagnosis::intra_node_link) << "seed " << seed;
+  mark_waited(ev, s.mesh, late);
+  auto a = analyse(ev, s.mesh, {});
+  EXPECT_TRUE(a.decision.slow_groups.empty()) << "seed " << seed;
+  EXPECT_EQ(a.decision.diagnosis, Diagnosis::none) << "seed " << seed;
+  EXPECT_FALSE(any_suspect(a.decision)) << "seed " << seed;
+  // The other kinds' exact calls still decide: a slow dp group there is found.
+  s.link_factor = [late](const GroupInfo& g) {
+    return late(g) ? 8.0 : g.kind == "dp" && g.members[0] == 0 ? 8.0 : 1.0;
+  };
+  ev = sim::run(s);
+  mark_waited(ev, s.mesh, late);
+  a = analyse(ev, s.mesh, {});
+  ASSERT_EQ(a.decision.slow_groups.size(), 1u) << "seed " << seed;
+  EXPECT_EQ(a.decision.slow_groups[0].group.kind, "dp");
 }
 
 TEST(StragglerTiming, CallsRanksDisagreeOnAreDropped) {
