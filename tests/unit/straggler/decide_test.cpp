@@ -515,6 +515,60 @@ Decision decide_recorded(const std::vector<std::vector<RecordedRank>>& rounds, c
   return d;
 }
 
+Decision decide_recorded_pair(const std::vector<std::vector<RecordedRank>>& rounds,
+                              const std::vector<std::int64_t>& calls) {
+  const Mesh mesh = *Mesh::parse("dp=2");
+  std::vector<TimingTable> tables;
+  std::vector<RoundResult> out;
+  std::uint64_t first = 1;
+  for (std::size_t i = 0; i < rounds.size(); ++i) {
+    tables.push_back(recorded_round(rounds[i], first, calls[i]));
+    first += static_cast<std::uint64_t>(calls[i]);
+    out.push_back(analyse_round(tables.back(), mesh, {}));
+  }
+  return decide(out, tables, mesh, {});
+}
+
+// A former miss (a two-rank job, torch 1.13, load 4.5 on 2 CPUs, seed 500614964; recorded run
+// pair-trainer-500614964): rank 1, slowed by the trainer, used 1.41x, 1.11x and 1.16x its partner's CPU per call
+// (the cpu measure's floor is 1.2x: flagged in round 1 only), arrived late and kept its partner waiting in all
+// three. CPU time per unit of work moves by itself on a loaded VM (two identical processes: 0.80-1.19x each
+// other's per 1.5 s window); over the three rounds pooled it used 1.21x, and the cpu measure names it pooled.
+TEST(StragglerDecide, InAContendedPairTheRoundsArePooledWhereOneRoundsCpuNoiseHidesTheStraggler) {
+  std::vector<std::vector<RecordedRank>> seed500614964 = {
+      {{41.125, 18.395, 24.6, 16.5, 23.6}, {54.698, 4.920, 34.7, 20.3, 33.6}},
+      {{33.199, 10.639, 24.1, 10.5, 23.5}, {40.459, 3.228, 26.8, 15.1, 26.1}},
+      {{38.742, 8.585, 23.9, 13.4, 23.1}, {41.254, 6.172, 27.8, 12.4, 26.9}}};
+  const std::vector<std::int64_t> calls = {26, 34, 33};
+  auto d = decide_recorded_pair(seed500614964, calls);
+  ASSERT_TRUE(d.enough_data);
+  ASSERT_EQ(compute_suspects(d), std::vector<std::int64_t>{1});
+  EXPECT_EQ(d.suspects[0].evidence["measure"], "cpu");
+  EXPECT_EQ(d.suspects[0].evidence["pooled_rounds"], 3);
+  EXPECT_EQ(d.suspects[0].flagged_rounds, 1);  // round 1 alone flagged it
+  EXPECT_NEAR(d.suspects[0].ratio, 1.21, 0.01);
+  // The same CPU where it arrives with its partner (the same compute and wait): more CPU that keeps no one
+  // waiting names no one.
+  auto level = seed500614964;
+  for (auto& round : level) {
+    round[1].compute_ms = round[0].compute_ms;
+    round[1].wait_ms = round[0].wait_ms;
+  }
+  EXPECT_TRUE(compute_suspects(decide_recorded_pair(level, calls)).empty());
+  // One round's outlier is not pooled into a straggler: 1.41x in round 1, then less CPU than its partner's.
+  auto once = seed500614964;
+  once[1][1].cpu_ms = once[1][1].main_ms = 22.0;
+  once[2][1].cpu_ms = once[2][1].main_ms = 22.0;
+  EXPECT_TRUE(compute_suspects(decide_recorded_pair(once, calls)).empty());
+  // Under the floor pooled (a clean pair's measured most, 1.15x): no one.
+  auto clean = seed500614964;
+  for (std::size_t r = 0; r < clean.size(); ++r) {
+    clean[r][1].cpu_ms = clean[r][0].cpu_ms * 1.14;
+    clean[r][1].main_ms = clean[r][0].main_ms * 1.14;
+  }
+  EXPECT_TRUE(compute_suspects(decide_recorded_pair(clean, calls)).empty());
+}
+
 // Campaign clean run seed 416 (bench/straggler_campaign.py, torch 1.13, 4 ranks on 2 loaded CPUs, nothing
 // injected), its three rounds as recorded (--keep): rank 3 used 1.25-1.31x its peers' CPU per call, its main
 // thread alike, and arrived late by as much: its compute time 7.5-18.9 ms per call above the median, its
