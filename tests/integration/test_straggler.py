@@ -338,12 +338,15 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
     And a pair the cpu measure missed round by round (torch 1.13, load 4.5 on 2 CPUs):
       pair-trainer-500614964 (a two-rank job, rank 1 slowed by the trainer: 1.41x, 1.11x and 1.16x its
         partner's CPU per call, under the 1.2x floor in 2 of 3 rounds, its partner waiting for it in all
-        three): a contended pair's rounds are pooled (1.21x), and the cpu measure names it."""
+        three): a contended pair's rounds are pooled (1.21x), and the cpu measure names it.
+      pair-clean-20264601 (a clean dp=2 x tp=2 job, load 9.9 on 2 CPUs: rank 3 was named by off_cpu at
+        1.20x, its time off a CPU 0.25 ms per call against its partner's -0.95 ms, compute less CPU less CPU
+        wait, noise of two counters over different calls: time off a CPU is now at least 0)."""
 
     CASES = {"outside-30299011": (1, "off_cpu"), "outside-30299019": (2, "off_cpu"), "trainer2-1900518409": (2, "cpu"),
              "contention-30683001": (2, "cpu_wait"), "clean-400": (None, None),
              "pair-outside-715529931": (1, "off_cpu"), "pair-clean-715009310": (None, None),
-             "pair-trainer-500614964": (1, "cpu")}
+             "pair-trainer-500614964": (1, "cpu"), "pair-clean-20264601": (None, None)}
 
     def test_recorded_runs_are_decided_as_measured(self):
         data = os.path.join(scoutlib.SOURCE_DIR, "tests", "integration", "data", "straggler")
