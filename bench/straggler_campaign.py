@@ -26,7 +26,21 @@ Scenarios (every run draws its rank, factor, group and delay from its seed):
   link-tp / link-dp  a delay in [10, 30] ms inside one tp / dp group's collectives (dp=2,tp=2, 2 hosts)
   fleet            every rank 3x slower after three --history probes (temporal finding)
 
+Premises: a compute-contention run is scored only when the hogs slowed its victim: its busy time (main
+thread on a CPU or waiting for one) at least 1.5x its peers' median before the rounds and in a strict
+majority of the rounds scout decided on (from the scheduler counters in the evidence). How much pinned
+hogs slow a rank depends on the host's other load, which pinning cannot control; a run whose premise
+failed is reported apart ("premise failed"), not counted right or wrong. A compute-trainer or
+compute-outside run reports its victim's main-thread CPU and busy time per call against its peers' per
+round (premise figures), and is always scored.
+
+Shapes: --world W (default 4) and --tp T (dp=W/T,tp=T) for the clean and compute scenarios, or --worlds
+W,... (each run draws its world from the list with its seed); the link scenarios are always world 4,
+dp=2,tp=2 on 2 hosts. --load N runs N busy loops beside the jobs for the whole campaign (a loaded host,
+the same for every run; `stress -c N` alike), ended at exit.
+
     python3 bench/straggler_campaign.py --runs 4 [--scenarios clean,compute-trainer] [--seed N] [--torch 2]
+    python3 bench/straggler_campaign.py --world 2 --scenarios compute-trainer --trainer-factors 1.3,2 --load 2
 """
 import argparse
 import json
@@ -40,7 +54,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
-from straggler_jobs import StragglerJob, python_for, remove_stale_cgroups  # noqa: E402
+from straggler_jobs import StragglerJob, busy_per_round, busy_ratio, python_for, remove_stale_cgroups  # noqa: E402
 from trainer_harness import SCOUT_BIN  # noqa: E402
 
 SCENARIOS = ("clean", "compute-trainer", "compute-outside", "link-tp", "link-dp", "fleet", "compute-quota",
@@ -93,6 +107,39 @@ def stopped_shares(evidence):
     return {k: round(stopped[k] / n, 3) if n else None for k, n in samples.items()}
 
 
+def sched_per_round(evidence):
+    """Per decided round, per rank: (CPU of all threads, main thread's CPU wait, main thread's CPU) per call
+    completed since the previous read, from the scheduler counters of the evidence (None: not counted)."""
+    out, prev = [], None
+    for rnd in evidence["rounds"]:
+        cur = {r["rank"]: (r.get("sched"), r["written"]) for r in rnd["ranks"]}
+        if prev is not None:
+            per = {}
+            for k, (sc, written) in cur.items():
+                psc, pwritten = prev.get(k, (None, 0))
+                if sc and psc and written > pwritten and sc[2] >= 0 and psc[2] >= 0:
+                    n = written - pwritten
+                    per[k] = tuple((a - b) / n for a, b in zip(sc, psc))
+            out.append(per)
+        prev = cur
+    return out
+
+
+def premise_figures(evidence, victim):
+    """Per decided round, the victim's main-thread CPU per call and busy time per call (main thread on a CPU
+    or waiting for one) against its peers' median: what a slowdown that is real must move."""
+    cpu, busy = [], []
+    for per in sched_per_round(evidence):
+        if victim not in per or len(per) < 2:
+            continue
+        peers = [v for k, v in per.items() if k != victim]
+        mc = median([p[2] for p in peers])
+        mb = median([p[1] + p[2] for p in peers])
+        cpu.append(round(per[victim][2] / mc, 2) if mc > 0 else None)
+        busy.append(round((per[victim][1] + per[victim][2]) / mb, 2) if mb > 0 else None)
+    return {"main_cpu": cpu, "busy": busy}
+
+
 def median(v):
     v = sorted(v)
     n = len(v)
@@ -115,15 +162,20 @@ def baselines(evidence):
     return {"naive": naive, "nvrx": relative | individual, "nvrx_relative": relative}
 
 
-def one_run(scenario, seed, python, tmp, work_ms=25, keep=None, factors=None):
+def one_run(scenario, seed, python, tmp, work_ms=25, keep=None, factors=None, world=4, tp=1, trainer_factors=None,
+            worlds=None):
     rng = random.Random(seed)
-    tp = 2 if scenario.startswith("link") else 1
+    if scenario.startswith("link"):
+        world, tp = 4, 2
+    elif worlds:
+        world = rng.choice(worlds)  # drawn first: a fixed --world draws the same victim and factor as before
     truth_ranks, truth_group = set(), None
     factor = None
-    with StragglerJob(world=4, tp=tp, seed=seed, python=python, ranks_per_host=2 if tp > 1 else None,
-                      work_ms=work_ms) as job:
+    premise = None  # None: this scenario has none; else {"held": bool, figures...}
+    with StragglerJob(world=world, tp=tp, seed=seed, python=python,
+                      ranks_per_host=2 if scenario.startswith("link") else None, work_ms=work_ms) as job:
         if scenario == "compute-trainer":
-            victim, factor = rng.randrange(4), rng.uniform(1.3, 3.0)
+            victim, factor = rng.randrange(world), rng.uniform(*(trainer_factors or (1.3, 3.0)))
             truth_ranks = {victim}
             job.start(slow_rank=victim, slow_factor=factor)
         elif scenario in ("link-tp", "link-dp"):
@@ -136,17 +188,21 @@ def one_run(scenario, seed, python, tmp, work_ms=25, keep=None, factors=None):
             job.start()
         job.wait_steps(3)
         if scenario == "compute-outside":
-            victim, factor = rng.randrange(4), rng.uniform(*(factors or (1.3, 3.0)))
+            victim, factor = rng.randrange(world), rng.uniform(*(factors or (1.3, 3.0)))
             truth_ranks = {victim}
             job.duty_cycle(victim, factor)
         elif scenario == "compute-quota":
-            victim, factor = rng.randrange(4), rng.uniform(1.5, 3.0)
+            victim, factor = rng.randrange(world), rng.uniform(1.5, 3.0)
             truth_ranks = {victim}
             job.cpu_quota(victim, factor)
         elif scenario == "compute-contention":
-            victim, factor = rng.randrange(4), rng.randint(8, 12)
+            victim, factor = rng.randrange(world), rng.randint(8, 12)
             truth_ranks = {victim}
             job.cpu_hogs(victim, factor)
+            # The premise, before the rounds: the hogs slow the victim more than the host's other load slows its
+            # peers (its busy time per step at least 1.5x theirs; the job is synchronous, so per second is per step).
+            time.sleep(1.0)
+            premise = {"before": round(busy_ratio([p.pid for p in job.procs], victim, 2.0), 2)}
         history = os.path.join(tmp, f"h-{seed}.json")
         if scenario == "fleet":
             for _ in range(3):
@@ -163,7 +219,19 @@ def one_run(scenario, seed, python, tmp, work_ms=25, keep=None, factors=None):
         rc, v = scout(job.job, "--rounds", "3", "--interval", "1.5", "--evidence-out", ev_path)
         wall = time.monotonic() - t0
     if "error" in v:
-        return {"scenario": scenario, "seed": seed, "ok": False, "rc": rc, "summary": v["error"]}
+        return {"scenario": scenario, "seed": seed, "ok": False, "rc": rc, "summary": v["error"], "world": world}
+    if truth_ranks:
+        # ... and in the rounds scout decided on (the host's load moves within seconds): the victim's busy time
+        # at least 1.5x its peers' in a strict majority of them. Reported for every slowed rank; a premise only
+        # for contention, whose slowdown the campaign does not control.
+        (victim,) = truth_ranks
+        figures = premise_figures(_load_json(ev_path), victim)
+        if scenario == "compute-contention":
+            busy = busy_per_round(ev_path, victim)  # as test_straggler's contention test checks it
+            premise.update(rounds=[round(x, 2) for x in busy])
+            premise["held"] = premise["before"] >= 1.5 and 2 * sum(x >= 1.5 for x in busy) > len(busy)
+        else:
+            premise = {"figures": figures}
     named = {(s["rank"], s["reason"]) for s in v["suspects"] if s["rank"] is not None}
     causes = {s["rank"]: s["evidence"].get("cause") for s in v["suspects"] if s["reason"] == "compute"}
     compute_named = {r for r, why in named if why == "compute"}
@@ -174,8 +242,7 @@ def one_run(scenario, seed, python, tmp, work_ms=25, keep=None, factors=None):
         ok = compute_named == truth_ranks and not slow and all(why == "compute" for _, why in named)
         if scenario in CAUSE:
             ok = ok and all(c == CAUSE[scenario] for c in causes.values())
-    with open(ev_path) as f:
-        evidence = json.load(f)
+    evidence = _load_json(ev_path)
     base = baselines(evidence)
     shares = stopped_shares(evidence)
     measures = {s["rank"]: s["evidence"].get("measure") for s in v["suspects"] if s["reason"] == "compute"}
@@ -187,13 +254,23 @@ def one_run(scenario, seed, python, tmp, work_ms=25, keep=None, factors=None):
     return {"scenario": scenario, "seed": seed, "ok": ok, "rc": rc, "truth": sorted(truth_ranks), "scout": sorted(compute_named),
             "factor": factor, "causes": causes, "load": load,
             "baselines": {k: sorted(x) for k, x in base.items()}, "summary": v["summary"], "wall_s": round(wall, 1),
-            "measures": measures, "stopped_shares": shares, "sampling_cpu_share": sampling.get("cpu_share")}
+            "measures": measures, "stopped_shares": shares, "sampling_cpu_share": sampling.get("cpu_share"),
+            "world": world, "tp": tp, "premise": premise, "innocent": sorted(compute_named - truth_ranks)}
+
+
+def _load_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def premise_failed(r):
+    return bool(r.get("premise")) and r["premise"].get("held") is False
 
 
 def prf(runs, key):
     tp = fp = fn = 0
     for r in runs:
-        if "truth" not in r:
+        if "truth" not in r or premise_failed(r):
             continue
         truth = set(r["truth"])
         got = set(r["scout"]) if key == "scout" else set(r["baselines"][key])
@@ -216,36 +293,62 @@ def main():
     ap.add_argument("--factors", type=lambda t: tuple(float(x) for x in t.split(",")),
                     help="LO,HI: the compute-outside factor range (default 1.3,3)")
     ap.add_argument("--keep", help="keep every run's evidence and verdict in this directory (scout --evidence-in)")
+    ap.add_argument("--world", type=int, default=4, help="ranks of the clean and compute scenarios' jobs (default 4)")
+    ap.add_argument("--worlds", type=lambda t: [int(x) for x in t.split(",")],
+                    help="W,...: each run of those scenarios draws its world from this list (a mixed batch)")
+    ap.add_argument("--tp", type=int, default=1, help="tp of those jobs (mesh dp=W/T,tp=T; default 1)")
+    ap.add_argument("--trainer-factors", type=lambda t: tuple(float(x) for x in t.split(",")),
+                    help="LO,HI: the compute-trainer factor range (default 1.3,3)")
+    ap.add_argument("--load", type=int, default=0, help="N busy loops beside the jobs for the whole campaign")
     a = ap.parse_args()
     python = python_for(a.torch)
     if python is None:
         print(f"no torch {a.torch} interpreter (set SCOUT_VENV)", file=sys.stderr)
         return 2
     base = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 30)
-    print(f"straggler_campaign: base seed {base}, torch {a.torch} ({python})", flush=True)
+    shape = f"worlds {a.worlds}" if a.worlds else f"world {a.world}"
+    print(f"straggler_campaign: base seed {base}, torch {a.torch} ({python}), {shape}, tp {a.tp}, "
+          f"trainer factors {a.trainer_factors or (1.3, 3.0)}, {a.load} busy loop(s) beside, "
+          f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
     results = []
     remove_stale_cgroups()
     if a.keep:
         os.makedirs(a.keep, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        for j, sc in enumerate(a.scenarios.split(",")):
-            if sc not in SCENARIOS:
-                print(f"unknown scenario {sc}", file=sys.stderr)
-                return 2
-            for i in range(a.runs):
-                seed = base + 1000 * SCENARIOS.index(sc) + i
-                try:
-                    r = one_run(sc, seed, python, tmp, a.work_ms, a.keep, a.factors)
-                except Exception as e:  # a run that could not even start counts as failed, with why
-                    r = {"scenario": sc, "seed": seed, "ok": False, "summary": f"run failed: {e}"[:300]}
-                results.append(r)
-                print(f"{sc:16} seed {seed}: {'ok ' if r['ok'] else 'BAD'} load {r.get('load')} factor {r.get('factor')} causes {r.get('causes')} "
-                      f"measures {r.get('measures')} stopped {r.get('stopped_shares')} sampler cpu {r.get('sampling_cpu_share')} "
-                      f"{r.get('summary', '')[:150]}", flush=True)
-    print("\ncounts (scenario: right / runs)")
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL,
+                              start_new_session=True) for _ in range(a.load)]
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for j, sc in enumerate(a.scenarios.split(",")):
+                if sc not in SCENARIOS:
+                    print(f"unknown scenario {sc}", file=sys.stderr)
+                    return 2
+                for i in range(a.runs):
+                    seed = base + 1000 * SCENARIOS.index(sc) + i
+                    try:
+                        r = one_run(sc, seed, python, tmp, a.work_ms, a.keep, a.factors, a.world, a.tp,
+                                    a.trainer_factors, a.worlds)
+                    except Exception as e:  # a run that could not even start counts as failed, with why
+                        r = {"scenario": sc, "seed": seed, "ok": False, "summary": f"run failed: {e}"[:300]}
+                    results.append(r)
+                    verdict = "ok " if r["ok"] else "PREMISE FAILED" if premise_failed(r) else "BAD"
+                    factor = f"{r['factor']:.2f}" if isinstance(r.get("factor"), float) else r.get("factor")
+                    print(f"{sc:16} seed {seed}: {verdict} world {r.get('world')} truth {r.get('truth')} factor {factor} "
+                          f"load {r.get('load')} causes {r.get('causes')} measures {r.get('measures')} "
+                          f"premise {r.get('premise')} stopped {r.get('stopped_shares')} "
+                          f"{r.get('summary', '')[:150]}", flush=True)
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+    print("\ncounts (scenario: right / runs scored; runs whose premise failed are not scored)")
     for sc in a.scenarios.split(","):
         rs = [r for r in results if r["scenario"] == sc]
-        print(f"  {sc:16} {sum(r['ok'] for r in rs)} / {len(rs)}")
+        scored = [r for r in rs if not premise_failed(r)]
+        failed = len(rs) - len(scored)
+        print(f"  {sc:16} {sum(r['ok'] for r in scored)} / {len(scored)}" +
+              (f"  (premise failed: {failed}: seeds {[r['seed'] for r in rs if premise_failed(r)]})" if failed else ""))
+    innocent = [(r["seed"], r["innocent"]) for r in results if r.get("innocent")]
+    print(f"innocent ranks named: {sum(len(x) for _, x in innocent)}" + (f" {innocent}" if innocent else ""))
     innocent = [x for r in results for k, x in (r.get("stopped_shares") or {}).items()
                 if x is not None and k not in r.get("truth", [])]
     if innocent:

@@ -107,6 +107,15 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
     // `contended_share` of compute), time says little, and the CPU each rank used per call decides.
     bool counted = true;
     for (auto r : present) counted &= t.cpu.count(r) > 0;
+    // Who waits for whom is told by the calls whose wait is exact on every peer: a wait that ends when the
+    // trainer's wait() returns (CallTiming::wait_exact) holds whatever the rank did before calling it. With
+    // no such call, every rank's wait is 0 and no time measure flags anyone (the stopped samples still do).
+    std::vector<bool> exact(keys.size(), true);
+    std::size_t exact_calls = 0;
+    for (std::size_t k = 0; k < keys.size(); ++k) {
+      for (auto r : present) exact[k] = exact[k] && t.ranks.at(r).at(keys[k]).wait_exact;
+      exact_calls += exact[k] ? 1 : 0;
+    }
     std::vector<double> compute, wait, relative, cpu, shares;
     for (auto r : present) {
       double c = 0, w = 0;
@@ -115,7 +124,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       for (std::size_t k = 0; k < keys.size(); ++k) {
         const auto& call = calls.at(keys[k]);
         c += static_cast<double>(call.compute_ns);
-        w += static_cast<double>(call.wait_ns);
+        if (exact[k]) w += static_cast<double>(call.wait_ns);
         if (largest > 0 && call_median[k] >= 0.25 * largest) {
           const double ref =
               pair ? static_cast<double>(t.ranks.at(present[present[0] == r ? 1 : 0]).at(keys[k]).compute_ns)
@@ -124,7 +133,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         }
       }
       compute.push_back(c / static_cast<double>(keys.size()));
-      wait.push_back(w / static_cast<double>(keys.size()));
+      wait.push_back(exact_calls > 0 ? w / static_cast<double>(exact_calls) : 0.0);
       relative.push_back(rel.empty() ? 1.0 : median(rel));
       if (counted) {
         cpu.push_back(t.cpu.at(r).cpu_ns);
@@ -162,9 +171,13 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
     }
     std::vector<double> off_ratio(present.size(), 1.0), main_ratio(present.size(), 1.0);
     if (main_counted) {
+      // Never below 0: compute time (the ring's calls) less CPU and CPU wait (the counters over the calls between
+      // reads) is two measurements' difference, and a partner's negative value is their noise, not time it
+      // spent on a CPU beyond its compute (clean dp=2 x tp=2 seed 20264601, load 9.9: rank 3 off 0.25 ms per call,
+      // its partner -0.95 ms, named by off_cpu at 1.20x in 2 of 3 rounds).
       std::vector<double> off;
       for (std::size_t i = 0; i < present.size(); ++i)
-        off.push_back(compute[i] - t.cpu.at(present[i]).main_cpu_ns - t.cpu.at(present[i]).runq_ns);
+        off.push_back(std::max(0.0, compute[i] - t.cpu.at(present[i]).main_cpu_ns - t.cpu.at(present[i]).runq_ns));
       const std::vector<double> ref_off = reference(off);
       for (std::size_t i = 0; i < present.size(); ++i) {
         if (ref_c[i] > 0) off_ratio[i] = 1 + (off[i] - ref_off[i]) / ref_c[i];
@@ -381,12 +394,16 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
     if (idx.size() < 2) continue;
     std::vector<std::vector<CallKey>> keys_of;
     for (auto i : idx) keys_of.push_back(common_keys(t, t.groups[i].members));
+    // ... whose wait is exact on every member of every group: an upper bound (a wait() returning, not the
+    // call completing) says nothing about how long the link took.
     std::vector<CallKey> keys;
     for (const auto& k : keys_of[0]) {
       if (k.first != kind) continue;
       bool all = true;
       for (std::size_t j = 1; j < keys_of.size() && all; ++j)
         all = std::binary_search(keys_of[j].begin(), keys_of[j].end(), k);
+      for (std::size_t j = 0; j < idx.size() && all; ++j)
+        for (auto r : t.groups[idx[j]].members) all = all && t.ranks.at(r).at(k).wait_exact;
       if (all) keys.push_back(k);
     }
     if (static_cast<std::int64_t>(keys.size()) < o.min_calls) continue;
@@ -563,6 +580,85 @@ Cause cause_of(const std::vector<const RankRound*>& hits, const DecideOptions& o
   return c;
 }
 
+namespace {
+
+// A rank of a contended peer group of two, over the rounds that pair was decided on CPU per call (`hits`: its
+// RankRound in each), flagged on the rounds pooled (see pooled_pairs).
+struct PooledPair {
+  std::int64_t rank = -1;
+  std::int64_t partner = -1;
+  std::vector<const RankRound*> hits;
+  double ratio = 1;  // its CPU per call over the pooled rounds / its partner's (the smaller of process and main)
+};
+
+// In a pair there is no third peer to measure noise by, and on a loaded VM a rank's CPU time per unit of work moves
+// by itself: measured here, two processes doing identical work under 2 busy loops on 2 CPUs used 0.80-1.19x each
+// other's CPU per iteration in 1.5 s windows (and 13-20 ms per iteration from window to window). A trainer-slowed
+// rank whose own work is 1.3-1.8x its partner's (diluted by the per-step work the factor does not scale) then shows
+// 1.00-1.24x its partner's CPU per call in 2 of 3 rounds, under the cpu measure's 1.2 floor (torch 1.13, load 4.5,
+// seeds 500614964 and 608423859: 1.41, 1.11, 1.16x and 1.98, 1.00, 1.24x; not named). Pooled, the rounds' noise
+// averages out (1.22x and 1.37x there): a rank of a contended pair is flagged on the rounds pooled (weighted by their
+// calls) when its CPU per call, process and main thread alike, is at least the cpu measure's floor above its
+// partner's, it arrives late by at least half that excess (its compute time above its partner's) and its partner
+// waits for it as much (the cpu measure's rules, on sums instead of one round), and in a strict majority of those
+// rounds it used more CPU per call and waited less than its partner (the same direction, not one round's outlier).
+std::vector<PooledPair> pooled_pairs(const std::vector<RoundResult>& rounds, const DecideOptions& o) {
+  std::map<std::vector<std::int64_t>, std::vector<const PeerRound*>> pairs;
+  for (const auto& r : rounds)
+    for (const auto& p : r.peers)
+      if (p.members.size() == 2 && p.ranks.size() == 2 && p.contended && p.ranks[0].cpu_ns >= 0 &&
+          p.ranks[1].cpu_ns >= 0 && p.ranks[0].window.main_cpu_ns >= 0 && p.ranks[1].window.main_cpu_ns >= 0 &&
+          p.ranks[0].window.calls > 0 && p.ranks[1].window.calls > 0 && p.calls > 0)
+        pairs[p.members].push_back(&p);
+  const double floor = 1.0 + std::max({o.min_relative, o.pair_min_relative, o.contended_cpu_min_relative});
+  std::vector<PooledPair> out;
+  for (const auto& [members, peer_rounds] : pairs) {
+    for (std::size_t i = 0; i < 2; ++i) {
+      const std::size_t j = 1 - i;
+      double cpu[2] = {0, 0}, main_cpu[2] = {0, 0}, cpu_calls[2] = {0, 0}, compute = 0, wait = 0, calls = 0;
+      std::int64_t same_direction = 0;
+      PooledPair pp;
+      pp.rank = members[i];
+      pp.partner = members[j];
+      for (const auto* p : peer_rounds) {
+        for (std::size_t k = 0; k < 2; ++k) {
+          const auto n = static_cast<double>(p->ranks[k].window.calls);
+          cpu[k] += p->ranks[k].cpu_ns * n;
+          main_cpu[k] += p->ranks[k].window.main_cpu_ns * n;
+          cpu_calls[k] += n;
+        }
+        const auto n = static_cast<double>(p->calls);
+        compute += (p->ranks[i].compute_ns - p->ranks[j].compute_ns) * n;
+        wait += (p->ranks[j].wait_ns - p->ranks[i].wait_ns) * n;
+        calls += n;
+        same_direction += p->ranks[i].cpu_ns > p->ranks[j].cpu_ns && p->ranks[i].wait_ns < p->ranks[j].wait_ns ? 1 : 0;
+        pp.hits.push_back(&p->ranks[i]);
+      }
+      for (std::size_t k = 0; k < 2; ++k) {
+        cpu[k] /= cpu_calls[k];
+        main_cpu[k] /= cpu_calls[k];
+      }
+      if (cpu[j] <= 0 || main_cpu[j] <= 0) continue;
+      const double cpu_excess = std::min(cpu[i] - cpu[j], main_cpu[i] - main_cpu[j]);
+      pp.ratio = std::min(cpu[i] / cpu[j], main_cpu[i] / main_cpu[j]);
+      const double time_excess = compute / calls, partner_waits = wait / calls;
+      const bool flagged = cpu_excess >= o.min_absolute_ns && pp.ratio >= floor &&
+                           time_excess >= o.cpu_peers_wait_share * cpu_excess &&
+                           partner_waits >= o.cpu_peers_wait_share * cpu_excess &&
+                           2 * same_direction > static_cast<std::int64_t>(peer_rounds.size());
+      spdlog::debug(
+          "straggler: pair {}/{} pooled over {} rounds: rank {} cpu x{:.3f} main x{:.3f} time excess {:.3f} ms "
+          "partner waits {:.3f} ms cpu excess {:.3f} ms same direction {} flagged {}",
+          members[0], members[1], peer_rounds.size(), pp.rank, cpu[i] / cpu[j], main_cpu[i] / main_cpu[j],
+          time_excess / 1e6, partner_waits / 1e6, cpu_excess / 1e6, same_direction, flagged);
+      if (flagged) out.push_back(std::move(pp));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Decision decide(const std::vector<RoundResult>& rounds, const std::vector<TimingTable>& tables, const Mesh& mesh,
                 const DecideOptions& o) {
   (void)mesh;
@@ -587,38 +683,22 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
     for (const auto& p : r.peers)
       for (const auto& rr : p.ranks)
         if (rr.flagged) flagged[rr.rank].push_back(&rr);
-  for (const auto& [rank, all_hits] : flagged) {
-    // Named when one measure flags it in a strict majority of rounds: a clean rank flagged once by its
-    // CPU and once by its time off a CPU (measured, --rounds 2) is two kinds of noise, not one straggler.
-    // A round counts for every measure that flagged it: a rank starved by 10 pinned hogs was flagged by
-    // cpu and cpu_wait in round 1 (cache-cold, 1.40x CPU per call, 5.1x compute time) and by cpu_wait in
-    // round 2, and went unnamed when each round counted for one (test seed 30683001).
-    std::map<std::string, std::vector<const RankRound*>> by_measure;
-    for (const auto* h : all_hits)
-      for (const auto& [m, ratio] : h->flagged_by) by_measure[m].push_back(h);
-    const std::vector<const RankRound*>* most = nullptr;
-    std::string measure;
-    for (const auto& [m, v] : by_measure)
-      if (!most || v.size() > most->size()) {
-        most = &v;
-        measure = m;
-      }
-    // Its process state samples are direct evidence: where they flag it in a strict majority, they name it.
-    if (auto st = by_measure.find("stopped");
-        st != by_measure.end() && majority(static_cast<std::int64_t>(st->second.size()))) {
-      most = &st->second;
-      measure = "stopped";
-    }
-    if (!most || !majority(static_cast<std::int64_t>(most->size()))) continue;
-    const auto& hits = *most;
+  // A suspect named by `measure` in the rounds `hits` (ratio: the median of that measure's ratio over them, or
+  // `pooled_ratio` where >= 0).
+  const auto add_suspect = [&](std::int64_t rank, const std::vector<const RankRound*>& hits, const std::string& measure,
+                               double pooled_ratio) {
     Suspicion s;
     s.rank = rank;
     s.node = node_of.count(rank) ? node_of[rank] : "";
     s.reason = "compute";
     s.flagged_rounds = static_cast<std::int64_t>(hits.size());
+    if (pooled_ratio >= 0) {  // the rounds pooled; flagged_rounds counts those that flagged it alone
+      s.flagged_rounds = 0;
+      for (const auto* h : hits) s.flagged_rounds += h->flagged ? 1 : 0;
+    }
     std::vector<double> ratios, scores, c, w, cpu, runq, cpu_ratio, time_ratio;
     for (auto* h : hits) {
-      ratios.push_back(h->flagged_by.at(measure));
+      if (pooled_ratio < 0) ratios.push_back(h->flagged_by.at(measure));
       scores.push_back(h->score);
       c.push_back(h->compute_ns);
       w.push_back(h->wait_ns);
@@ -629,7 +709,7 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
         cpu_ratio.push_back(h->cpu_ratio);
       }
     }
-    s.ratio = median(ratios);
+    s.ratio = pooled_ratio >= 0 ? pooled_ratio : median(ratios);
     s.confidence = static_cast<double>(hits.size()) / static_cast<double>(d.rounds);
     s.evidence = {{"compute_ratio", std::round(s.ratio * 1000) / 1000},
                   {"score", std::round(median(scores) * 100) / 100},
@@ -639,6 +719,8 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
                   {"rounds", d.rounds},
                   {"measure", measure},  // one measure named it
                   {"time_ratio", std::round(median(time_ratio) * 1000) / 1000}};
+    // Named by the cpu measure over its rounds pooled (pooled_pairs): how many.
+    if (pooled_ratio >= 0) s.evidence["pooled_rounds"] = static_cast<std::int64_t>(hits.size());
     if (!cpu.empty()) {
       s.evidence["cpu_ms_per_call"] = ms(median(cpu));
       s.evidence["cpu_ratio"] = std::round(median(cpu_ratio) * 1000) / 1000;
@@ -666,7 +748,39 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
     s.evidence["cause"] = cause.cause;
     s.evidence["cause_figures"] = cause.figures;
     d.suspects.push_back(std::move(s));
+  };
+  for (const auto& [rank, all_hits] : flagged) {
+    // Named when one measure flags it in a strict majority of rounds: a clean rank flagged once by its
+    // CPU and once by its time off a CPU (measured, --rounds 2) is two kinds of noise, not one straggler.
+    // A round counts for every measure that flagged it: a rank starved by 10 pinned hogs was flagged by
+    // cpu and cpu_wait in round 1 (cache-cold, 1.40x CPU per call, 5.1x compute time) and by cpu_wait in
+    // round 2, and went unnamed when each round counted for one (test seed 30683001).
+    std::map<std::string, std::vector<const RankRound*>> by_measure;
+    for (const auto* h : all_hits)
+      for (const auto& [m, ratio] : h->flagged_by) by_measure[m].push_back(h);
+    const std::vector<const RankRound*>* most = nullptr;
+    std::string measure;
+    for (const auto& [m, v] : by_measure)
+      if (!most || v.size() > most->size()) {
+        most = &v;
+        measure = m;
+      }
+    // Its process state samples are direct evidence: where they flag it in a strict majority, they name it.
+    if (auto st = by_measure.find("stopped");
+        st != by_measure.end() && majority(static_cast<std::int64_t>(st->second.size()))) {
+      most = &st->second;
+      measure = "stopped";
+    }
+    if (!most || !majority(static_cast<std::int64_t>(most->size()))) continue;
+    add_suspect(rank, *most, measure, -1);
   }
+  for (const auto& pooled : pooled_pairs(rounds, o)) {
+    if (!majority(static_cast<std::int64_t>(pooled.hits.size()))) continue;
+    bool named = false;  // it, or its partner (a pair has one straggler at most)
+    for (const auto& s : d.suspects) named |= s.rank == pooled.rank || s.rank == pooled.partner;
+    if (!named) add_suspect(pooled.rank, pooled.hits, "cpu", pooled.ratio);
+  }
+  std::sort(d.suspects.begin(), d.suspects.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
 
   // Slow groups, confirmed over rounds.
   const auto& groups = tables.back().groups;

@@ -100,6 +100,7 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
       CallTiming c;
       c.compute_ns = std::max<std::int64_t>(0, e.enter_ns - prev);
       c.wait_ns = e.exit_ns - e.enter_ns;
+      c.wait_exact = e.exit_kind != records::ExitKind::waited;
       c.type = static_cast<std::uint8_t>(e.fingerprint.type);
       c.count = e.fingerprint.count;
       calls[key] = c;

@@ -8,12 +8,14 @@
 // only, so clock skew between nodes never enters):
 //   compute(c) = enter(c) - latest exit of the rank's earlier collectives
 //                that had completed before c was entered (0 when negative)
-//   wait(c)    = exit(c) - enter(c)
+//   wait(c)    = exit(c) - enter(c)  (an upper bound where the exit is a
+//                wait() returning, ExitKind::waited: CallTiming::wait_exact)
 // and per process group G and call c:
 //   link(G, c) = min over G's members of wait(c): the time the last member to
 //                arrive spent inside, i.e. what the collective costs once
 //                everyone is there. A straggler arrives last and waits least,
 //                so it leaves link() alone; a slow link raises it for all.
+//                Calls with an upper-bound wait on any member are left out.
 #pragma once
 
 #include <cstdint>
@@ -82,6 +84,12 @@ std::vector<GroupInfo> mesh_groups(const Mesh& mesh);
 struct CallTiming {
   std::int64_t compute_ns = 0;
   std::int64_t wait_ns = 0;
+  // False when the exit is the trainer's wait() returning (ExitKind::waited: gloo's sends and receives on
+  // torch 2.x report no completion of their own): the call may have completed any time before, while the
+  // rank did other work, so wait_ns is only an upper bound on its time inside (never evidence that a link
+  // is slow, nor of how long the rank waited for its peers). The compute after it is exact: the rank
+  // resumed its own work when the wait returned.
+  bool wait_exact = true;
   std::uint8_t type = 0;
   std::uint64_t count = 0;
 };

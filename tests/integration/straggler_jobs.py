@@ -13,6 +13,7 @@ trainer itself or from outside the process.
 Interpreters: Debian's /usr/bin/python3 (torch 1.13), or torch 2.x from
 $SCOUT_VENV (default <repo>/.venv): python_for("2") is None when it is absent.
 """
+import json
 import os
 import random
 import signal
@@ -87,6 +88,46 @@ def remove_stale_cgroups():
                 os.rmdir(os.path.join(CPU_CGROUP_V1, name))
             except OSError:
                 pass
+
+
+def busy_s(pid):
+    """Seconds the main thread of `pid` was on a CPU or waiting for one (schedstat: run time, run-queue wait)."""
+    with open(f"/proc/{pid}/task/{pid}/schedstat") as f:
+        on, waited = f.read().split()[:2]
+    return (int(on) + int(waited)) / 1e9
+
+
+def busy_ratio(pids, victim, wait_s):
+    """The victim's busy time (busy_s) over `wait_s` seconds divided by its peers' median (`pids`: every
+    rank's, in rank order). The job is synchronous: every rank completes the same steps in the window, so
+    this is the victim's busy time per step against its peers'. Busy time, not wait per CPU second: a rank
+    that waits longest per CPU second may still use less CPU per step (seed 8000: the victim at 0.81-0.91x
+    its peers' CPU per call and 1.51x their wait per CPU second before the rounds; in them its compute time
+    was 1.18-1.19x theirs in two rounds of three, and it was not named)."""
+    before = [busy_s(p) for p in pids]
+    time.sleep(wait_s)
+    return _ratio([busy_s(p) - b for p, b in zip(pids, before)], victim)
+
+
+def _ratio(busy, victim):
+    peers = sorted(x for r, x in enumerate(busy) if r != victim)
+    mid = peers[len(peers) // 2] if len(peers) % 2 else (peers[len(peers) // 2 - 1] + peers[len(peers) // 2]) / 2
+    return busy[victim] / mid if mid > 0 else float("inf")
+
+
+def busy_per_round(evidence_path, victim):
+    """busy_ratio in each round of recorded evidence (--evidence-out), from the scheduler counters every read
+    took (per rank: CPU of all threads, main thread's CPU wait, main thread's CPU), between consecutive reads."""
+    with open(evidence_path) as f:
+        rounds = json.load(f)["rounds"]
+    out, prev = [], None
+    for rnd in rounds:
+        cur = {r["rank"]: r.get("sched") for r in rnd["ranks"]}
+        if prev is not None and all(cur.get(k) and prev.get(k) for k in cur):
+            ranks = sorted(cur)
+            out.append(_ratio([(cur[k][1] - prev[k][1]) + (cur[k][2] - prev[k][2]) for k in ranks], ranks.index(victim)))
+        prev = cur
+    return out
 
 
 class StragglerJob:

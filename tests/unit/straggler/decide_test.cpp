@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
 #include <random>
+#include <set>
 
 #include "lib/straggler/evidence.hpp"
 #include "tests/unit/straggler/sim.hpp"
@@ -103,6 +105,72 @@ TEST(StragglerTiming, AnExitThatIsOnlyAnUpperBoundTimesNeitherItsWaitNorTheCompu
   ASSERT_EQ(parsed->ranks.at(0).events.size(), 4u);
   EXPECT_EQ(parsed->ranks.at(0).events[1].exit_kind, K::ordered);
   EXPECT_EQ(parsed->ranks.at(0).events[3].exit_kind, K::waited);
+}
+
+TEST(StragglerTiming, AWaitedExitBoundsTheWaitAndTimesTheComputeAfterIt) {
+  // gloo's sends and receives on torch 2.x: the exit is the trainer's wait() returning (ExitKind::waited),
+  // which may come long after the call completed. Its wait is an upper bound; the compute after it is exact.
+  RoundEvidence r;
+  r.world = 1;
+  RankEvents re;
+  re.rank = 0;
+  const auto ev = all_reduce_event;
+  using K = records::ExitKind;
+  re.events = {ev(1, 1, 100, 200, K::completed), ev(2, 2, 300, 900, K::waited), ev(3, 3, 1000, 1100, K::completed)};
+  r.ranks.push_back(re);
+  const auto t = build_table(r, {}, nullptr);
+  const auto& calls = t.ranks.at(0);
+  const auto kind = t.groups.at(0).kind;
+  ASSERT_EQ(calls.count({kind, 2}), 1u);
+  EXPECT_FALSE(calls.at({kind, 2}).wait_exact);
+  EXPECT_EQ(calls.at({kind, 2}).wait_ns, 600);  // the bound
+  EXPECT_EQ(calls.at({kind, 2}).compute_ns, 100);
+  ASSERT_EQ(calls.count({kind, 3}), 1u);
+  EXPECT_TRUE(calls.at({kind, 3}).wait_exact);
+  EXPECT_EQ(calls.at({kind, 3}).compute_ns, 100);  // from the wait's return: the rank resumed its work there
+}
+
+// Marks every call of the groups `pick` selects as exited by the trainer's wait() (ExitKind::waited).
+void mark_waited(std::vector<RoundEvidence>& ev, const Mesh& mesh, const std::function<bool(const GroupInfo&)>& pick) {
+  std::set<std::uint64_t> ids;
+  for (const auto& g : mesh_groups(mesh))
+    if (pick(g)) ids.insert(g.id);
+  for (auto& round : ev)
+    for (auto& r : round.ranks)
+      for (auto& e : r.events)
+        if (ids.count(e.fingerprint.group)) e.exit_kind = records::ExitKind::waited;
+}
+
+TEST(StragglerDecide, WaitsThatEndWithTheTrainersWaitAreNoEvidenceOfASlowLink) {
+  // One tp group's members issue their calls, do 8x the link's time of other work, then wait: the recorded
+  // exits (waited) are that late on every call. Timed as completions, the group is a slow intra-node link.
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  sim::Spec s;
+  s.mesh = *Mesh::parse("dp=4,tp=2");
+  s.ranks_per_node = 2;
+  s.seed = seed;
+  const std::int64_t node = static_cast<std::int64_t>(rng() % 4);
+  const auto late = [node](const GroupInfo& g) { return g.kind == "tp" && g.members[0] == 2 * node; };
+  s.link_factor = [late](const GroupInfo& g) { return late(g) ? 8.0 : 1.0; };
+  auto ev = sim::run(s);
+  auto completed = ev;
+  mark_waited(completed, s.mesh, [](const GroupInfo&) { return false; });
+  EXPECT_EQ(analyse(completed, s.mesh, {}).decision.diagnosis, Diagnosis::intra_node_link) << "seed " << seed;
+  mark_waited(ev, s.mesh, late);
+  auto a = analyse(ev, s.mesh, {});
+  EXPECT_TRUE(a.decision.slow_groups.empty()) << "seed " << seed;
+  EXPECT_EQ(a.decision.diagnosis, Diagnosis::none) << "seed " << seed;
+  EXPECT_FALSE(any_suspect(a.decision)) << "seed " << seed;
+  // The other kinds' exact calls still decide: a slow dp group there is found.
+  s.link_factor = [late](const GroupInfo& g) {
+    return late(g) ? 8.0 : g.kind == "dp" && g.members[0] == 0 ? 8.0 : 1.0;
+  };
+  ev = sim::run(s);
+  mark_waited(ev, s.mesh, late);
+  a = analyse(ev, s.mesh, {});
+  ASSERT_EQ(a.decision.slow_groups.size(), 1u) << "seed " << seed;
+  EXPECT_EQ(a.decision.slow_groups[0].group.kind, "dp");
 }
 
 TEST(StragglerTiming, CallsRanksDisagreeOnAreDropped) {
@@ -445,6 +513,60 @@ Decision decide_recorded(const std::vector<std::vector<RecordedRank>>& rounds, c
   auto d = decide(out, tables, mesh, o);
   if (results) *results = std::move(out);
   return d;
+}
+
+Decision decide_recorded_pair(const std::vector<std::vector<RecordedRank>>& rounds,
+                              const std::vector<std::int64_t>& calls) {
+  const Mesh mesh = *Mesh::parse("dp=2");
+  std::vector<TimingTable> tables;
+  std::vector<RoundResult> out;
+  std::uint64_t first = 1;
+  for (std::size_t i = 0; i < rounds.size(); ++i) {
+    tables.push_back(recorded_round(rounds[i], first, calls[i]));
+    first += static_cast<std::uint64_t>(calls[i]);
+    out.push_back(analyse_round(tables.back(), mesh, {}));
+  }
+  return decide(out, tables, mesh, {});
+}
+
+// A former miss (a two-rank job, torch 1.13, load 4.5 on 2 CPUs, seed 500614964; recorded run
+// pair-trainer-500614964): rank 1, slowed by the trainer, used 1.41x, 1.11x and 1.16x its partner's CPU per call
+// (the cpu measure's floor is 1.2x: flagged in round 1 only), arrived late and kept its partner waiting in all
+// three. CPU time per unit of work moves by itself on a loaded VM (two identical processes: 0.80-1.19x each
+// other's per 1.5 s window); over the three rounds pooled it used 1.21x, and the cpu measure names it pooled.
+TEST(StragglerDecide, InAContendedPairTheRoundsArePooledWhereOneRoundsCpuNoiseHidesTheStraggler) {
+  std::vector<std::vector<RecordedRank>> seed500614964 = {
+      {{41.125, 18.395, 24.6, 16.5, 23.6}, {54.698, 4.920, 34.7, 20.3, 33.6}},
+      {{33.199, 10.639, 24.1, 10.5, 23.5}, {40.459, 3.228, 26.8, 15.1, 26.1}},
+      {{38.742, 8.585, 23.9, 13.4, 23.1}, {41.254, 6.172, 27.8, 12.4, 26.9}}};
+  const std::vector<std::int64_t> calls = {26, 34, 33};
+  auto d = decide_recorded_pair(seed500614964, calls);
+  ASSERT_TRUE(d.enough_data);
+  ASSERT_EQ(compute_suspects(d), std::vector<std::int64_t>{1});
+  EXPECT_EQ(d.suspects[0].evidence["measure"], "cpu");
+  EXPECT_EQ(d.suspects[0].evidence["pooled_rounds"], 3);
+  EXPECT_EQ(d.suspects[0].flagged_rounds, 1);  // round 1 alone flagged it
+  EXPECT_NEAR(d.suspects[0].ratio, 1.21, 0.01);
+  // The same CPU where it arrives with its partner (the same compute and wait): more CPU that keeps no one
+  // waiting names no one.
+  auto level = seed500614964;
+  for (auto& round : level) {
+    round[1].compute_ms = round[0].compute_ms;
+    round[1].wait_ms = round[0].wait_ms;
+  }
+  EXPECT_TRUE(compute_suspects(decide_recorded_pair(level, calls)).empty());
+  // One round's outlier is not pooled into a straggler: 1.41x in round 1, then less CPU than its partner's.
+  auto once = seed500614964;
+  once[1][1].cpu_ms = once[1][1].main_ms = 22.0;
+  once[2][1].cpu_ms = once[2][1].main_ms = 22.0;
+  EXPECT_TRUE(compute_suspects(decide_recorded_pair(once, calls)).empty());
+  // Under the floor pooled (a clean pair's measured most, 1.15x): no one.
+  auto clean = seed500614964;
+  for (std::size_t r = 0; r < clean.size(); ++r) {
+    clean[r][1].cpu_ms = clean[r][0].cpu_ms * 1.14;
+    clean[r][1].main_ms = clean[r][0].main_ms * 1.14;
+  }
+  EXPECT_TRUE(compute_suspects(decide_recorded_pair(clean, calls)).empty());
 }
 
 // Campaign clean run seed 416 (bench/straggler_campaign.py, torch 1.13, 4 ranks on 2 loaded CPUs, nothing

@@ -39,6 +39,24 @@ TEST(StragglerHistory, GroupTimesMeasureComputeLinkAndStep) {
   EXPECT_GT(g[0].step_ns, s.compute_ns);
 }
 
+// A wait that ends when the trainer's wait() returns (ExitKind::waited) is an upper bound: it gives a group no
+// link time for its baseline, while the compute after it still counts.
+TEST(StragglerHistory, WaitedExitsGiveNoLinkTime) {
+  sim::Spec s;
+  s.mesh = *Mesh::parse("dp=4");
+  s.link_factor = [](const GroupInfo&) { return 20.0; };  // the wait() returned late on every call
+  auto ev = sim::run(s);
+  for (auto& round : ev)
+    for (auto& r : round.ranks)
+      for (auto& e : r.events) e.exit_kind = records::ExitKind::waited;
+  std::vector<TimingTable> tables;
+  for (auto& r : ev) tables.push_back(build_table(r, mesh_groups(s.mesh), nullptr));
+  auto g = group_times(ev, tables);
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_LT(g[0].link_ns, 0);  // none
+  EXPECT_NEAR(g[0].compute_ns, s.compute_ns, 0.05 * s.compute_ns);
+}
+
 TEST(StragglerHistory, AFleetSlowdownDriftsFromItsOwnHistoryAndJitterDoesNot) {
   std::uint64_t seed = test_support::test_seed();
   std::printf("seed=%llu\n", static_cast<unsigned long long>(seed));
