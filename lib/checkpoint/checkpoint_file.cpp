@@ -227,15 +227,18 @@ std::shared_ptr<Window> open_window(int fd, std::uint64_t file_size, std::uint64
   return w;
 }
 
-// Small folios make mapping cost more than the copy it saves: a fault maps one folio (at most 16 pages of 4 KiB
-// ones, the kernel's fault-around), so a window of 4 KiB folios (a file read in small random reads) takes 16
+// Small folios make mapping cost more than the copy it saves: a fault maps one folio (or 16 pages of 4 KiB ones,
+// the kernel's fault-around), so a window of folios of 64 KiB or less (a file read in small random reads) takes 16
 // faults per MiB, and was slower mapped than read (3 x 192 MiB .pt, all in 4 KiB folios: 170-190 ms of CPU against
-// 140-180 ms), while one of folios of 64 KiB and more (what sequential reads and writes leave) takes 1-2 and is
-// faster (.pt 57-64 ms against 62-93 ms, safetensors 44-52 ms against 70-84 ms). The hashing threads count the
-// faults of the mapped pieces; once the pieces mapped since the last verdict span a window and took more than
-// k_max_faults_per_mib, the job's next k_read_windows windows are read, and then windows are mapped again to look.
+// 140-180 ms), while one of 256 KiB to 2 MiB folios (most of what sequential reads and writes leave) takes 0.5-4
+// and is faster (.pt 57-64 ms against 62-93 ms, safetensors 44-52 ms against 70-84 ms). The hashing threads count the
+// faults of the mapped pieces; once the pieces mapped since the last verdict span half a window and took more than
+// k_max_faults_per_mib, the job's next k_read_windows windows are read, and then windows are mapped again to look:
+// folio sizes differ along a file (a cold read's first tens of MiB are in small folios, as the kernel's readahead
+// grows its folios with its window; a DCP file of the bench mapped 10 of its 13 windows), and a file wholly in small
+// folios maps one window in four.
 constexpr std::uint64_t k_max_faults_per_mib = 10;
-constexpr unsigned k_read_windows = 15;
+constexpr unsigned k_read_windows = 3;
 
 // Page faults taken by this thread so far.
 std::uint64_t thread_faults() {
@@ -291,8 +294,7 @@ struct RangeHashJob::State {
   unsigned read_windows = 0;  // windows still to read before mapping one again
 
   // Whether the next window should be mapped (when wholly cached), from the faults mapped pieces took since the
-  // last verdict, once they span a window at least (the first MiB of a file read sequentially are in small folios,
-  // as the kernel's readahead grows its folios with its window; the rest in large ones). The adding thread's.
+  // last verdict. The adding thread's.
   bool map_next_window() {
     if (read_windows > 0) {
       --read_windows;
@@ -300,7 +302,7 @@ struct RangeHashJob::State {
     }
     const std::uint64_t bytes = mapped_bytes.load(std::memory_order_relaxed);
     const std::uint64_t faults = mapped_faults.load(std::memory_order_relaxed);
-    if (bytes - seen_bytes < k_window_bytes) return true;
+    if (bytes - seen_bytes < k_window_bytes / 2) return true;
     const bool small = (faults - seen_faults) * (std::uint64_t{1} << 20) > k_max_faults_per_mib * (bytes - seen_bytes);
     seen_bytes = bytes;
     seen_faults = faults;
