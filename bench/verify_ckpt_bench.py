@@ -30,6 +30,17 @@ proven): the balloon's free page reporting (page_reporting_order 9) hands free
 from them and fault on the host when first touched. Compare the fast runs (the min of each range), or use
 --drop-caches on an idle machine.
 
+Warm, scout hashes each 16 MiB window wholly in the page cache in place, from a
+read-only mapping (no copy out of the page cache, xxhsum's largest cost; the
+zip CRC-32 and the tensor hash then read the pages from memory), and reads it
+with pread where the job's mapped pieces take many page faults (small folios;
+lib/checkpoint/checkpoint_file.cpp). Both sides' CPU depend on the size of the
+page cache's folios, i.e. on how the files were last read in: a cold
+sequential read (the cold phase, cat, scout) leaves mostly 2 MiB folios, small
+random reads 4 KiB ones (3 x 192 MiB .pt warm, CPU: scout 48-57 ms in 2 MiB
+folios, 130-190 ms in 4 KiB ones; xxhsum 37 and 90-100 ms). A warm line thus
+depends on the phase before it; run the bench twice to compare like with like.
+
 Before the formats, the fixed start-up cost: `scout verify-ckpt --replicas` over
 three tiny safetensors files (one 64-byte tensor each) against `xxhsum -H3` over
 the same files, --startup-runs runs each (default 50) in alternating order:

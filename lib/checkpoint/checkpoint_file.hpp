@@ -74,7 +74,11 @@ struct ByteRange {
 // them, in the order they are added (file order for every reader here), one
 // pread of up to 1 MiB per piece into a buffer: each file is read front to
 // back by one thread, so the kernel's readahead streams it as it does for
-// `cat` (the structure read apart from it: AsideReads). A process-wide pool of hashing
+// `cat` (the structure read apart from it: AsideReads). A window of 16 MiB
+// wholly in the page cache (cachestat(2)) is instead mapped read-only and its
+// pieces hashed in place, without the copy (unless the job's mapped pieces
+// took many page faults: small folios, which cost more mapped than copied).
+// A process-wide pool of hashing
 // threads (one per core, shared by every file in flight, so no core idles
 // while any file has work; idle threads end after 2 s) hashes each piece: the
 // word sums of the ranges inside it are XORed into their targets (any order:
@@ -82,8 +86,10 @@ struct ByteRange {
 // way (lib/hash/crc32.hpp) and compared with the directory's. At most
 // `in_flight` pieces of a job are read and not yet hashed, and at most 4 per
 // hashing thread in the whole process (memory is bounded by those buffers,
-// not by the files). Nothing is mapped: a file truncated while it is read is
-// a short read and an error, not SIGBUS.
+// not by the files). A file truncated while it is read is an error, not a
+// crash: a short read, or a SIGBUS in the hashing of a mapped piece, which
+// hash::run_sigbus_guarded turns into the same read error. add() and wait()
+// are called from one thread.
 // Hashing threads of the pool alive now (0 once it has been idle for 2 s).
 unsigned hashing_threads_alive();
 

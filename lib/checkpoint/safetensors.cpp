@@ -87,8 +87,9 @@ constexpr long k_sys_cachestat = 451;
 constexpr long k_sys_cachestat = -1;
 #endif
 
-// Whether every page of bytes [offset, offset + n) of `fd` is in the page cache; nullopt when the kernel cannot say.
-std::optional<bool> cached(int fd, std::uint64_t offset, std::size_t n) {
+}  // namespace
+
+std::optional<bool> pages_cached(int fd, std::uint64_t offset, std::uint64_t n) {
   if (k_sys_cachestat < 0) return std::nullopt;
   struct {
     std::uint64_t off, len;
@@ -101,6 +102,8 @@ std::optional<bool> cached(int fd, std::uint64_t offset, std::size_t n) {
   const std::uint64_t pages = (offset + n + page - 1) / page - offset / page;
   return cs.nr_cache >= pages;
 }
+
+namespace {
 
 constexpr std::uint64_t k_direct_align = 4096;
 // Larger aside reads are read normally: their own readahead makes large folios, and O_DIRECT streams slowly where
@@ -147,7 +150,7 @@ constexpr std::size_t k_window_keep = std::size_t{128} << 10;
 // these bytes are; otherwise through O_DIRECT, so that they leave no page ahead of the stream.
 bool read_structure(const Aside& a, void* buf, std::size_t n, std::uint64_t offset) {
   if (a.direct < 0 || n > k_direct_max) return read_exact(a.fd, buf, n, offset);
-  const auto in_cache = cached(a.fd, offset, n);
+  const auto in_cache = pages_cached(a.fd, offset, n);
   if (!in_cache || *in_cache) return read_exact(a.fd, buf, n, offset);
   return read_direct(a.direct, buf, n, offset) || read_exact(a.fd, buf, n, offset);
 }
@@ -168,7 +171,7 @@ AsideReads::AsideReads(int fd) : m_fd(fd) {
   a.fd = fd;
   a.size = static_cast<std::uint64_t>(st.st_size);
   // A file wholly in the page cache (warm) is read normally, without a cachestat call per read.
-  if (k_sys_cachestat >= 0 && !cached(fd, 0, static_cast<std::size_t>(st.st_size)).value_or(true)) {
+  if (k_sys_cachestat >= 0 && !pages_cached(fd, 0, static_cast<std::uint64_t>(st.st_size)).value_or(true)) {
     m_direct = ::open(fmt::format("/proc/self/fd/{}", fd).c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
     a.direct = m_direct;
   }

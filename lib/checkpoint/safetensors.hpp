@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -66,6 +67,10 @@ class AsideReads {
   int m_direct = -1;
 };
 bool read_aside(int fd, void* buf, std::size_t n, std::uint64_t offset);
+
+// Whether every page of bytes [offset, offset + n) of `fd` is in the page cache (cachestat(2)); nullopt when the
+// kernel cannot say (before Linux 6.5, or the file system refuses).
+std::optional<bool> pages_cached(int fd, std::uint64_t offset, std::uint64_t n);
 
 // Reads and validates the header of the safetensors file at `path`. Errors
 // (exit 4, bad input) name the file and the field: bad header length, invalid

@@ -19,14 +19,23 @@ namespace scout::hash {
 
 namespace {
 
-// The guarded read of this thread, if one is running (guarded_partial_sum).
-thread_local sigjmp_buf* t_fault_return = nullptr;
+// The guarded read of this thread, if one is running (run_sigbus_guarded): where to return to and the bytes it
+// covers.
+struct Guard {
+  sigjmp_buf back;
+  const char* begin = nullptr;
+  const char* end = nullptr;
+};
+thread_local Guard* t_guard = nullptr;
 struct sigaction g_previous_sigbus {};
 
 void on_sigbus(int sig, siginfo_t* info, void* context) {
-  if (sigjmp_buf* back = t_fault_return) {
-    t_fault_return = nullptr;
-    siglongjmp(*back, 1);
+  if (Guard* g = t_guard) {
+    const auto* at = static_cast<const char*>(info != nullptr ? info->si_addr : nullptr);
+    if (at >= g->begin && at < g->end) {
+      t_guard = nullptr;  // run_sigbus_guarded restores the outer guard
+      siglongjmp(g->back, 1);
+    }
   }
   // Not a guarded read: whoever handled SIGBUS before handles it.
   if ((g_previous_sigbus.sa_flags & SA_SIGINFO) != 0 && g_previous_sigbus.sa_sigaction != nullptr) {
@@ -53,14 +62,37 @@ void install_sigbus_handler() {
 
 }  // namespace
 
-std::optional<std::uint64_t> guarded_partial_sum(std::span<const std::byte> bytes, std::uint64_t first_word) {
+bool run_sigbus_guarded(const void* begin, const void* end, void (*fn)(void*), void* arg) {
   install_sigbus_handler();
-  sigjmp_buf back;
-  if (sigsetjmp(back, 1) != 0) return std::nullopt;  // the handler came back: a read faulted
-  t_fault_return = &back;
-  const std::uint64_t sum = partial_sum(bytes, first_word);
-  t_fault_return = nullptr;
-  return sum;
+  Guard guard;
+  guard.begin = static_cast<const char*>(begin);
+  guard.end = static_cast<const char*>(end);
+  Guard* const outer = t_guard;
+  if (sigsetjmp(guard.back, 1) != 0) {  // the handler came back: a read faulted
+    t_guard = outer;
+    return false;
+  }
+  t_guard = &guard;
+  fn(arg);
+  t_guard = outer;
+  return true;
+}
+
+std::optional<std::uint64_t> guarded_partial_sum(std::span<const std::byte> bytes, std::uint64_t first_word) {
+  struct Args {
+    std::span<const std::byte> bytes;
+    std::uint64_t first_word;
+    std::uint64_t sum;
+  } args{bytes, first_word, 0};
+  const bool ok = run_sigbus_guarded(
+      bytes.data(), bytes.data() + bytes.size(),
+      [](void* a) {
+        auto& x = *static_cast<Args*>(a);
+        x.sum = partial_sum(x.bytes, x.first_word);
+      },
+      &args);
+  if (!ok) return std::nullopt;
+  return args.sum;
 }
 
 Result<RawFileHash> hash_raw_file(const std::string& path, unsigned threads) {

@@ -31,4 +31,11 @@ Result<RawFileHash> hash_raw_file(const std::string& path, unsigned threads = 0)
 // there before (by default: the process ends with a core dump, as without it).
 std::optional<std::uint64_t> guarded_partial_sum(std::span<const std::byte> bytes, std::uint64_t first_word);
 
+// Runs `fn(arg)` on this thread, guarded like guarded_partial_sum: false when a read of the bytes [begin, end) (a
+// file mapping) raised SIGBUS inside it, which then ends `fn` at once. `fn` may only read and compute (CRC-32, word
+// sums) into memory it was given: it is left by siglongjmp, so it must hold no lock, allocate nothing and own
+// nothing with a destructor. A SIGBUS at an address outside [begin, end) goes to the handler that was there before.
+// Guards nest (an inner guard covers its own range only). Costs one sigprocmask per call.
+bool run_sigbus_guarded(const void* begin, const void* end, void (*fn)(void*), void* arg);
+
 }  // namespace scout::hash

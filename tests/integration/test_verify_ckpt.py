@@ -460,6 +460,47 @@ dcp.save({{"w": torch.randn(8, 4)}}, storage_writer=w)
         self.assertCleanError(r, "bad_input", "verify-ckpt")
         self.assertIn(victim, r.stderr)
 
+    def test_file_truncated_by_another_process_while_read_is_bad_input_not_a_crash(self):
+        """Warm files are hashed in place from mappings of the page cache: a file cut while scout reads it must end
+        in the read error (exit 4 naming it), never SIGBUS. This process cuts one replica at a random moment of a
+        run (drawn over the length of an uncut run), until a cut lands mid-read (at most 16 tries)."""
+        tensor_bytes = 8 << 20
+        tensors = {f"layers.{i}.weight": ("U8", [tensor_bytes], bytearray(self.rng.randbytes(64)) * (tensor_bytes // 64))
+                   for i in range(8)}
+        files = self.three([tensors] * 3)
+        victim = files[self.rng.randrange(3)]
+        size = os.path.getsize(victim)
+        with open(victim, "rb") as f:
+            original = f.read()
+        cmd = [scoutlib.SCOUT_BIN, "verify-ckpt", "--replicas"] + files + ["--format", "json"]
+        t = time.monotonic()
+        self.assertEqual(subprocess.run(cmd, capture_output=True, timeout=120).returncode, 0)
+        span = time.monotonic() - t
+        outcomes = []
+        for attempt in range(16):
+            with open(victim, "wb") as f:
+                f.write(original)
+            delay = self.rng.uniform(0, span)
+            cut = self.rng.randrange(4096, size - 1)
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(delay)
+            os.truncate(victim, cut)
+            out, err = proc.communicate(timeout=120)
+            print(f"seed {SEED}: try {attempt}: cut {victim} to {cut} of {size} after {delay * 1e3:.1f} ms "
+                  f"(run {span * 1e3:.1f} ms): rc {proc.returncode}", file=sys.stderr)
+            self.assertGreaterEqual(proc.returncode, 0, f"scout died of signal {-proc.returncode}: {err}")
+            self.assertIn(proc.returncode, (0, scoutlib.EXIT["bad_input"]), err)
+            if proc.returncode == 0:
+                outcomes.append("after")
+                continue
+            self.assertIn(victim, err)
+            self.assertEqual(out, "", "no partial output on error")
+            if "read failed" in err:
+                outcomes.append("mid-read")
+                break
+            outcomes.append("before")
+        print(f"seed {SEED}: outcomes {outcomes}", file=sys.stderr)
+
     def test_malformed_headers_are_bad_input(self):
         tensors = make_tensors(self.rng, 2)
         good = self.three([tensors] * 2)

@@ -1,8 +1,8 @@
 // RangeHashJob (lib/checkpoint/checkpoint_file.hpp): word sums of ranges read
 // in pieces on the shared pool equal partial_sum over the same bytes, for
 // ranges inside a segment at word-aligned and unaligned starts, across piece
-// boundaries (pread in blocks); a segment's
-// CRC-32 is checked; a range past the end of the file is an error, not a fault.
+// boundaries (pread in blocks, or hashed in place from a mapping when cached); a segment's
+// CRC-32 is checked; a range past the end of the file, or a file cut under its mapping, is an error, not a fault.
 // AsideReads: reads of bytes outside the page cache give the file's bytes and
 // leave no page behind (where the file system takes O_DIRECT); small reads
 // served from the thread's window give the same bytes, cold or warm.
@@ -91,6 +91,72 @@ TEST_F(RangeHashTest, RangesPastTheEndAreAnErrorNotAFault) {
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.error().code, ExitCode::bad_input);
   EXPECT_NE(st.error().message().find("short.pt"), std::string::npos);
+}
+
+TEST_F(RangeHashTest, CachedPiecesHashedInPlaceAndReadPiecesGiveTheSameSums) {
+  // Warm, the file's windows are mapped and hashed where they lie; cold, they are read with pread.
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed + 4);
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;
+  spans.emplace_back(0, bytes.size());
+  for (int i = 0; i < 6; ++i) {
+    const std::uint64_t off = rng() % (bytes.size() - 1);
+    spans.emplace_back(off, rng() % (bytes.size() - off));
+  }
+  for (const bool cold : {false, true}) {
+    SCOPED_TRACE(cold ? "cold" : "warm");
+    if (cold) {
+      ASSERT_EQ(::fdatasync(fd), 0);
+      ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    } else {
+      std::vector<std::byte> all(bytes.size());
+      ASSERT_TRUE(read_exact(fd, all.data(), all.size(), 0));
+      EXPECT_NE(pages_cached(fd, 0, bytes.size()), std::optional<bool>(false));
+    }
+    RangeHashJob job(fd, "test");
+    std::vector<std::size_t> targets, segments;
+    for (const auto& [o, n] : spans) {
+      const ByteRange r{o, n, job.new_target(), 0};
+      targets.push_back(r.target);
+      segments.push_back(
+          job.add(o, n, std::span(&r, 1), hash::crc32(std::span(bytes.data() + o, static_cast<std::size_t>(n)))));
+    }
+    ASSERT_TRUE(job.wait().ok());
+    for (std::size_t i = 0; i < spans.size(); ++i) {
+      EXPECT_EQ(job.sum(targets[i]), expected(spans[i].first, spans[i].second)) << i;
+      EXPECT_FALSE(job.crc_failure(segments[i]).has_value()) << i;
+    }
+  }
+}
+
+TEST_F(RangeHashTest, AFileTruncatedUnderItsMappedWindowIsAReadErrorNotAFault) {
+  // The file is cached, so its first window is mapped and populated when its first piece is queued; one piece is in
+  // flight at a time, and the first one's progress cuts the file to a random length inside that window. A later
+  // piece of the window then faults (SIGBUS) when it is hashed: the guard makes that a read error.
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed + 5);
+  std::vector<std::byte> all(bytes.size());
+  ASSERT_TRUE(read_exact(fd, all.data(), all.size(), 0));
+  const long page = ::sysconf(_SC_PAGESIZE);
+  const auto cut = static_cast<off_t>(page) * static_cast<off_t>(1 + rng() % ((std::uint64_t{14} << 20) / page));
+  const int writer = ::open(path.c_str(), O_WRONLY);
+  ASSERT_GE(writer, 0);
+  bool truncated = false;
+  RangeHashJob job(
+      fd, "cut.pt",
+      [&](std::uint64_t) {
+        if (!truncated) truncated = ::ftruncate(writer, cut) == 0;
+      },
+      1);
+  const ByteRange r{0, bytes.size(), job.new_target(), 0};
+  job.add(r.offset, r.size, std::span(&r, 1), 0u, "archive/data/0");
+  auto st = job.wait();
+  ::close(writer);
+  EXPECT_TRUE(truncated);
+  ASSERT_FALSE(st.ok()) << "cut at " << cut;
+  EXPECT_EQ(st.error().code, ExitCode::bad_input);
+  EXPECT_NE(st.error().message().find("cut.pt"), std::string::npos) << st.error().message();
+  EXPECT_NE(st.error().message().find("file truncated"), std::string::npos) << st.error().message();
 }
 
 TEST_F(RangeHashTest, ManyJobsShareThePool) {
