@@ -34,7 +34,11 @@ Warm, scout hashes each 16 MiB window wholly in the page cache in place, from a
 read-only mapping (no copy out of the page cache, xxhsum's largest cost; the
 zip CRC-32 and the tensor hash then read the pages from memory), and reads it
 with pread where the job's mapped pieces take many page faults (small folios;
-lib/checkpoint/checkpoint_file.cpp). Both sides' CPU depend on the size of the
+lib/checkpoint/checkpoint_file.cpp); in a .pt's CRC-checked entries the zip
+CRC-32 and the tensor hash take one pass over each 256 KiB block
+(hash::crc32_and_partial_sums, each 64-byte line loaded once for both where
+the CPU has 512-bit VPCLMULQDQ; bench/crc_hash_fuse_bench.cpp measures it
+against the two passes). Both sides' CPU depend on the size of the
 page cache's folios, i.e. on how the files were last read in: a cold
 sequential read (the cold phase, cat, scout) leaves mostly 2 MiB folios, small
 random reads 4 KiB ones (3 x 192 MiB .pt warm, CPU: scout 48-57 ms in 2 MiB

@@ -322,11 +322,21 @@ struct RangeHashJob::State {
       const Piece* p;
       std::uint32_t crc = 0;
       std::uint64_t* local;
+      // A CRC-checked block's slices (ranges, sums, the slice each came from): preallocated, the walk only computes.
+      hash::SumRange* ranges;
+      std::uint64_t* sums;
+      std::size_t* slice_of;
     };
     std::vector<std::uint64_t> local(p.slices.size(), 0);
-    Walk walk{&p, 0, local.data()};
-    // The piece is walked in blocks that stay in the core's cache between the CRC and the hash. The walk only
-    // reads and computes (a mapped piece's walk is left by siglongjmp when its file was truncated under it).
+    const std::size_t per_block = p.crc ? p.slices.size() : 0;
+    std::vector<hash::SumRange> block_ranges(per_block);
+    std::vector<std::uint64_t> block_sums(per_block);
+    std::vector<std::size_t> block_slice(per_block);
+    Walk walk{&p, 0, local.data(), block_ranges.data(), block_sums.data(), block_slice.data()};
+    // The piece is walked in blocks that stay in the core's cache. In a CRC-checked piece the CRC and the hash of
+    // a block's slices take one pass over it (hash::crc32_and_partial_sums: each line loaded once for both). The
+    // walk only reads and computes (a mapped piece's walk is left by siglongjmp when its file was truncated under
+    // it).
     auto walk_piece = [](void* arg) {
       auto& w = *static_cast<Walk*>(arg);
       const Piece& q = *w.p;
@@ -334,14 +344,24 @@ struct RangeHashJob::State {
         // The `n` bytes at `data` are those at file offset `at`: CRC them (in order) and hash the slices they hold.
         const std::byte* data = q.data + b;
         const std::uint64_t at = q.offset + b, n = std::min(k_block_bytes, q.size - b);
-        if (q.crc) w.crc = hash::crc32(std::span(data, static_cast<std::size_t>(n)), w.crc);
+        std::size_t count = 0;
         for (std::size_t i = 0; i < q.slices.size(); ++i) {
           const ByteRange& s = q.slices[i];
           const std::uint64_t lo = std::max(at, s.offset), hi = std::min(at + n, s.offset + s.size);
           if (lo >= hi) continue;
-          w.local[i] ^= hash::partial_sum(std::span(data + (lo - at), static_cast<std::size_t>(hi - lo)),
-                                          s.first_word + (lo - s.offset) / 8);
+          const std::uint64_t first_word = s.first_word + (lo - s.offset) / 8;
+          if (q.crc) {
+            w.ranges[count] = {static_cast<std::size_t>(lo - at), static_cast<std::size_t>(hi - lo), first_word};
+            w.sums[count] = 0;
+            w.slice_of[count++] = i;
+          } else {
+            w.local[i] ^= hash::partial_sum(std::span(data + (lo - at), static_cast<std::size_t>(hi - lo)), first_word);
+          }
         }
+        if (!q.crc) continue;
+        w.crc = hash::crc32_and_partial_sums(std::span(data, static_cast<std::size_t>(n)), w.crc,
+                                             std::span(w.ranges, count), w.sums);
+        for (std::size_t j = 0; j < count; ++j) w.local[w.slice_of[j]] ^= w.sums[j];
       }
     };
     bool read = true;

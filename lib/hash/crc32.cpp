@@ -20,6 +20,9 @@
 
 #include <array>
 
+#include "lib/hash/gf64.hpp"
+#include "lib/hash/tensor_hash.hpp"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -192,6 +195,54 @@ SCOUT_TARGET_CRC_AVX512 std::uint32_t crc32_fold_avx512(std::uint32_t crc, const
   return finish(x, p, n);
 }
 
+// The fused pass (crc32_and_partial_sum): eight zmm registers of the CRC
+// folding (each by D = 4096 bits, 512 bytes per step) and eight of the word
+// sum's (tensor_hash_x86.cpp, T = 64 words per step) are fed by the same eight
+// loads per 512 bytes. At the end neither is reduced here: the eight CRC
+// registers, stored in order, are 512 bytes congruent to the message so far
+// (its initial value XORed in), so their CRC from register 0, crc32(buffer,
+// ~0), is the CRC of the folded bytes; the eight sum registers, stored in
+// order, are 64 words whose own word sum, weighted by x^(64 (64 (B - 1))) for
+// B steps, is the folded bytes' sum (lane q = lo + hi x^64, register r at word
+// 8 r: exactly the weights of a word sequence), i.e. partial_sum(buffer,
+// first_word + 64 (B - 1)). Both then continue over the bytes past the last
+// step with the separate kernels. n >= 512.
+SCOUT_TARGET_CRC_AVX512 CrcAndSum crc32_sum_fold_avx512(std::uint32_t crc, const unsigned char* p, std::size_t n,
+                                                        std::uint64_t first_word) {
+  constexpr std::size_t R = 8, step = 64 * R, T = step / 8;
+  const long long ch = fold_constant(8 * step - 32), cl = fold_constant(8 * step + 32);
+  const __m512i kc = _mm512_set_epi64(ch, cl, ch, cl, ch, cl, ch, cl);
+  constexpr auto s0 = static_cast<long long>(gf64::x64_pow_inverse(T));
+  constexpr auto s1 = static_cast<long long>(gf64::x64_pow_inverse(T - 1));
+  const __m512i ks = _mm512_set_epi64(s1, s0, s1, s0, s1, s0, s1, s0);
+  const std::size_t blocks = n / step;
+  __m512i z[R], s[R];
+#pragma GCC unroll 8
+  for (std::size_t r = 0; r < R; ++r) z[r] = s[r] = load4(p + 64 * r);
+  z[0] = _mm512_xor_si512(z[0], _mm512_castsi128_si512(_mm_cvtsi32_si128(static_cast<int>(~crc))));
+  for (std::size_t b = 1; b < blocks; ++b) {
+    const unsigned char* q = p + b * step;
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < R; ++r) {
+      const __m512i v = load4(q + 64 * r);
+      z[r] = fold4(z[r], kc, v);
+      s[r] = _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(s[r], ks, 0x00),
+                                       _mm512_clmulepi64_epi128(s[r], ks, 0x11), v, 0x96);
+    }
+  }
+  alignas(64) std::byte cbuf[step], sbuf[step];
+#pragma GCC unroll 8
+  for (std::size_t r = 0; r < R; ++r) {
+    _mm512_store_si512(cbuf + 64 * r, z[r]);
+    _mm512_store_si512(sbuf + 64 * r, s[r]);
+  }
+  const std::size_t done = blocks * step;
+  const std::span<const std::byte> rest(reinterpret_cast<const std::byte*>(p) + done, n - done);
+  const std::uint32_t c = crc32(rest, crc32(cbuf, 0xFFFFFFFFu));
+  const std::uint64_t sum = partial_sum(sbuf, first_word + T * (blocks - 1)) ^ partial_sum(rest, first_word + done / 8);
+  return {c, sum};
+}
+
 bool has_clmul() {
   static const bool yes = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
   return yes;
@@ -269,6 +320,65 @@ std::uint32_t crc32_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint6
 
 bool crc32_accelerated() {
   return has_clmul();
+}
+
+bool fused_kernel_available(FusedKernel kernel) {
+  switch (kernel) {
+    case FusedKernel::separate:
+      return true;
+#if defined(__x86_64__)
+    case FusedKernel::vpclmul512:
+      return has_vpclmul512();
+#endif
+    default:
+      return false;
+  }
+}
+
+CrcAndSum crc32_and_partial_sum_with(FusedKernel kernel, std::span<const std::byte> bytes, std::uint32_t crc,
+                                     std::uint64_t first_word) {
+#if defined(__x86_64__)
+  if (kernel == FusedKernel::vpclmul512 && bytes.size() >= 512 && fused_kernel_available(kernel))
+    return crc32_sum_fold_avx512(crc, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), first_word);
+#else
+  (void)kernel;
+#endif
+  return {crc32(bytes, crc), partial_sum(bytes, first_word)};
+}
+
+CrcAndSum crc32_and_partial_sum(std::span<const std::byte> bytes, std::uint32_t crc, std::uint64_t first_word) {
+#if defined(__x86_64__)
+  // The dispatch of crc32 (its 512-bit kernel from 1 KiB) and partial_sum (active_kernel, SCOUT_HASH_KERNEL).
+  static const bool fused =
+      fused_kernel_available(FusedKernel::vpclmul512) && active_kernel() == HashKernel::avx512_vpclmul;
+  if (fused && bytes.size() >= 1024)
+    return crc32_sum_fold_avx512(crc, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), first_word);
+#endif
+  return {crc32(bytes, crc), partial_sum(bytes, first_word)};
+}
+
+std::uint32_t crc32_and_partial_sums(std::span<const std::byte> bytes, std::uint32_t crc,
+                                     std::span<const SumRange> ranges, std::uint64_t* sums) {
+  bool ordered = true;
+  for (std::size_t i = 0, end = 0; i < ranges.size(); end = ranges[i].begin + ranges[i].size, ++i)
+    ordered = ordered && ranges[i].begin >= end && ranges[i].begin <= bytes.size() &&
+              ranges[i].size <= bytes.size() - ranges[i].begin;
+  if (!ordered) {
+    crc = crc32(bytes, crc);
+    for (std::size_t i = 0; i < ranges.size(); ++i)
+      sums[i] ^= partial_sum(bytes.subspan(ranges[i].begin, ranges[i].size), ranges[i].first_word);
+    return crc;
+  }
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    const SumRange& r = ranges[i];
+    if (r.begin > at) crc = crc32(bytes.subspan(at, r.begin - at), crc);
+    const CrcAndSum both = crc32_and_partial_sum(bytes.subspan(r.begin, r.size), crc, r.first_word);
+    crc = both.crc;
+    sums[i] ^= both.sum;
+    at = r.begin + r.size;
+  }
+  return at < bytes.size() ? crc32(bytes.subspan(at), crc) : crc;
 }
 
 }  // namespace scout::hash

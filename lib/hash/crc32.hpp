@@ -35,4 +35,41 @@ std::uint32_t crc32_with(Crc32Kernel kernel, std::span<const std::byte> bytes, s
 // Whether crc32 uses the carry-less-multiply kernel on this CPU.
 bool crc32_accelerated();
 
+// crc32(bytes, crc) and partial_sum(bytes, first_word) (lib/hash/tensor_hash.hpp)
+// of the same bytes in one pass: where the CPU has VPCLMULQDQ on 512 bits and
+// partial_sum's kernel is avx512_vpclmul, each 64-byte line is loaded once and
+// feeds both foldings; otherwise (and for inputs under 1 KiB) the two separate
+// calls. Bit for bit the same values as the separate calls (tests compare them).
+// `bytes` may end mid-word only where partial_sum allows it (a tensor's end).
+struct CrcAndSum {
+  std::uint32_t crc;
+  std::uint64_t sum;
+};
+CrcAndSum crc32_and_partial_sum(std::span<const std::byte> bytes, std::uint32_t crc, std::uint64_t first_word);
+
+// The paths crc32_and_partial_sum chooses from, each callable alone for tests
+// and benchmarks: `separate` is crc32 then partial_sum; crc32_and_partial_sum_with
+// falls back to it where the CPU lacks the kernel or the input is short.
+enum class FusedKernel { separate, vpclmul512 };
+bool fused_kernel_available(FusedKernel kernel);
+CrcAndSum crc32_and_partial_sum_with(FusedKernel kernel, std::span<const std::byte> bytes, std::uint32_t crc,
+                                     std::uint64_t first_word);
+
+// A range of a block whose bytes are summed: `size` bytes from byte `begin` of
+// the block, the range's first byte at word `first_word` of its tensor.
+struct SumRange {
+  std::size_t begin;
+  std::size_t size;
+  std::uint64_t first_word;
+};
+
+// A block of a CRC-checked file holding the slices `ranges` of tensors: the
+// CRC of every byte of `bytes`, continuing from `crc`, is returned; sums[i] is
+// XORed with partial_sum of range i (bytes outside every range are CRCed, not
+// summed). Ranges sorted by `begin` and disjoint take one pass
+// (crc32_and_partial_sum over each range, crc32 over the gaps); others the
+// separate calls. The same values either way.
+std::uint32_t crc32_and_partial_sums(std::span<const std::byte> bytes, std::uint32_t crc,
+                                     std::span<const SumRange> ranges, std::uint64_t* sums);
+
 }  // namespace scout::hash
