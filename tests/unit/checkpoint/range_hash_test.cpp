@@ -46,6 +46,16 @@ class RangeHashTest : public ::testing::Test {
     if (fd >= 0) ::close(fd);
     std::remove(path.c_str());
   }
+  // The file's pages dropped from the page cache (cold) or all read into it (warm).
+  void set_cache(bool cold) {
+    if (cold) {
+      ASSERT_EQ(::fdatasync(fd), 0);
+      ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    } else {
+      std::vector<std::byte> all(bytes.size());
+      ASSERT_TRUE(read_exact(fd, all.data(), all.size(), 0));
+    }
+  }
   std::uint64_t expected(std::uint64_t off, std::uint64_t n) const {
     return hash::partial_sum(std::span(bytes.data() + off, static_cast<std::size_t>(n)), 0);
   }
@@ -105,14 +115,8 @@ TEST_F(RangeHashTest, CachedPiecesHashedInPlaceAndReadPiecesGiveTheSameSums) {
   }
   for (const bool cold : {false, true}) {
     SCOPED_TRACE(cold ? "cold" : "warm");
-    if (cold) {
-      ASSERT_EQ(::fdatasync(fd), 0);
-      ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
-    } else {
-      std::vector<std::byte> all(bytes.size());
-      ASSERT_TRUE(read_exact(fd, all.data(), all.size(), 0));
-      EXPECT_NE(pages_cached(fd, 0, bytes.size()), std::optional<bool>(false));
-    }
+    ASSERT_NO_FATAL_FAILURE(set_cache(cold));
+    if (!cold) EXPECT_NE(pages_cached(fd, 0, bytes.size()), std::optional<bool>(false));
     RangeHashJob job(fd, "test");
     std::vector<std::size_t> targets, segments;
     for (const auto& [o, n] : spans) {
@@ -253,13 +257,7 @@ TEST_F(RangeHashTest, AsideReadsFromTheWindowGiveTheBytes) {
   std::mt19937_64 rng(seed + 3);
   for (const bool cold : {true, false}) {
     SCOPED_TRACE(cold ? "cold" : "warm");
-    if (cold) {
-      ASSERT_EQ(::fdatasync(fd), 0);
-      ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
-    } else {
-      std::vector<std::byte> all(bytes.size());
-      ASSERT_TRUE(read_exact(fd, all.data(), all.size(), 0));
-    }
+    ASSERT_NO_FATAL_FAILURE(set_cache(cold));
     AsideReads aside(fd);
     // As a zip's reader does: its end (one read), the central directory and last local headers inside it, a cluster
     // of small reads near a start, small reads anywhere, and one reaching the file's last byte.

@@ -62,16 +62,22 @@ records::CollectiveEvent all_reduce_event(std::uint64_t op, std::uint64_t seq, s
   return e;
 }
 
-TEST(StragglerTiming, ComputeIsTheGapSinceTheLastCompletionAndWaitTheTimeInside) {
+// A round of one rank (rank 0 of world 1) whose ring holds `events`.
+RoundEvidence one_rank_round(std::vector<records::CollectiveEvent> events) {
   RoundEvidence r;
   r.world = 1;
   RankEvents re;
   re.rank = 0;
+  re.events = std::move(events);
+  r.ranks.push_back(std::move(re));
+  return r;
+}
+
+TEST(StragglerTiming, ComputeIsTheGapSinceTheLastCompletionAndWaitTheTimeInside) {
   auto ev = [](std::uint64_t op, std::uint64_t seq, std::int64_t in, std::int64_t out) {
     return all_reduce_event(op, seq, in, out, records::ExitKind::completed);
   };
-  re.events = {ev(1, 1, 100, 200), ev(2, 2, 500, 650), ev(3, 3, 600, 0), ev(4, 4, 900, 1000)};
-  r.ranks.push_back(re);
+  const auto r = one_rank_round({ev(1, 1, 100, 200), ev(2, 2, 500, 650), ev(3, 3, 600, 0), ev(4, 4, 900, 1000)});
   auto t = build_table(r, {}, nullptr);
   const auto& calls = t.ranks.at(0);
   ASSERT_EQ(calls.size(), 2u);  // the oldest has no predecessor; the one still inside has no exit
@@ -82,15 +88,10 @@ TEST(StragglerTiming, ComputeIsTheGapSinceTheLastCompletionAndWaitTheTimeInside)
 }
 
 TEST(StragglerTiming, AnExitThatIsOnlyAnUpperBoundTimesNeitherItsWaitNorTheComputeAfterIt) {
-  RoundEvidence r;
-  r.world = 1;
-  RankEvents re;
-  re.rank = 0;
   const auto ev = all_reduce_event;
   using K = records::ExitKind;
-  re.events = {ev(1, 1, 100, 200, K::completed), ev(2, 2, 300, 700, K::ordered), ev(3, 3, 800, 900, K::completed),
-               ev(4, 4, 1000, 1100, K::waited)};
-  r.ranks.push_back(re);
+  const auto r = one_rank_round({ev(1, 1, 100, 200, K::completed), ev(2, 2, 300, 700, K::ordered),
+                                 ev(3, 3, 800, 900, K::completed), ev(4, 4, 1000, 1100, K::waited)});
   const auto t = build_table(r, {}, nullptr);
   const auto& calls = t.ranks.at(0);
   const auto kind = t.groups.at(0).kind;
@@ -110,14 +111,10 @@ TEST(StragglerTiming, AnExitThatIsOnlyAnUpperBoundTimesNeitherItsWaitNorTheCompu
 TEST(StragglerTiming, AWaitedExitBoundsTheWaitAndTimesTheComputeAfterIt) {
   // gloo's sends and receives on torch 2.x: the exit is the trainer's wait() returning (ExitKind::waited),
   // which may come long after the call completed. Its wait is an upper bound; the compute after it is exact.
-  RoundEvidence r;
-  r.world = 1;
-  RankEvents re;
-  re.rank = 0;
   const auto ev = all_reduce_event;
   using K = records::ExitKind;
-  re.events = {ev(1, 1, 100, 200, K::completed), ev(2, 2, 300, 900, K::waited), ev(3, 3, 1000, 1100, K::completed)};
-  r.ranks.push_back(re);
+  const auto r = one_rank_round(
+      {ev(1, 1, 100, 200, K::completed), ev(2, 2, 300, 900, K::waited), ev(3, 3, 1000, 1100, K::completed)});
   const auto t = build_table(r, {}, nullptr);
   const auto& calls = t.ranks.at(0);
   const auto kind = t.groups.at(0).kind;
