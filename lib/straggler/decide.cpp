@@ -214,6 +214,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         rr.cpu_ns = cpu[i];
         rr.runq_ns = t.cpu.at(present[i]).runq_ns;
         rr.cpu_ratio = cpu_ratio[i];
+        rr.main_cpu_ratio = main_ratio[i];
       }
       // The straggler computes longest and so waits least: its peers wait for it. Both must hold, the
       // excess must be at least min_absolute_ns per call, and its compute time (on a contended host: the
@@ -505,7 +506,7 @@ Cause cause_of(const std::vector<const RankRound*>& hits, const DecideOptions& o
     }
   }
   double window = 0, excess = 0, runq = 0, peer_runq = 0, throttled = 0, peer_throttled = 0, expected_runq = 0,
-         used = 0;
+         used = 0, proc_used = 0, peer_proc_used = 0, peer_used = 0;
   std::int64_t calls = 0, nr_throttled = 0, nr_periods = 0;
   bool sched = !hits.empty(), cgroup = !hits.empty();
   for (const auto* h : hits) {
@@ -532,6 +533,11 @@ Cause cause_of(const std::vector<const RankRound*>& hits, const DecideOptions& o
     const double cpu = h->window.main_cpu_ns >= 0 ? h->window.main_cpu_ns : h->window.cpu_ns;
     used += cpu * n;
     expected_runq += cpu * h->peer_wait_per_cpu * n;
+    // Its peers' CPU per call, from its ratios (the main thread's where it has one, like `cpu`).
+    const double cpu_r = h->window.main_cpu_ns >= 0 ? h->main_cpu_ratio : h->cpu_ratio;
+    if (cpu_r > 0) peer_used += cpu / cpu_r * n;
+    proc_used += h->cpu_ns * n;
+    if (h->cpu_ratio > 0) peer_proc_used += h->cpu_ns / h->cpu_ratio * n;
     if (cgroup) {
       throttled += h->throttled_ns * n;
       peer_throttled += h->peer_throttled_ns * n;
@@ -565,9 +571,19 @@ Cause cause_of(const std::vector<const RankRound*>& hits, const DecideOptions& o
   }
   const bool waited =
       runq - expected_runq >= o.cause_share * excess && runq > 0 && runq >= o.contention_min_ratio * expected_runq;
+  // More work: on a host short of CPUs a rank that needs more CPU per call also waits longer for a CPU per
+  // CPU second than its peers, which wait in their collectives meanwhile (measured, trainer-slowed ranks at
+  // load 10-12 on 2 CPUs: 1.36-1.70x their peers' CPU per call, 1.3-1.9x their peers' wait per CPU second;
+  // 6 of 106 labelled cpu_contention). A rank starved of CPU uses no more CPU than its peers.
+  const double floor = 1 + o.contended_cpu_min_relative;
+  const bool more_work =
+      peer_used > 0 && peer_proc_used > 0 && used >= floor * peer_used && proc_used >= floor * peer_proc_used;
+  c.figures["peers_cpu_s"] = s3(peer_used);
   if (cgroup && throttled >= o.quota_window_share * window && throttled - peer_throttled >= o.cause_share * excess &&
       throttled > peer_throttled) {
     c.cause = "cpu_quota";
+  } else if (more_work) {
+    c.cause = "slow_compute";
   } else if (waited && cgroup) {
     c.cause = "cpu_contention";
   } else if (waited) {

@@ -44,7 +44,9 @@ struct DecideOptions {
   // quota_window_share of the window and its throttled time beyond its peers' is at least cause_share of
   // its excess compute; else cpu_contention when it waited for a CPU, per ns of CPU it used, at least
   // contention_min_ratio times as long as its peers (median), and that extra wait is at least cause_share
-  // of the excess (a rank with more work waits longer in proportion: not contention); else slow_compute.
+  // of the excess (a rank with more work waits longer in proportion: not contention), unless it used at least
+  // 1 + contended_cpu_min_relative times its peers' CPU per call (process and main thread): more work is
+  // then the cause, and its extra wait follows from it; else slow_compute.
   double quota_window_share = 0.05;
   double cause_share = 0.5;
   double contention_min_ratio = 1.1;
@@ -93,6 +95,7 @@ struct RankRound {
   double cpu_ns = -1;               // CPU used per call (-1: no scheduler counters for every peer)
   double runq_ns = -1;              // its main thread's wait for a CPU per call
   double cpu_ratio = 1;             // cpu_ns / the peers' median
+  double main_cpu_ratio = 1;        // its main thread's CPU per call / the peers' median (1 without counters)
   double compute_ratio = 1;         // the time measure's ratio, also where the CPU one decides
   double off_cpu_ratio = 1;         // 1 + (time off a CPU without waiting for one - the peers' median) / median compute
   std::string measure = "compute";  // what decided: "compute" (time), or on a contended host "cpu", "off_cpu"

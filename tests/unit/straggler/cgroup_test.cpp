@@ -193,7 +193,18 @@ TEST(StragglerCause, ThrottledIsAQuotaWaitingIsContentionNeitherIsSlowCompute) {
   RankRound more = hit(9, 6, 0, 0);
   more.window.main_cpu_ns = 30e6;
   EXPECT_EQ(cause({more, more}), "slow_compute");
-  more.runq_ns = 20e6;  // ... and far more than in proportion is contention
+  more.runq_ns = 20e6;  // ... and far more than in proportion is contention, where its peers used as much CPU
+  EXPECT_EQ(cause({more, more}), "cpu_contention");
+  // ... but not where it used 1.5x their CPU per call (process and main thread): more work waits longer per
+  // CPU second on a host short of CPUs (trainer-slowed ranks at load 10-12 on 2 CPUs), so it is slow compute.
+  more.cpu_ns = 36e6;
+  more.cpu_ratio = 1.5;
+  more.main_cpu_ratio = 1.5;
+  EXPECT_EQ(cause({more, more}), "slow_compute");
+  more.cpu_ratio = 1.1;  // ... as the process's CPU must show too
+  EXPECT_EQ(cause({more, more}), "cpu_contention");
+  more.cpu_ratio = 1.5;
+  more.main_cpu_ratio = 1.15;  // ... and the main thread's
   EXPECT_EQ(cause({more, more}), "cpu_contention");
   // A quota every peer shares is no explanation of one rank's slowness.
   EXPECT_EQ(cause({hit(12, 2, 9, 9), hit(11, 2, 9, 9)}), "cpu_contention");
@@ -217,6 +228,7 @@ TEST(StragglerCause, FiguresAreNumbers) {
   EXPECT_DOUBLE_EQ(c.figures["peers_runq_s"].get<double>(), 0.4);
   EXPECT_DOUBLE_EQ(c.figures["cpu_s"].get<double>(), 4.0);
   EXPECT_DOUBLE_EQ(c.figures["runq_at_peers_rate_s"].get<double>(), 0.4);
+  EXPECT_DOUBLE_EQ(c.figures["peers_cpu_s"].get<double>(), 4.0);
   EXPECT_EQ(c.figures["nr_throttled"].get<std::int64_t>(), 80);
   EXPECT_DOUBLE_EQ(c.figures["quota_cpus"].get<double>(), 0.2);
   EXPECT_TRUE(c.figures["quota_known"].get<bool>());
