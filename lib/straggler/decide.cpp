@@ -226,7 +226,8 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       // decides (a rank that needs more CPU per call where CPUs are short is the slow one), or the time
       // off a CPU without waiting for one (a rank stopped from outside), with a longer compute time.
       if (p.contended) {
-        const double cpu_floor = 1.0 + std::max(min_relative, o.contended_cpu_min_relative);
+        const double cpu_floor =
+            1.0 + std::max(min_relative, pair ? o.contended_cpu_min_relative : o.contended_cpu_min_relative_group);
         // More CPU per call slows the job only where it makes the rank arrive late: its compute time above
         // the median and its peers' wait beyond its own, per call, both at least cpu_peers_wait_share of its
         // CPU excess (the smaller of the process's and the main thread's). A rank that burns more CPU but
@@ -365,9 +366,10 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       }
       spdlog::debug(
           "straggler: rank {} calls {} compute {:.3f} ms (x{:.3f}) wait {:.3f} ms cpu x{:.3f} main x{:.3f} off x{:.3f} "
-          "contended {} flagged {} by {}",
+          "contended {} flagged {} by {} cpu {:.3f} ms main {:.3f} ms runq {:.3f} ms",
           rr.rank, keys.size(), compute[i] / 1e6, relative[i], wait[i] / 1e6, cpu_ratio[i], main_ratio[i], off_ratio[i],
-          p.contended, rr.flagged, rr.measure);
+          p.contended, rr.flagged, rr.measure, rr.cpu_ns / 1e6, counted ? t.cpu.at(present[i]).main_cpu_ns / 1e6 : -1.0,
+          rr.runq_ns / 1e6);
       p.ranks.push_back(rr);
     }
     // A rank stopped from outside keeps its peers waiting, and waiting burns CPU unequally (measured: a
@@ -575,7 +577,7 @@ Cause cause_of(const std::vector<const RankRound*>& hits, const DecideOptions& o
   // CPU second than its peers, which wait in their collectives meanwhile (measured, trainer-slowed ranks at
   // load 10-12 on 2 CPUs: 1.36-1.70x their peers' CPU per call, 1.3-1.9x their peers' wait per CPU second;
   // 6 of 106 labelled cpu_contention). A rank starved of CPU uses no more CPU than its peers.
-  const double floor = 1 + o.contended_cpu_min_relative;
+  const double floor = 1 + std::min(o.contended_cpu_min_relative, o.contended_cpu_min_relative_group);
   const bool more_work =
       peer_used > 0 && peer_proc_used > 0 && used >= floor * peer_used && proc_used >= floor * peer_proc_used;
   c.figures["peers_cpu_s"] = s3(peer_used);

@@ -45,7 +45,7 @@ struct DecideOptions {
   // its excess compute; else cpu_contention when it waited for a CPU, per ns of CPU it used, at least
   // contention_min_ratio times as long as its peers (median), and that extra wait is at least cause_share
   // of the excess (a rank with more work waits longer in proportion: not contention), unless it used at least
-  // 1 + contended_cpu_min_relative times its peers' CPU per call (process and main thread): more work is
+  // 1 + contended_cpu_min_relative_group times its peers' CPU per call (process and main thread): more work is
   // then the cause, and its extra wait follows from it; else slow_compute.
   double quota_window_share = 0.05;
   double cause_share = 0.5;
@@ -61,6 +61,12 @@ struct DecideOptions {
   // ... where a rank's CPU per call must be at least this much above its peers' median: contention
   // alone moves it up to ~17% (CI: a fleet slowed 3x at a CPU wait share of 0.7, one rank at 1.165x).
   double contended_cpu_min_relative = 0.2;
+  // ... or, in a peer group of three or more, this much: there the other peers' spread measures the round's
+  // noise (stands_out), and a rank's CPU per unit of work drifting by itself shows in that spread. Measured on
+  // 2 CPUs at load 6-13, worlds 3-8: trainer-slowed ranks (1.3-1.5x) at 1.16-1.19x their peers' median in 2 of
+  // 3 rounds went unnamed at 0.2 (2 of 41); clean ranks at 1.15-1.19x did not stand out of their peers' spread
+  // (over 1,400 rank-rounds, one did, once, at 1.21x).
+  double contended_cpu_min_relative_group = 0.15;
   // ... and where its compute time above the median and its peers' wait for it, per call, are each at least
   // this share of its CPU excess per call (it arrives late: more CPU that delays no one is no straggler).
   double cpu_peers_wait_share = 0.5;

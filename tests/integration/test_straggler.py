@@ -341,12 +341,18 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
         three): a contended pair's rounds are pooled (1.21x), and the cpu measure names it.
       pair-clean-20264601 (a clean dp=2 x tp=2 job, load 9.9 on 2 CPUs: rank 3 was named by off_cpu at
         1.20x, its time off a CPU 0.25 ms per call against its partner's -0.95 ms, compute less CPU less CPU
-        wait, noise of two counters over different calls: time off a CPU is now at least 0)."""
+        wait, noise of two counters over different calls: time off a CPU is now at least 0).
+    And two trainer-slowed ranks of groups of three or more the cpu measure's floor of 1.2 missed (torch 1.13, load
+    11-12 on 2 CPUs), where the other peers' spread was far smaller than their excess:
+      trainer-20265702 (world 4, rank 3 at 1.33x: 1.09x, 1.16x and 1.17x its peers' median CPU per call);
+      trainer-20268316 (world 3, rank 2 at 1.42x: 1.16x, 1.19x and 1.22x). A group of three or more now uses
+        a floor of 1.15."""
 
     CASES = {"outside-30299011": (1, "off_cpu"), "outside-30299019": (2, "off_cpu"), "trainer2-1900518409": (2, "cpu"),
              "contention-30683001": (2, "cpu_wait"), "clean-400": (None, None),
              "pair-outside-715529931": (1, "off_cpu"), "pair-clean-715009310": (None, None),
-             "pair-trainer-500614964": (1, "cpu"), "pair-clean-20264601": (None, None)}
+             "pair-trainer-500614964": (1, "cpu"), "pair-clean-20264601": (None, None),
+             "trainer-20265702": (3, "cpu"), "trainer-20268316": (2, "cpu")}
 
     def test_recorded_runs_are_decided_as_measured(self):
         data = os.path.join(scoutlib.SOURCE_DIR, "tests", "integration", "data", "straggler")

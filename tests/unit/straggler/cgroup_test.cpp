@@ -204,7 +204,7 @@ TEST(StragglerCause, ThrottledIsAQuotaWaitingIsContentionNeitherIsSlowCompute) {
   more.cpu_ratio = 1.1;  // ... as the process's CPU must show too
   EXPECT_EQ(cause({more, more}), "cpu_contention");
   more.cpu_ratio = 1.5;
-  more.main_cpu_ratio = 1.15;  // ... and the main thread's
+  more.main_cpu_ratio = 1.1;  // ... and the main thread's
   EXPECT_EQ(cause({more, more}), "cpu_contention");
   // A quota every peer shares is no explanation of one rank's slowness.
   EXPECT_EQ(cause({hit(12, 2, 9, 9), hit(11, 2, 9, 9)}), "cpu_contention");
