@@ -364,6 +364,31 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
           rr.peer_throttled_ns = throttle_known ? median(oth) : -1;
         }
       }
+      // Throttled by its cgroup's CPU quota: the cgroup's counters say so directly, as its process state samples
+      // do for a stopped rank, so this applies to a pair too (where cpu_wait does not: between two ranks an
+      // uneven share of the CPUs looks the same in schedstat, but it throttles no cgroup). Flagged when its
+      // throttled time beyond its peers' median, per call, is at least half its excess compute; that excess is at
+      // least min_relative of the other peers' median compute and min_absolute_ns; and its peers wait for it at
+      // least half its excess. (Measured: a two-rank job, rank 1 under a quota of 0.42 CPU, 1.97-2.22x its
+      // partner's compute time, throttled 25 ms per call, its partner waiting 20 ms per call longer: 0.87-0.93x
+      // its partner's CPU, so no CPU measure flagged it, and cpu_wait does not apply to a pair; seed 20273601.)
+      if (rr.throttled_ns >= 0 && rr.peer_throttled_ns >= 0) {
+        std::vector<double> oc;
+        for (std::size_t j = 0; j < present.size(); ++j)
+          if (j != i) oc.push_back(compute[j]);
+        const double excess = rr.excess_ns;
+        const bool by_throttled = excess >= std::max(o.min_absolute_ns, min_relative * median(oc)) &&
+                                  rr.throttled_ns - rr.peer_throttled_ns >= 0.5 * excess &&
+                                  median(other_wait) - wait[i] >= 0.5 * excess;
+        if (by_throttled) {
+          rr.flagged_by["throttled"] = relative[i];
+          if (!rr.flagged) {
+            rr.flagged = true;
+            rr.measure = "throttled";
+            rr.ratio = relative[i];
+          }
+        }
+      }
       spdlog::debug(
           "straggler: rank {} calls {} compute {:.3f} ms (x{:.3f}) wait {:.3f} ms cpu x{:.3f} main x{:.3f} off x{:.3f} "
           "contended {} flagged {} by {} cpu {:.3f} ms main {:.3f} ms runq {:.3f} ms",
@@ -373,11 +398,12 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       p.ranks.push_back(rr);
     }
     // A rank stopped from outside keeps its peers waiting, and waiting burns CPU unequally (measured: a
-    // peer of a SIGSTOP-cycled rank at 1.15-1.32x CPU per call): where a rank is flagged as stopped, a
-    // CPU flag of a rank that waits longer than the stopped one (it waits for it) is dropped that round.
+    // peer of a SIGSTOP-cycled rank at 1.15-1.32x CPU per call): where a rank is flagged as stopped (or
+    // throttled by its quota), a CPU flag of a rank that waits longer than it (it waits for it) is dropped
+    // that round.
     double stopped_wait = -1;
     for (const auto& r : p.ranks)
-      if (r.flagged && (r.measure == "off_cpu" || r.measure == "stopped"))
+      if (r.flagged && (r.measure == "off_cpu" || r.measure == "stopped" || r.flagged_by.count("throttled")))
         stopped_wait = std::max(stopped_wait, r.wait_ns);
     if (stopped_wait >= 0)
       for (auto& r : p.ranks)

@@ -346,13 +346,17 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
     11-12 on 2 CPUs), where the other peers' spread was far smaller than their excess:
       trainer-20265702 (world 4, rank 3 at 1.33x: 1.09x, 1.16x and 1.17x its peers' median CPU per call);
       trainer-20268316 (world 3, rank 2 at 1.42x: 1.16x, 1.19x and 1.22x). A group of three or more now uses
-        a floor of 1.15."""
+        a floor of 1.15.
+    And a pair's rank under a CPU quota (torch 1.13, load 5.5):
+      pair-quota-20273601 (a two-rank job, rank 1 under a cgroup v1 quota of 0.42 CPU: 1.97-2.22x its partner's
+        compute time on 0.87-0.93x its CPU, throttled 25 ms per call; cpu_wait does not apply to a pair): the
+        cgroup's throttled time now flags it (measure throttled)."""
 
     CASES = {"outside-30299011": (1, "off_cpu"), "outside-30299019": (2, "off_cpu"), "trainer2-1900518409": (2, "cpu"),
              "contention-30683001": (2, "cpu_wait"), "clean-400": (None, None),
              "pair-outside-715529931": (1, "off_cpu"), "pair-clean-715009310": (None, None),
              "pair-trainer-500614964": (1, "cpu"), "pair-clean-20264601": (None, None),
-             "trainer-20265702": (3, "cpu"), "trainer-20268316": (2, "cpu")}
+             "trainer-20265702": (3, "cpu"), "trainer-20268316": (2, "cpu"), "pair-quota-20273601": (1, "throttled")}
 
     def test_recorded_runs_are_decided_as_measured(self):
         data = os.path.join(scoutlib.SOURCE_DIR, "tests", "integration", "data", "straggler")

@@ -526,6 +526,46 @@ Decision decide_recorded_pair(const std::vector<std::vector<RecordedRank>>& roun
   return decide(out, tables, mesh, {});
 }
 
+// A former miss (a two-rank job under a cgroup v1 quota of 0.42 CPU on rank 1, torch 1.13, load 5.5, seed
+// 20273601; recorded run pair-quota-20273601): rank 1 computed about 2x its partner's time on 0.87-0.93x its CPU,
+// its extra time spent throttled, and its partner waited for it. cpu_wait does not apply to a pair; its cgroup's
+// throttled time does (measure throttled). The same rounds with the quota shared by both ranks, or unreadable
+// counters, name no one.
+TEST(StragglerDecide, InAPairTheRankItsCgroupThrottlesIsNamed) {
+  const std::vector<std::vector<RecordedRank>> seed20273601 = {
+      {{22.900, 25.253, 22.564, 0.913, 21.814}, {42.776, 5.281, 20.114, 22.589, 19.207}},
+      {{21.600, 28.026, 22.338, 0.852, 21.451}, {45.572, 4.099, 20.790, 27.271, 19.866}},
+      {{19.199, 20.657, 19.102, 0.681, 18.253}, {34.005, 5.834, 16.562, 19.315, 15.788}}};
+  const std::vector<std::int64_t> calls = {32, 30, 38};
+  const auto run = [&](double throttled0_ms, double throttled1_ms) {
+    const Mesh mesh = *Mesh::parse("dp=2");
+    std::vector<TimingTable> tables;
+    std::vector<RoundResult> out;
+    std::uint64_t first = 1;
+    for (std::size_t i = 0; i < seed20273601.size(); ++i) {
+      tables.push_back(recorded_round(seed20273601[i], first, calls[i]));
+      first += static_cast<std::uint64_t>(calls[i]);
+      for (std::int64_t r = 0; r < 2; ++r) {
+        auto& c = tables.back().cpu[r];
+        const double ms = r == 0 ? throttled0_ms : throttled1_ms;
+        c.throttled_ns = ms < 0 ? -1 : ms * 1e6;
+        c.nr_throttled = ms < 0 ? -1 : (ms > 0 ? 15 : 0);
+        c.nr_periods = ms < 0 ? -1 : 15;
+      }
+      out.push_back(analyse_round(tables.back(), mesh, {}));
+    }
+    return decide(out, tables, mesh, {});
+  };
+  auto d = run(0, 25.4);
+  ASSERT_EQ(compute_suspects(d), std::vector<std::int64_t>{1});
+  EXPECT_EQ(d.suspects[0].evidence["measure"], "throttled");
+  EXPECT_EQ(d.suspects[0].evidence["cause"], "cpu_quota");
+  EXPECT_TRUE(compute_suspects(run(0, 0)).empty());        // not throttled: a pair's uneven CPU wait is no evidence
+  EXPECT_TRUE(compute_suspects(run(25.4, 25.4)).empty());  // a quota both share
+  EXPECT_TRUE(compute_suspects(run(-1, -1)).empty());      // counters unreadable
+  EXPECT_TRUE(compute_suspects(run(0, 5)).empty());        // throttled for under half its excess
+}
+
 // A former miss (a two-rank job, torch 1.13, load 4.5 on 2 CPUs, seed 500614964; recorded run
 // pair-trainer-500614964): rank 1, slowed by the trainer, used 1.41x, 1.11x and 1.16x its partner's CPU per call
 // (the cpu measure's floor is 1.2x: flagged in round 1 only), arrived late and kept its partner waiting in all
