@@ -643,9 +643,10 @@ struct PooledPair {
 // seeds 500614964 and 608423859: 1.41, 1.11, 1.16x and 1.98, 1.00, 1.24x; not named). Pooled, the rounds' noise
 // averages out (1.22x and 1.37x there): a rank of a contended pair is flagged on the rounds pooled (weighted by their
 // calls) when its CPU per call, process and main thread alike, is at least the cpu measure's floor above its
-// partner's, it arrives late by at least half that excess (its compute time above its partner's) and its partner
-// waits for it as much (the cpu measure's rules, on sums instead of one round), and in a strict majority of those
-// rounds it used more CPU per call and waited less than its partner (the same direction, not one round's outlier).
+// partner's, it arrives late by at least cpu_peers_wait_share of that excess (its compute time above its partner's) and
+// its partner waits for it as much (the cpu measure's rules, on sums instead of one round), and in a strict majority of
+// those rounds it used more CPU per call and waited less than its partner (the same direction, not one round's
+// outlier).
 std::vector<PooledPair> pooled_pairs(const std::vector<RoundResult>& rounds, const DecideOptions& o) {
   std::map<std::vector<std::int64_t>, std::vector<const PeerRound*>> pairs;
   for (const auto& r : rounds)

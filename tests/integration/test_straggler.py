@@ -350,13 +350,19 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
     And a pair's rank under a CPU quota (torch 1.13, load 5.5):
       pair-quota-20273601 (a two-rank job, rank 1 under a cgroup v1 quota of 0.42 CPU: 1.97-2.22x its partner's
         compute time on 0.87-0.93x its CPU, throttled 25 ms per call; cpu_wait does not apply to a pair): the
-        cgroup's throttled time now flags it (measure throttled)."""
+        cgroup's throttled time now flags it (measure throttled).
+    And a pair's trainer-slowed rank whose extra CPU partly replaced time it would have waited for a CPU (torch 2.x,
+    load 6.5):
+      pair-trainer2-20268702 (a two-rank job, rank 0 slowed 1.31x: 1.27x its partner's CPU per call in all three
+        rounds, its time excess 0.56x and its partner's extra wait 0.49x its CPU excess, pooled; the "arrives late"
+        share was 0.5, now 0.4)."""
 
     CASES = {"outside-30299011": (1, "off_cpu"), "outside-30299019": (2, "off_cpu"), "trainer2-1900518409": (2, "cpu"),
              "contention-30683001": (2, "cpu_wait"), "clean-400": (None, None),
              "pair-outside-715529931": (1, "off_cpu"), "pair-clean-715009310": (None, None),
              "pair-trainer-500614964": (1, "cpu"), "pair-clean-20264601": (None, None),
-             "trainer-20265702": (3, "cpu"), "trainer-20268316": (2, "cpu"), "pair-quota-20273601": (1, "throttled")}
+             "trainer-20265702": (3, "cpu"), "trainer-20268316": (2, "cpu"), "pair-quota-20273601": (1, "throttled"),
+             "pair-trainer2-20268702": (0, "cpu")}
 
     def test_recorded_runs_are_decided_as_measured(self):
         data = os.path.join(scoutlib.SOURCE_DIR, "tests", "integration", "data", "straggler")
