@@ -647,7 +647,11 @@ struct PooledPair {
 // its partner waits for it as much (the cpu measure's rules, on sums instead of one round), and in a strict majority of
 // those rounds it used more CPU per call and waited less than its partner (the same direction, not one round's
 // outlier).
-std::vector<PooledPair> pooled_pairs(const std::vector<RoundResult>& rounds, const DecideOptions& o) {
+//
+// `ratios` (optional) gets every contended pair's pooled ratio per rank (flagged or not): the noise of pairs
+// (pair_noise_check).
+std::vector<PooledPair> pooled_pairs(const std::vector<RoundResult>& rounds, const DecideOptions& o,
+                                     std::map<std::int64_t, double>* ratios = nullptr) {
   std::map<std::vector<std::int64_t>, std::vector<const PeerRound*>> pairs;
   for (const auto& r : rounds)
     for (const auto& p : r.peers)
@@ -686,6 +690,7 @@ std::vector<PooledPair> pooled_pairs(const std::vector<RoundResult>& rounds, con
       if (cpu[j] <= 0 || main_cpu[j] <= 0) continue;
       const double cpu_excess = std::min(cpu[i] - cpu[j], main_cpu[i] - main_cpu[j]);
       pp.ratio = std::min(cpu[i] / cpu[j], main_cpu[i] / main_cpu[j]);
+      if (ratios) (*ratios)[pp.rank] = pp.ratio;
       const double time_excess = compute / calls, partner_waits = wait / calls;
       const bool flagged = cpu_excess >= o.min_absolute_ns && pp.ratio >= floor &&
                            time_excess >= o.cpu_peers_wait_share * cpu_excess &&
@@ -700,6 +705,47 @@ std::vector<PooledPair> pooled_pairs(const std::vector<RoundResult>& rounds, con
     }
   }
   return out;
+}
+
+// A pair has no third peer to measure its noise by, but a mesh of several pairs (the replicas of a dp=2 x tp
+// mesh) has other pairs doing the same work at the same moments: their pooled CPU ratios (`ratios`, every rank's
+// over its partner's, from pooled_pairs) show how far CPU per unit of work drifts in a pair that round. A rank of
+// a pair named by the cpu measure stays named only where its pooled excess (ratio - 1) is at least spread_factor
+// times the median spread of the other pairs (their two ratios' max - min), pairs with a named rank left out (a
+// second straggler is no noise). Measured, dp=2 x tp=2 on 2 CPUs at load 7-11: a clean run's rank at 1.25x its
+// partner pooled, in all 3 rounds, where the other pair's ranks stood at 1.15x and 0.87x (seed 20266206); 20
+// trainer-slowed ranks at 1.26-1.76x, the other pair's at most 1.11x (their excess 4.5-530x its spread/2).
+void pair_noise_check(Decision& d, const std::map<std::int64_t, double>& ratios, const Mesh& mesh,
+                      const DecideOptions& o) {
+  std::set<std::int64_t> named;
+  for (const auto& s : d.suspects) named.insert(s.rank);
+  std::vector<std::vector<std::int64_t>> pairs;
+  for (auto& g : mesh.peer_groups())
+    if (g.size() == 2 && ratios.count(g[0]) && ratios.count(g[1])) pairs.push_back(g);
+  std::vector<Suspicion> kept;
+  for (auto& s : d.suspects) {
+    const auto own = std::find_if(pairs.begin(), pairs.end(),
+                                  [&](const auto& g) { return std::find(g.begin(), g.end(), s.rank) != g.end(); });
+    std::vector<double> spreads;
+    if (own != pairs.end())
+      for (const auto& g : pairs)
+        if (g != *own && !named.count(g[0]) && !named.count(g[1]))
+          spreads.push_back(std::abs(ratios.at(g[0]) - ratios.at(g[1])));
+    if (spreads.empty() || s.evidence.value("measure", "") != "cpu") {
+      kept.push_back(std::move(s));
+      continue;
+    }
+    const double excess = ratios.at(s.rank) - 1, noise = median(spreads);
+    if (excess >= o.spread_factor * noise) {
+      kept.push_back(std::move(s));
+      continue;
+    }
+    d.notes.push_back(fmt::format(
+        "rank {} used {:.2f}x its partner's CPU per call over the rounds, within the noise of the other pairs of "
+        "its mesh (their ranks {:.2f} apart, median): not named",
+        s.rank, ratios.at(s.rank), noise));
+  }
+  d.suspects = std::move(kept);
 }
 
 }  // namespace
@@ -819,12 +865,14 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
     if (!most || !majority(static_cast<std::int64_t>(most->size()))) continue;
     add_suspect(rank, *most, measure, -1);
   }
-  for (const auto& pooled : pooled_pairs(rounds, o)) {
+  std::map<std::int64_t, double> pair_ratio;
+  for (const auto& pooled : pooled_pairs(rounds, o, &pair_ratio)) {
     if (!majority(static_cast<std::int64_t>(pooled.hits.size()))) continue;
     bool named = false;  // it, or its partner (a pair has one straggler at most)
     for (const auto& s : d.suspects) named |= s.rank == pooled.rank || s.rank == pooled.partner;
     if (!named) add_suspect(pooled.rank, pooled.hits, "cpu", pooled.ratio);
   }
+  pair_noise_check(d, pair_ratio, mesh, o);
   std::sort(d.suspects.begin(), d.suspects.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
 
   // Slow groups, confirmed over rounds.

@@ -355,14 +355,18 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
     load 6.5):
       pair-trainer2-20268702 (a two-rank job, rank 0 slowed 1.31x: 1.27x its partner's CPU per call in all three
         rounds, its time excess 0.56x and its partner's extra wait 0.49x its CPU excess, pooled; the "arrives late"
-        share was 0.5, now 0.4)."""
+        share was 0.5, now 0.4).
+    And a clean dp=2 x tp=2 job (torch 1.13, load 9.4) where a pair's rank was named:
+      pair-clean-20266206 (rank 1 at 1.21-1.31x its partner's CPU per call in all three rounds, 1.25x pooled, its
+        partner waiting for it; the other pair's ranks 1.15x and 0.87x apart): a pair's cpu suspect must now stand
+        out of the other pairs' spread, and no one is named."""
 
     CASES = {"outside-30299011": (1, "off_cpu"), "outside-30299019": (2, "off_cpu"), "trainer2-1900518409": (2, "cpu"),
              "contention-30683001": (2, "cpu_wait"), "clean-400": (None, None),
              "pair-outside-715529931": (1, "off_cpu"), "pair-clean-715009310": (None, None),
              "pair-trainer-500614964": (1, "cpu"), "pair-clean-20264601": (None, None),
              "trainer-20265702": (3, "cpu"), "trainer-20268316": (2, "cpu"), "pair-quota-20273601": (1, "throttled"),
-             "pair-trainer2-20268702": (0, "cpu")}
+             "pair-trainer2-20268702": (0, "cpu"), "pair-clean-20266206": (None, None)}
 
     def test_recorded_runs_are_decided_as_measured(self):
         data = os.path.join(scoutlib.SOURCE_DIR, "tests", "integration", "data", "straggler")

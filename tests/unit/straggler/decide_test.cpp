@@ -512,18 +512,65 @@ Decision decide_recorded(const std::vector<std::vector<RecordedRank>>& rounds, c
   return d;
 }
 
-Decision decide_recorded_pair(const std::vector<std::vector<RecordedRank>>& rounds,
-                              const std::vector<std::int64_t>& calls) {
-  const Mesh mesh = *Mesh::parse("dp=2");
+// The same on another mesh (rank r of each round is rank r of the mesh), each round's table first passed to `tweak`.
+Decision decide_recorded_on(const std::string& mesh_text, const std::vector<std::vector<RecordedRank>>& rounds,
+                            const std::vector<std::int64_t>& calls,
+                            const std::function<void(TimingTable&)>& tweak = nullptr) {
+  const Mesh mesh = *Mesh::parse(mesh_text);
   std::vector<TimingTable> tables;
   std::vector<RoundResult> out;
   std::uint64_t first = 1;
   for (std::size_t i = 0; i < rounds.size(); ++i) {
     tables.push_back(recorded_round(rounds[i], first, calls[i]));
     first += static_cast<std::uint64_t>(calls[i]);
+    if (tweak) tweak(tables.back());
     out.push_back(analyse_round(tables.back(), mesh, {}));
   }
   return decide(out, tables, mesh, {});
+}
+
+Decision decide_recorded_pair(const std::vector<std::vector<RecordedRank>>& rounds,
+                              const std::vector<std::int64_t>& calls) {
+  return decide_recorded_on("dp=2", rounds, calls);
+}
+
+// A former innocent (a clean dp=2 x tp=2 job, torch 1.13, load 9.4 on 2 CPUs, seed 20266206; recorded run
+// pair-clean-20266206): rank 1 used 1.21-1.31x its partner's CPU per call in all three rounds and kept it waiting,
+// as a slower rank does; the other pair's ranks stood 1.15x and 0.87x apart pooled, so that much is this host's
+// noise. With the other pair quiet, the same rank is named; with a straggler in each pair, both are.
+TEST(StragglerDecide, APairsRankWithinTheOtherPairsNoiseIsNotNamed) {
+  const std::vector<std::vector<RecordedRank>> seed20266206 = {{{19.088, 9.704, 7.561, 13.096, 6.918},
+                                                                {19.227, 9.464, 8.834, 12.682, 7.880},
+                                                                {13.577, 15.114, 5.848, 9.380, 5.243},
+                                                                {17.497, 11.265, 6.749, 12.345, 6.115}},
+                                                               {{12.753, 18.586, 5.855, 9.071, 5.049},
+                                                                {25.658, 5.499, 8.986, 18.614, 8.424},
+                                                                {14.819, 16.421, 5.633, 10.351, 5.151},
+                                                                {20.792, 10.406, 7.419, 15.201, 6.693}},
+                                                               {{24.276, 9.746, 8.632, 17.027, 8.015},
+                                                                {27.143, 6.964, 9.413, 19.680, 8.468},
+                                                                {22.604, 11.503, 7.828, 17.956, 7.036},
+                                                                {19.798, 14.384, 7.620, 13.560, 6.956}}};
+  const std::vector<std::int64_t> calls = {52, 48, 44};
+  const auto run = [&](const std::vector<std::vector<RecordedRank>>& rounds) {
+    return decide_recorded_on("dp=2,tp=2", rounds, calls);
+  };
+  auto d = run(seed20266206);
+  EXPECT_TRUE(compute_suspects(d).empty());
+  ASSERT_FALSE(d.notes.empty());
+  EXPECT_NE(d.notes.back().find("rank 1 used 1.2"), std::string::npos) << d.notes.back();
+  auto quiet = seed20266206;  // rank 0 as rank 2: the other pair shows no noise
+  for (auto& round : quiet) round[0] = round[2];
+  EXPECT_EQ(compute_suspects(run(quiet)), std::vector<std::int64_t>{1});
+  auto two = quiet;  // rank 0 slowed too, by 1.6x its partner's CPU: a straggler in each pair
+  for (auto& round : two) {
+    round[0].cpu_ms *= 1.6;
+    round[0].main_ms *= 1.6;
+    round[0].compute_ms += 10;
+    round[0].wait_ms -= 5;
+    round[2].wait_ms += 5;
+  }
+  EXPECT_EQ(compute_suspects(run(two)), (std::vector<std::int64_t>{0, 1}));
 }
 
 // A former miss (a two-rank job under a cgroup v1 quota of 0.42 CPU on rank 1, torch 1.13, load 5.5, seed
@@ -538,23 +585,15 @@ TEST(StragglerDecide, InAPairTheRankItsCgroupThrottlesIsNamed) {
       {{19.199, 20.657, 19.102, 0.681, 18.253}, {34.005, 5.834, 16.562, 19.315, 15.788}}};
   const std::vector<std::int64_t> calls = {32, 30, 38};
   const auto run = [&](double throttled0_ms, double throttled1_ms) {
-    const Mesh mesh = *Mesh::parse("dp=2");
-    std::vector<TimingTable> tables;
-    std::vector<RoundResult> out;
-    std::uint64_t first = 1;
-    for (std::size_t i = 0; i < seed20273601.size(); ++i) {
-      tables.push_back(recorded_round(seed20273601[i], first, calls[i]));
-      first += static_cast<std::uint64_t>(calls[i]);
+    return decide_recorded_on("dp=2", seed20273601, calls, [&](TimingTable& t) {
       for (std::int64_t r = 0; r < 2; ++r) {
-        auto& c = tables.back().cpu[r];
+        auto& c = t.cpu[r];
         const double ms = r == 0 ? throttled0_ms : throttled1_ms;
         c.throttled_ns = ms < 0 ? -1 : ms * 1e6;
         c.nr_throttled = ms < 0 ? -1 : (ms > 0 ? 15 : 0);
         c.nr_periods = ms < 0 ? -1 : 15;
       }
-      out.push_back(analyse_round(tables.back(), mesh, {}));
-    }
-    return decide(out, tables, mesh, {});
+    });
   };
   auto d = run(0, 25.4);
   ASSERT_EQ(compute_suspects(d), std::vector<std::int64_t>{1});
