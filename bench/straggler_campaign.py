@@ -209,9 +209,13 @@ def one_run(scenario, seed, python, tmp, work_ms=25, keep=None, factors=None, wo
                 scout(job.job, "--rounds", "2", "--interval", "1", "--history", history)
             job.slow_all()
             time.sleep(1.5)
-            rc, v = scout(job.job, "--rounds", "2", "--interval", "1", "--history", history)
+            ev_path = os.path.join(tmp, f"ev-{seed}.json")
+            rc, v = scout(job.job, "--rounds", "2", "--interval", "1", "--history", history, "--evidence-out", ev_path)
             fleet = v.get("details", {}).get("temporal", {}).get("status") == "fleet_slowdown"
+            if keep and os.path.exists(ev_path):
+                shutil.copy(ev_path, os.path.join(keep, f"{scenario}-{seed}.evidence.json"))
             return {"scenario": scenario, "seed": seed, "ok": fleet and not v.get("suspects"), "rc": rc,
+                    "world": world, "innocent": sorted(s["rank"] for s in v.get("suspects", [])),
                     "summary": v.get("summary", v.get("error"))}
         ev_path = os.path.join(tmp, f"ev-{seed}.json")
         load = round(os.getloadavg()[0], 1)  # what the tests' overload guard reads

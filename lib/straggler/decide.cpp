@@ -246,8 +246,9 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         // waiting 28-41 ms per call longer, its mean compute 6 ms above theirs). The cpu and off_cpu measures
         // both take it so.
         const double time_excess = std::max(compute[i] - med_c, (relative[i] - 1) * med_c);
-        const bool late = time_excess >= o.cpu_peers_wait_share * cpu_excess &&
-                          median(other_wait) - wait[i] >= o.cpu_peers_wait_share * cpu_excess;
+        const double late_share = pair ? o.pair_cpu_peers_wait_share : o.cpu_peers_wait_share;
+        const bool late =
+            time_excess >= late_share * cpu_excess && median(other_wait) - wait[i] >= late_share * cpu_excess;
         const bool by_cpu =
             cpu[i] - med_cpu >= o.min_absolute_ns && cpu_ratio[i] >= cpu_floor &&
             stands_out(cpu_ratio, i, o.spread_factor) &&
@@ -643,10 +644,10 @@ struct PooledPair {
 // seeds 500614964 and 608423859: 1.41, 1.11, 1.16x and 1.98, 1.00, 1.24x; not named). Pooled, the rounds' noise
 // averages out (1.22x and 1.37x there): a rank of a contended pair is flagged on the rounds pooled (weighted by their
 // calls) when its CPU per call, process and main thread alike, is at least the cpu measure's floor above its
-// partner's, it arrives late by at least cpu_peers_wait_share of that excess (its compute time above its partner's) and
-// its partner waits for it as much (the cpu measure's rules, on sums instead of one round), and in a strict majority of
-// those rounds it used more CPU per call and waited less than its partner (the same direction, not one round's
-// outlier).
+// partner's, it arrives late by at least pair_cpu_peers_wait_share of that excess (its compute time above its
+// partner's) and its partner waits for it as much (the cpu measure's rules, on sums instead of one round), and in a
+// strict majority of those rounds it used more CPU per call and waited less than its partner (the same direction, not
+// one round's outlier).
 //
 // `ratios` (optional) gets every contended pair's pooled ratio per rank (flagged or not): the noise of pairs
 // (pair_noise_check).
@@ -693,8 +694,8 @@ std::vector<PooledPair> pooled_pairs(const std::vector<RoundResult>& rounds, con
       if (ratios) (*ratios)[pp.rank] = pp.ratio;
       const double time_excess = compute / calls, partner_waits = wait / calls;
       const bool flagged = cpu_excess >= o.min_absolute_ns && pp.ratio >= floor &&
-                           time_excess >= o.cpu_peers_wait_share * cpu_excess &&
-                           partner_waits >= o.cpu_peers_wait_share * cpu_excess &&
+                           time_excess >= o.pair_cpu_peers_wait_share * cpu_excess &&
+                           partner_waits >= o.pair_cpu_peers_wait_share * cpu_excess &&
                            2 * same_direction > static_cast<std::int64_t>(peer_rounds.size());
       spdlog::debug(
           "straggler: pair {}/{} pooled over {} rounds: rank {} cpu x{:.3f} main x{:.3f} time excess {:.3f} ms "

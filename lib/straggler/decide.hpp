@@ -68,13 +68,16 @@ struct DecideOptions {
   // (over 1,400 rank-rounds, one did, once, at 1.21x).
   double contended_cpu_min_relative_group = 0.15;
   // ... and where its compute time above the median and its peers' wait for it, per call, are each at least
-  // this share of its CPU excess per call (it arrives late: more CPU that delays no one is no straggler). On a
-  // contended host a rank's extra CPU partly replaces time it would have waited for a CPU: measured, a torch 2.x
-  // two-rank job, rank 0 trainer-slowed 1.31x at 1.27x its partner's CPU per call in all 3 rounds, waiting 0.86x
-  // its partner's time for a CPU; its time excess 0.56x and its partner's extra wait 0.49x its CPU excess, pooled
-  // (seed 20268702, not named at 0.5). Peers of a stopped or throttled rank burn CPU while they wait and arrive no
-  // later than it (and lose their CPU flags the round it is flagged).
-  double cpu_peers_wait_share = 0.4;
+  // this share of its CPU excess per call (it arrives late: more CPU that delays no one is no straggler).
+  double cpu_peers_wait_share = 0.5;
+  // ... or, in a pair, this share: there a rank's extra CPU partly replaces time it would have waited for a CPU,
+  // and the partner's wait is one figure, not the median of several. Measured, a torch 2.x two-rank job, rank 0
+  // trainer-slowed 1.31x at 1.27x its partner's CPU per call in all 3 rounds, waiting 0.86x its partner's time for
+  // a CPU; its time excess 0.56x and its partner's extra wait 0.49x its CPU excess, pooled (seed 20268702, not named
+  // at 0.5). Over 100 clean pair runs (world 2 and dp=2 x tp=2, load 5-12) re-decided at 0.4, no one was named.
+  // Groups of three or more keep 0.5: a fleet slowdown of a world-8 job named a rank at 1.39x at 0.4, once in
+  // about 30 runs (its evidence was not kept; the 0.5 it had before is the safer side).
+  double pair_cpu_peers_wait_share = 0.4;
   // ... or, a rank starved of CPU (quota, contention), its compute time at least this much above its peers'
   // median with its extra wait for a CPU making up half the excess (measure "cpu_wait").
   double contended_wait_min_relative = 0.3;

@@ -355,7 +355,7 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
     load 6.5):
       pair-trainer2-20268702 (a two-rank job, rank 0 slowed 1.31x: 1.27x its partner's CPU per call in all three
         rounds, its time excess 0.56x and its partner's extra wait 0.49x its CPU excess, pooled; the "arrives late"
-        share was 0.5, now 0.4).
+        share was 0.5, now 0.4 in a pair).
     And a clean dp=2 x tp=2 job (torch 1.13, load 9.4) where a pair's rank was named:
       pair-clean-20266206 (rank 1 at 1.21-1.31x its partner's CPU per call in all three rounds, 1.25x pooled, its
         partner waiting for it; the other pair's ranks 1.15x and 0.87x apart): a pair's cpu suspect must now stand
