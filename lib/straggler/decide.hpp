@@ -78,6 +78,9 @@ struct DecideOptions {
   // Groups of three or more keep 0.5: a fleet slowdown of a world-8 job named a rank at 1.39x at 0.4, once in
   // about 30 runs (its evidence was not kept; the 0.5 it had before is the safer side).
   double pair_cpu_peers_wait_share = 0.4;
+  // ... or, pooled, late at all where the other pairs of its mesh are quiet: their median spread (the two ranks'
+  // pooled CPU ratios apart) at most 1/pair_quiet_factor of its pooled excess (decide.cpp, pooled_pairs).
+  double pair_quiet_factor = 3;
   // ... or, a rank starved of CPU (quota, contention), its compute time at least this much above its peers'
   // median with its extra wait for a CPU making up half the excess (measure "cpu_wait").
   double contended_wait_min_relative = 0.3;

@@ -359,14 +359,18 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
     And a clean dp=2 x tp=2 job (torch 1.13, load 9.4) where a pair's rank was named:
       pair-clean-20266206 (rank 1 at 1.21-1.31x its partner's CPU per call in all three rounds, 1.25x pooled, its
         partner waiting for it; the other pair's ranks 1.15x and 0.87x apart): a pair's cpu suspect must now stand
-        out of the other pairs' spread, and no one is named."""
+        out of the other pairs' spread, and no one is named.
+      pair-trainer-20282100 (dp=2 x tp=2, load 5.6, rank 1 slowed 1.47x: 1.34-1.41x its partner's CPU per call in all
+        three rounds, the other pair at 0.96x and 1.04x, but late by only 0.34x its CPU excess, every rank CPU-bound):
+        where the other pairs are quiet, a pooled pair's rank need only be late at all."""
 
     CASES = {"outside-30299011": (1, "off_cpu"), "outside-30299019": (2, "off_cpu"), "trainer2-1900518409": (2, "cpu"),
              "contention-30683001": (2, "cpu_wait"), "clean-400": (None, None),
              "pair-outside-715529931": (1, "off_cpu"), "pair-clean-715009310": (None, None),
              "pair-trainer-500614964": (1, "cpu"), "pair-clean-20264601": (None, None),
              "trainer-20265702": (3, "cpu"), "trainer-20268316": (2, "cpu"), "pair-quota-20273601": (1, "throttled"),
-             "pair-trainer2-20268702": (0, "cpu"), "pair-clean-20266206": (None, None)}
+             "pair-trainer2-20268702": (0, "cpu"), "pair-clean-20266206": (None, None),
+             "pair-trainer-20282100": (1, "cpu")}
 
     def test_recorded_runs_are_decided_as_measured(self):
         data = os.path.join(scoutlib.SOURCE_DIR, "tests", "integration", "data", "straggler")
