@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "lib/common/hex.hpp"
@@ -636,6 +637,19 @@ struct PooledPair {
   double ratio = 1;  // its CPU per call over the pooled rounds / its partner's (the smaller of process and main)
 };
 
+// The median spread (the two ranks' pooled CPU ratios apart) of the pairs other than `own`, leaving out pairs with a
+// rank in `skip`: how far CPU per unit of work drifts in a pair of this mesh (pooled_pairs, pair_noise_check). Empty
+// without such a pair.
+std::optional<double> other_pairs_spread(const std::map<std::vector<std::int64_t>, std::vector<double>>& pair_ratios,
+                                         const std::vector<std::int64_t>& own, const std::set<std::int64_t>& skip) {
+  std::vector<double> spreads;
+  for (const auto& [members, r] : pair_ratios)
+    if (members != own && r.size() == 2 && !skip.count(members[0]) && !skip.count(members[1]))
+      spreads.push_back(std::abs(r[0] - r[1]));
+  if (spreads.empty()) return std::nullopt;
+  return median(spreads);
+}
+
 // In a pair there is no third peer to measure noise by, and on a loaded VM a rank's CPU time per unit of work moves
 // by itself: measured here, two processes doing identical work under 2 busy loops on 2 CPUs used 0.80-1.19x each
 // other's CPU per iteration in 1.5 s windows (and 13-20 ms per iteration from window to window). A trainer-slowed
@@ -649,10 +663,10 @@ struct PooledPair {
 // strict majority of those rounds it used more CPU per call and waited less than its partner (the same direction, not
 // one round's outlier).
 //
-// `ratios` (optional) gets every contended pair's pooled ratio per rank (flagged or not): the noise of pairs
+// `ratios` gets every contended pair's pooled ratios (flagged or not), its members' in order: the noise of pairs
 // (pair_noise_check).
 std::vector<PooledPair> pooled_pairs(const std::vector<RoundResult>& rounds, const DecideOptions& o,
-                                     std::map<std::int64_t, double>* ratios = nullptr) {
+                                     std::map<std::vector<std::int64_t>, std::vector<double>>& pair_ratios) {
   std::map<std::vector<std::int64_t>, std::vector<const PeerRound*>> pairs;
   for (const auto& r : rounds)
     for (const auto& p : r.peers)
@@ -669,7 +683,6 @@ std::vector<PooledPair> pooled_pairs(const std::vector<RoundResult>& rounds, con
     bool direction = false;  // more CPU per call and less wait than its partner in a strict majority of rounds
   };
   std::vector<Pooled> all;
-  std::map<std::vector<std::int64_t>, std::vector<double>> pair_ratios;
   for (const auto& [members, peer_rounds] : pairs) {
     for (std::size_t i = 0; i < 2; ++i) {
       const std::size_t j = 1 - i;
@@ -703,7 +716,6 @@ std::vector<PooledPair> pooled_pairs(const std::vector<RoundResult>& rounds, con
       x.time_excess = compute / calls;
       x.partner_waits = wait / calls;
       x.direction = 2 * same_direction > static_cast<std::int64_t>(peer_rounds.size());
-      if (ratios) (*ratios)[x.pp.rank] = x.pp.ratio;
       pair_ratios[members].push_back(x.pp.ratio);
       all.push_back(std::move(x));
     }
@@ -715,10 +727,8 @@ std::vector<PooledPair> pooled_pairs(const std::vector<RoundResult>& rounds, con
     // whose ranks are all CPU-bound, a rank's extra work slows every rank alike (measured, dp=2 x tp=2 at load 5.6:
     // a 1.47x trainer-slowed rank at 1.34-1.41x its partner's CPU in all 3 rounds, the other pair at 0.96 and
     // 1.04x, late by 0.34x its CPU excess and its partner waiting 0.30x of it; seed 20282100).
-    std::vector<double> spreads;
-    for (const auto& [members, r] : pair_ratios)
-      if (members != x.members && r.size() == 2) spreads.push_back(std::abs(r[0] - r[1]));
-    const bool quiet = !spreads.empty() && o.pair_quiet_factor * median(spreads) <= x.pp.ratio - 1;
+    const auto noise = other_pairs_spread(pair_ratios, x.members, {});
+    const bool quiet = noise && o.pair_quiet_factor * *noise <= x.pp.ratio - 1;
     const double share = o.pair_cpu_peers_wait_share;
     const bool late = (x.time_excess >= share * x.cpu_excess && x.partner_waits >= share * x.cpu_excess) ||
                       (quiet && x.time_excess > 0 && x.partner_waits > 0);
@@ -734,42 +744,36 @@ std::vector<PooledPair> pooled_pairs(const std::vector<RoundResult>& rounds, con
 }
 
 // A pair has no third peer to measure its noise by, but a mesh of several pairs (the replicas of a dp=2 x tp
-// mesh) has other pairs doing the same work at the same moments: their pooled CPU ratios (`ratios`, every rank's
+// mesh) has other pairs doing the same work at the same moments: their pooled CPU ratios (`pair_ratios`, each rank's
 // over its partner's, from pooled_pairs) show how far CPU per unit of work drifts in a pair that round. A rank of
 // a pair named by the cpu measure stays named only where its pooled excess (ratio - 1) is at least spread_factor
 // times the median spread of the other pairs (their two ratios' max - min), pairs with a named rank left out (a
 // second straggler is no noise). Measured, dp=2 x tp=2 on 2 CPUs at load 7-11: a clean run's rank at 1.25x its
 // partner pooled, in all 3 rounds, where the other pair's ranks stood at 1.15x and 0.87x (seed 20266206); 20
 // trainer-slowed ranks at 1.26-1.76x, the other pair's at most 1.11x (their excess 4.5-530x its spread/2).
-void pair_noise_check(Decision& d, const std::map<std::int64_t, double>& ratios, const Mesh& mesh,
+void pair_noise_check(Decision& d, const std::map<std::vector<std::int64_t>, std::vector<double>>& pair_ratios,
                       const DecideOptions& o) {
   std::set<std::int64_t> named;
   for (const auto& s : d.suspects) named.insert(s.rank);
-  std::vector<std::vector<std::int64_t>> pairs;
-  for (auto& g : mesh.peer_groups())
-    if (g.size() == 2 && ratios.count(g[0]) && ratios.count(g[1])) pairs.push_back(g);
   std::vector<Suspicion> kept;
   for (auto& s : d.suspects) {
-    const auto own = std::find_if(pairs.begin(), pairs.end(),
-                                  [&](const auto& g) { return std::find(g.begin(), g.end(), s.rank) != g.end(); });
-    std::vector<double> spreads;
-    if (own != pairs.end())
-      for (const auto& g : pairs)
-        if (g != *own && !named.count(g[0]) && !named.count(g[1]))
-          spreads.push_back(std::abs(ratios.at(g[0]) - ratios.at(g[1])));
-    if (spreads.empty() || s.evidence.value("measure", "") != "cpu") {
+    const auto own = std::find_if(pair_ratios.begin(), pair_ratios.end(), [&](const auto& p) {
+      return p.second.size() == 2 && std::find(p.first.begin(), p.first.end(), s.rank) != p.first.end();
+    });
+    const auto noise = own == pair_ratios.end() ? std::nullopt : other_pairs_spread(pair_ratios, own->first, named);
+    if (!noise || s.evidence.value("measure", "") != "cpu") {
       kept.push_back(std::move(s));
       continue;
     }
-    const double excess = ratios.at(s.rank) - 1, noise = median(spreads);
-    if (excess >= o.spread_factor * noise) {
+    const double ratio = own->second[own->first[0] == s.rank ? 0 : 1];
+    if (ratio - 1 >= o.spread_factor * *noise) {
       kept.push_back(std::move(s));
       continue;
     }
     d.notes.push_back(fmt::format(
         "rank {} used {:.2f}x its partner's CPU per call over the rounds, within the noise of the other pairs of "
         "its mesh (their ranks {:.2f} apart, median): not named",
-        s.rank, ratios.at(s.rank), noise));
+        s.rank, ratio, *noise));
   }
   d.suspects = std::move(kept);
 }
@@ -891,14 +895,14 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
     if (!most || !majority(static_cast<std::int64_t>(most->size()))) continue;
     add_suspect(rank, *most, measure, -1);
   }
-  std::map<std::int64_t, double> pair_ratio;
-  for (const auto& pooled : pooled_pairs(rounds, o, &pair_ratio)) {
+  std::map<std::vector<std::int64_t>, std::vector<double>> pair_ratios;
+  for (const auto& pooled : pooled_pairs(rounds, o, pair_ratios)) {
     if (!majority(static_cast<std::int64_t>(pooled.hits.size()))) continue;
     bool named = false;  // it, or its partner (a pair has one straggler at most)
     for (const auto& s : d.suspects) named |= s.rank == pooled.rank || s.rank == pooled.partner;
     if (!named) add_suspect(pooled.rank, pooled.hits, "cpu", pooled.ratio);
   }
-  pair_noise_check(d, pair_ratio, mesh, o);
+  pair_noise_check(d, pair_ratios, o);
   std::sort(d.suspects.begin(), d.suspects.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
 
   // Slow groups, confirmed over rounds.
