@@ -165,7 +165,10 @@ TEST(StragglerStopped, OnASimulatedJobTheStoppedRankIsNamedAndACleanOneIsNot) {
     EXPECT_EQ(a.decision.suspects[0].rank, victim) << "seed " << seed;
     EXPECT_EQ(a.decision.suspects[0].evidence["measure"], "stopped") << "seed " << seed;
     EXPECT_EQ(a.decision.suspects[0].evidence["cause"], "stopped") << "seed " << seed;
-    EXPECT_NEAR(a.decision.suspects[0].ratio, factor, 0.15 * factor) << "seed " << seed;
+    // The ratio is 1 / (1 - the stopped share), and the share is a binomial draw of 300-400 samples a round
+    // (standard deviation up to 0.029): compared in shares, 0.08 is about 3 of them. Compared in ratios, 15%
+    // of a 2.76x factor was 2 (seed 5569098339575897814: 3.21x from a share of 0.69 drawn against 0.64).
+    EXPECT_NEAR(1 - 1 / a.decision.suspects[0].ratio, 1 - 1 / factor, 0.08) << "seed " << seed << " factor " << factor;
   }
 }
 
