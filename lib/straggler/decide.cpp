@@ -778,6 +778,58 @@ void pair_noise_check(Decision& d, const std::map<std::vector<std::int64_t>, std
   d.suspects = std::move(kept);
 }
 
+// What a verdict that names no one (or not every suspect) cannot see, in its notes: ranks flagged in some
+// rounds but not named (unconfirmed; a note where they were flagged in less than a strict majority of the rounds:
+// a rerun with more --rounds confirms or clears them; pair_noise_check notes those it overruled), and a host whose
+// CPUs are oversubscribed, where compute times move by more than a mild straggler's slowdown from round to
+// round (measured: a 1.42x trainer-slowed rank of a pair at load 5.9 on 2 CPUs computed 1.00x, 0.76x and
+// 1.18x its partner's time in three rounds, and went unnamed with "no straggler" and nothing else said).
+void noise_notes(Decision& d, const std::vector<RoundResult>& rounds,
+                 const std::map<std::int64_t, std::vector<const RankRound*>>& flagged, const DecideOptions& o) {
+  std::set<std::int64_t> named;
+  for (const auto& s : d.suspects) named.insert(s.rank);
+  for (const auto& [rank, hits] : flagged) {
+    if (named.count(rank)) continue;
+    d.unconfirmed.push_back(rank);
+    if (2 * static_cast<std::int64_t>(hits.size()) > d.rounds) continue;  // a majority a noise check overruled (noted)
+    std::set<std::string> measures;
+    for (const auto* h : hits)
+      for (const auto& [m, ratio] : h->flagged_by) measures.insert(m);
+    d.notes.push_back(
+        fmt::format("rank {} was flagged in {} of {} rounds (by {}), not a strict majority: rerun "
+                    "with more --rounds to confirm or clear it",
+                    rank, hits.size(), d.rounds, fmt::join(measures, ", ")));
+  }
+  std::vector<double> shares, spreads;  // per round: the median CPU wait share, the largest unnamed time ratio
+  std::int64_t contended = 0;
+  for (const auto& r : rounds) {
+    if (!r.has_data || r.peers.empty()) continue;
+    std::vector<double> s;
+    double spread = 1;
+    bool any = false;
+    for (const auto& p : r.peers) {
+      s.push_back(p.cpu_wait_share);
+      any |= p.contended;
+      for (const auto& rr : p.ranks)
+        if (!named.count(rr.rank)) spread = std::max(spread, rr.compute_ratio);
+    }
+    shares.push_back(median(s));
+    spreads.push_back(spread);
+    contended += any ? 1 : 0;
+  }
+  if (shares.empty()) return;
+  d.noise_cpu_wait_share = median(shares);
+  d.noise_time_ratio = *std::max_element(spreads.begin(), spreads.end());
+  d.oversubscribed = 2 * contended > static_cast<std::int64_t>(shares.size()) &&
+                     d.noise_cpu_wait_share >= o.oversubscribed_share && d.noise_time_ratio >= 1 + o.min_relative;
+  if (!d.oversubscribed) return;
+  d.notes.push_back(fmt::format(
+      "the host's CPUs are oversubscribed: ranks waited for a CPU {:.0f}% as long as they computed (median over "
+      "rounds), and a rank no one named computed {:.2f}x its peers' time in a round: a straggler slowed by less "
+      "than that may go unnamed; rerun with more --rounds, or when the host is less loaded",
+      100 * d.noise_cpu_wait_share, d.noise_time_ratio));
+}
+
 }  // namespace
 
 Decision decide(const std::vector<RoundResult>& rounds, const std::vector<TimingTable>& tables, const Mesh& mesh,
@@ -904,6 +956,7 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
   }
   pair_noise_check(d, pair_ratios, o);
   std::sort(d.suspects.begin(), d.suspects.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  noise_notes(d, rounds, flagged, o);
 
   // Slow groups, confirmed over rounds.
   const auto& groups = tables.back().groups;
@@ -1197,6 +1250,15 @@ Verdict make_verdict(const std::string& command, const std::string& job, const D
                  {"slow_groups", slow},
                  {"groups", groups},
                  {"per_round", per_round},
+                 {"noise",
+                  {{"unconfirmed_ranks", d.unconfirmed},
+                   {"cpu_wait_share", d.noise_cpu_wait_share < 0
+                                          ? nlohmann::json(nullptr)
+                                          : nlohmann::json(std::round(d.noise_cpu_wait_share * 1000) / 1000)},
+                   {"unnamed_time_ratio", d.noise_time_ratio <= 0
+                                              ? nlohmann::json(nullptr)
+                                              : nlohmann::json(std::round(d.noise_time_ratio * 1000) / 1000)},
+                   {"oversubscribed", d.oversubscribed}}},
                  {"notes", d.notes}}},
                {"findings", findings}};
 
@@ -1248,7 +1310,13 @@ Verdict make_verdict(const std::string& command, const std::string& job, const D
   } else {
     v.status = VerdictStatus::healthy;
     v.scope = Scope::job;
-    v.summary = fmt::format("no straggler: compute and communication agree across peers over {} round(s)", d.rounds);
+    v.summary = fmt::format(
+        "no straggler: compute and communication agree across peers over {} round(s){}{}", d.rounds,
+        d.unconfirmed.empty() ? "" : fmt::format("; unconfirmed: rank(s) {} (notes)", fmt::join(d.unconfirmed, ", ")),
+        d.oversubscribed ? fmt::format("; the host's CPUs are oversubscribed: a rank slowed by less than "
+                                       "{:.2f}x may go unnamed (notes)",
+                                       d.noise_time_ratio)
+                         : "");
     v.action = "none";
   }
   (void)node_of;

@@ -56,6 +56,9 @@ struct DecideOptions {
   double pair_min_relative = 0.2;
   double min_absolute_ns = 100'000;  // ... and at least this many ns longer per call (mean)
   double spread_factor = 1.0;  // ... and its effect at least this times the other peers' spread (max - min) that round
+  // The verdict notes an oversubscribed host (noise_notes) where its ranks wait for a CPU at least this share
+  // of their compute time in most rounds and the ranks no one named differ by at least 1 + min_relative.
+  double oversubscribed_share = 0.5;
   double contended_share =
       0.1;  // a group whose ranks wait for a CPU this share of their compute time is decided on CPU used
   // ... where a rank's CPU per call must be at least this much above its peers' median: contention
@@ -203,6 +206,13 @@ struct Decision {
   std::int64_t rounds_with_data = 0;
   bool enough_data = false;
   std::vector<std::string> notes;
+  // What the verdict could not see (noise_notes): ranks flagged in some rounds but not named (unconfirmed), and
+  // the rounds' noise: the median over rounds of the CPU wait share and the largest time ratio of a rank no one
+  // named in any round (-1 / 0 where no round had data); oversubscribed where both are above their floors.
+  std::vector<std::int64_t> unconfirmed;
+  double noise_cpu_wait_share = -1;
+  double noise_time_ratio = 0;
+  bool oversubscribed = false;
 };
 
 // Combines the rounds (all analysed over the same mesh and groups).
