@@ -103,6 +103,7 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
       c.wait_exact = e.exit_kind != records::ExitKind::waited;
       c.type = static_cast<std::uint8_t>(e.fingerprint.type);
       c.count = e.fingerprint.count;
+      c.op_seq = e.op_seq;
       calls[key] = c;
     }
   }

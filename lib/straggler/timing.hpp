@@ -92,6 +92,7 @@ struct CallTiming {
   bool wait_exact = true;
   std::uint8_t type = 0;
   std::uint64_t count = 0;
+  std::uint64_t op_seq = 0;  // the rank's own order of its calls (every group), for the step's call pattern
 };
 
 // A rank's scheduler counters between two reads, per collective call it completed in between: how

@@ -319,6 +319,36 @@ TEST(StragglerDecide, TwoStragglersInDifferentPeerGroupsAreBothNamed) {
   EXPECT_TRUE(a.decision.slow_groups.empty());
 }
 
+// A rank whose extra time falls in one gap of a step of several calls (a slow data loader: here before the
+// first of the step's 3 calls, tp then dp then world, on a dp=4 x tp=2 mesh) computes longer at one call in
+// three: the per-call median sees nothing, the step does. Named with its step's ratio; clean runs and a loaded
+// host's random spikes (2% of calls, 4x a call's compute) name no one.
+TEST(StragglerDecide, AStallInOneGapOfTheStepIsNamedByTheStep) {
+  for (int i = 0; i < 12; ++i) {
+    const auto seed = fresh_seed();
+    std::mt19937_64 rng(seed);
+    sim::Spec s;
+    s.mesh = *Mesh::parse("dp=4,tp=2");
+    s.seed = seed;
+    const double c = s.compute_ns;
+    s.extra_ns = [c](std::int64_t, std::uint64_t, std::mt19937_64& g) {
+      return std::uniform_real_distribution<double>(0, 1)(g) < 0.02 ? 4 * c : 0.0;
+    };
+    const bool clean = i % 4 == 3;
+    const auto victim = static_cast<std::int64_t>(rng() % 8);
+    const double factor = std::uniform_real_distribution<double>(1.3, 3.0)(rng);
+    if (!clean) s.stall_ns[victim] = (factor - 1) * 3 * c;  // the step's 3 calls' compute, once
+    auto a = simulate(s);
+    if (clean) {
+      EXPECT_TRUE(compute_suspects(a.decision).empty()) << "seed " << seed;
+      continue;
+    }
+    ASSERT_EQ(compute_suspects(a.decision), std::vector<std::int64_t>{victim})
+        << "seed " << seed << " factor " << factor;
+    EXPECT_NEAR(a.decision.suspects[0].ratio, factor, 0.1 * factor) << "seed " << seed;
+  }
+}
+
 TEST(StragglerDecide, FlaggedInOneRoundOfThreeIsNotNamed) {
   sim::Spec s;
   s.mesh = *Mesh::parse("dp=6");

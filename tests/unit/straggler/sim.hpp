@@ -45,6 +45,9 @@ struct Spec {
   // Extra ns added to one rank's compute before one call (default none): CPU taken from outside in bursts,
   // a loaded host's descheduling spikes. Called once per (rank, call) in program order.
   std::function<double(std::int64_t rank, std::uint64_t step, std::mt19937_64& rng)> extra_ns;
+  // rank -> extra ns before its first call of every step only: a host-side stall (a slow data loader) in one
+  // gap of a step of several calls.
+  std::map<std::int64_t, double> stall_ns;
   // Scheduler counters (RankEvents::cpu_ns, runq_ns) at every read, when set: CPU used per call by a rank
   // in a round, and the share of compute_ns its main thread waits for a CPU per call.
   std::function<double(std::int64_t rank, std::int64_t round, std::mt19937_64& rng)> cpu_per_call;
@@ -84,6 +87,7 @@ inline std::vector<RoundEvidence> run(const Spec& s) {
             double f = (it == s.compute_factor.end() ? 1.0 : it->second) * fleet;
             double a = t[static_cast<std::size_t>(m)] + s.compute_ns * f * (1 + s.jitter * u(rng));
             if (s.extra_ns) a += s.extra_ns(m, step, rng);
+            if (auto st = s.stall_ns.find(m); st != s.stall_ns.end() && kind == kinds.front()) a += st->second;
             arrive.push_back(a);
             start = std::max(start, a);
           }
