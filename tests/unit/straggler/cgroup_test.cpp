@@ -217,6 +217,25 @@ TEST(StragglerCause, ThrottledIsAQuotaWaitingIsContentionNeitherIsSlowCompute) {
   EXPECT_EQ(cause({none, none}), "unknown");
 }
 
+TEST(StragglerCause, ExtraTimeOffACpuWithoutWaitingOrStopsIsBlocked) {
+  // No more CPU, no longer CPU wait, not stopped, not throttled: its 10 ms per call excess spent off a CPU (a
+  // data loader asleep on storage) is blocked where at least half the excess is off-CPU time beyond its peers'.
+  RankRound slept = hit(2, 2, 0, 0);
+  slept.compute_ns = 50e6;               // its peers' compute 40 ms per call (excess 10 ms)
+  slept.off_cpu_ratio = 1 + 9e6 / 40e6;  // 9 ms per call more off a CPU than its peers
+  EXPECT_EQ(cause({slept, slept}), "blocked");
+  EXPECT_NEAR(cause_of({&slept, &slept}, DecideOptions{}).figures["off_cpu_excess_s"].get<double>(), 1.8, 1e-9);
+  slept.off_cpu_ratio = 1 + 4e6 / 40e6;  // under half its excess: slow compute
+  EXPECT_EQ(cause({slept, slept}), "slow_compute");
+  // More work comes first: 1.5x the CPU with time off a CPU is slow compute.
+  RankRound busy = slept;
+  busy.off_cpu_ratio = 1 + 9e6 / 40e6;
+  busy.window.main_cpu_ns = 30e6;
+  busy.cpu_ns = 36e6;
+  busy.cpu_ratio = busy.main_cpu_ratio = 1.5;
+  EXPECT_EQ(cause({busy, busy}), "slow_compute");
+}
+
 TEST(StragglerCause, FiguresAreNumbers) {
   std::vector<RankRound> rounds = {hit(12, 2, 9, 0), hit(11, 2, 8, 0)};
   std::vector<const RankRound*> p = {&rounds[0], &rounds[1]};
