@@ -17,9 +17,13 @@ others wait for the straggler), which would leave both baselines blind.
 
 Scenarios (every run draws its rank, factor, group and delay from its seed):
   clean            no slowdown (ordinary jitter of a loaded machine)
-  compute-trainer  one random rank does F x the work, F in [1.3, 3]
+  compute-trainer  one random rank's whole computation takes F x its CPU, F in [1.3, 3] (the trainer burns
+                   (F - 1) x its step's CPU after computing: straggler_trainer.py)
+  compute-stall    the same extra CPU all in one gap of the step (after the optimizer step): a host-side
+                   stall such as a slow data loader; F from --trainer-factors too
+  compute-sleep    the stall slept instead ((F - 1) x the step's wall time): a rank blocked off its CPU (I/O)
   compute-outside  one random rank SIGSTOP/SIGCONT-duty-cycled to 1/F of the CPU, F in [1.3, 3]
-  compute-quota    one random rank under a real cgroup v1 CPU quota of 1/F of the CPU it used, F in [1.5, 3]
+  compute-quota    one random rank under a real cgroup (v1 or v2) CPU quota of 1/F of the CPU it used, F in [1.5, 3]
                    (root; the cgroup is removed after the run); its cause should be cpu_quota
   compute-contention  one random rank pinned to one CPU with H busy loops pinned there, H in [8, 12]
                    (no quota); its cause should be cpu_contention
@@ -58,8 +62,9 @@ from straggler_jobs import StragglerJob, busy_per_round, busy_ratio, python_for,
 from trainer_harness import SCOUT_BIN  # noqa: E402
 
 SCENARIOS = ("clean", "compute-trainer", "compute-outside", "link-tp", "link-dp", "fleet", "compute-quota",
-             "compute-contention")
-CAUSE = {"compute-trainer": "slow_compute", "compute-quota": "cpu_quota", "compute-contention": "cpu_contention"}
+             "compute-contention", "compute-stall", "compute-sleep")
+CAUSE = {"compute-trainer": "slow_compute", "compute-quota": "cpu_quota", "compute-contention": "cpu_contention",
+         "compute-stall": "slow_compute", "compute-sleep": "blocked"}
 
 
 def scout(job, *args, timeout=180):
@@ -174,10 +179,11 @@ def one_run(scenario, seed, python, tmp, work_ms=25, keep=None, factors=None, wo
     premise = None  # None: this scenario has none; else {"held": bool, figures...}
     with StragglerJob(world=world, tp=tp, seed=seed, python=python,
                       ranks_per_host=2 if scenario.startswith("link") else None, work_ms=work_ms) as job:
-        if scenario == "compute-trainer":
+        if scenario in ("compute-trainer", "compute-stall", "compute-sleep"):
             victim, factor = rng.randrange(world), rng.uniform(*(trainer_factors or (1.3, 3.0)))
             truth_ranks = {victim}
-            job.start(slow_rank=victim, slow_factor=factor)
+            job.start(slow_rank=victim, slow_factor=factor, slow_at="each" if scenario == "compute-trainer" else "end",
+                      slow_kind="sleep" if scenario == "compute-sleep" else "cpu")
         elif scenario in ("link-tp", "link-dp"):
             index = rng.randrange(2)
             truth_group = [2 * index, 2 * index + 1] if scenario == "link-tp" else [index, index + 2]
@@ -302,7 +308,7 @@ def main():
                     help="W,...: each run of those scenarios draws its world from this list (a mixed batch)")
     ap.add_argument("--tp", type=int, default=1, help="tp of those jobs (mesh dp=W/T,tp=T; default 1)")
     ap.add_argument("--trainer-factors", type=lambda t: tuple(float(x) for x in t.split(",")),
-                    help="LO,HI: the compute-trainer factor range (default 1.3,3)")
+                    help="LO,HI: the compute-trainer, -stall and -sleep factor range (default 1.3,3)")
     ap.add_argument("--load", type=int, default=0, help="N busy loops beside the jobs for the whole campaign")
     a = ap.parse_args()
     python = python_for(a.torch)

@@ -55,6 +55,7 @@ struct DecideOptions {
   // measure noise by), at least this much longer, and its partner waits for at least half its excess.
   double pair_min_relative = 0.2;
   double min_absolute_ns = 100'000;  // ... and at least this many ns longer per call (mean)
+  double min_step_share = 0.02;      // ... and longer by this share of its peers' time per call (compute + wait)
   double spread_factor = 1.0;  // ... and its effect at least this times the other peers' spread (max - min) that round
   // The verdict notes an oversubscribed host (noise_notes) where its ranks wait for a CPU at least this share
   // of their compute time in most rounds and the ranks no one named differ by at least 1 + min_relative.

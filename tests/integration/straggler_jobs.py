@@ -6,7 +6,7 @@ trainer itself or from outside the process.
         job.start(slow_rank=2, slow_factor=1.7)         # the trainer slows itself
         job.wait_steps(5)
         job.duty_cycle(rank, factor)                    # SIGSTOP/SIGCONT from outside
-        job.cpu_quota(rank, factor)                     # a cgroup v1 CPU quota (removed at teardown)
+        job.cpu_quota(rank, factor)                     # a cgroup v1 or v2 CPU quota (removed at teardown)
         job.cpu_hogs(rank, hogs)                        # rank and hogs pinned to one CPU (contention)
         job.slow_all()                                  # every rank slower from now on
 
@@ -32,12 +32,35 @@ TRAINER = os.path.join(HERE, "trainers", "straggler_trainer.py")
 CPU_CGROUP_V1 = "/sys/fs/cgroup/cpu"
 
 
+def cpu_hierarchy():
+    """(version, root) of the hierarchy the CPU controller is on: (1, CPU_CGROUP_V1) where a v1 cpu hierarchy
+    is mounted there, else (2, mount point) of a cgroup2 mount whose root offers the cpu controller (a v2-only
+    host's /sys/fs/cgroup, or a hybrid host's /sys/fs/cgroup/unified once no v1 hierarchy holds cpu); None."""
+    if os.path.exists(os.path.join(CPU_CGROUP_V1, "cpu.cfs_quota_us")):
+        return 1, CPU_CGROUP_V1
+    try:
+        with open("/proc/mounts") as f:
+            mounts = [line.split() for line in f]
+    except OSError:
+        return None
+    for fields in mounts:
+        if len(fields) > 2 and fields[2] == "cgroup2":
+            try:
+                with open(os.path.join(fields[1], "cgroup.controllers")) as f:
+                    if "cpu" in f.read().split():
+                        return 2, fields[1]
+            except OSError:
+                continue
+    return None
+
+
 def cpu_quota_unavailable():
-    """Why a real cgroup v1 CPU quota cannot be set here (None: it can)."""
-    if not os.path.exists(os.path.join(CPU_CGROUP_V1, "cpu.cfs_quota_us")):
-        return f"no cgroup v1 cpu hierarchy at {CPU_CGROUP_V1}"
-    if not os.access(CPU_CGROUP_V1, os.W_OK):
-        return f"{CPU_CGROUP_V1} is not writable (not root)"
+    """Why a real cgroup CPU quota (v1 or v2) cannot be set here (None: it can)."""
+    h = cpu_hierarchy()
+    if h is None:
+        return f"no cpu controller: neither a cgroup v1 cpu hierarchy at {CPU_CGROUP_V1} nor a cgroup2 mount offering cpu"
+    if not os.access(h[1], os.W_OK):
+        return f"{h[1]} is not writable (not root)"
     return None
 
 
@@ -62,7 +85,7 @@ def remove_cgroup(path, timeout_s=10):
             with open(os.path.join(path, "cgroup.procs")) as f:
                 for pid in f.read().split():
                     try:
-                        _write(os.path.join(CPU_CGROUP_V1, "cgroup.procs"), pid)
+                        _write(os.path.join(os.path.dirname(path), "cgroup.procs"), pid)
                     except OSError:
                         pass
             os.rmdir(path)
@@ -78,14 +101,15 @@ def remove_cgroup(path, timeout_s=10):
 
 def remove_stale_cgroups():
     """Removes the empty cgroups an earlier, killed test run left (rmdir fails on any that is in use)."""
+    h = cpu_hierarchy()
     try:
-        names = os.listdir(CPU_CGROUP_V1)
+        names = os.listdir(h[1]) if h else []
     except OSError:
         return
     for name in names:
         if name.startswith("scout-straggler-"):
             try:
-                os.rmdir(os.path.join(CPU_CGROUP_V1, name))
+                os.rmdir(os.path.join(h[1], name))
             except OSError:
                 pass
 
@@ -148,7 +172,8 @@ class StragglerJob:
     def host_of(self, rank):
         return f"host{rank // self.ranks_per_host}" if self.ranks_per_host else None
 
-    def start(self, slow_rank=-1, slow_factor=1.0, slow_group=(), slow_group_delay=0.0, slow_all_factor=1.0):
+    def start(self, slow_rank=-1, slow_factor=1.0, slow_group=(), slow_group_delay=0.0, slow_all_factor=1.0,
+              slow_at="each", slow_kind="cpu"):
         port = free_port()
         for rank in range(self.world):
             env = dict(os.environ)
@@ -159,7 +184,7 @@ class StragglerJob:
             if self.ranks_per_host:
                 env["SCOUT_HOST"] = self.host_of(rank)
             cmd = [self.python, TRAINER, "--work-ms", str(self.work_ms), "--tp", str(self.tp), "--slow-rank", str(slow_rank),
-                   "--slow-factor", str(slow_factor), "--slow-group-ranks", ",".join(map(str, slow_group)),
+                   "--slow-factor", str(slow_factor), "--slow-at", slow_at, "--slow-kind", slow_kind, "--slow-group-ranks", ",".join(map(str, slow_group)),
                    "--slow-group-delay", str(slow_group_delay), "--slow-all-file", self.slow_file,
                    "--slow-all-factor", str(slow_all_factor)]
             log = open(os.path.join(self.logdir, f"rank{rank}.log"), "w")
@@ -190,7 +215,7 @@ class StragglerJob:
         raise TimeoutError(f"job {self.job} did not reach step {steps}; logs in {self.logdir}")
 
     def slow_all(self):
-        """Every rank does slow_all_factor times the work from its next step on."""
+        """Every rank's computation takes slow_all_factor times its CPU from its next step on."""
         with open(self.slow_file, "w") as f:
             f.write("1\n")
 
@@ -220,24 +245,32 @@ class StragglerJob:
         self._threads.append(t)
 
     def cpu_quota(self, rank, factor, measure_s=1.0):
-        """Limits `rank` with a real cgroup v1 CPU quota (CPU_CGROUP_V1/scout-straggler-<job>): 1/factor of the
-        CPU it used over `measure_s` before, so that it runs about `factor` times slower. Returns the quota in
-        CPUs. Needs root and a v1 cpu hierarchy (cpu_quota_unavailable() says why not); the cgroup is removed
-        at teardown, even when the test fails."""
+        """Limits `rank` with a real cgroup CPU quota (scout-straggler-<job> under the cpu controller's hierarchy,
+        v1 or v2: cpu_hierarchy()): 1/factor of the CPU it used over `measure_s` before, so that it runs about
+        `factor` times slower. Returns the quota in CPUs. Needs root and a cpu controller (cpu_quota_unavailable()
+        says why not); the cgroup is removed at teardown, even when the test fails."""
+        version, root = cpu_hierarchy()
         pid = self.procs[rank].pid
         before = process_cpu_s(pid)
         time.sleep(measure_s)
         rate = (process_cpu_s(pid) - before) / measure_s
         period = 100000
         quota = max(1000, int(period * rate / factor))
-        path = os.path.join(CPU_CGROUP_V1, f"scout-straggler-{self.job}")
+        path = os.path.join(root, f"scout-straggler-{self.job}")
+        if version == 2:  # the root offers cpu to its children only once its subtree_control enables it
+            with open(os.path.join(root, "cgroup.subtree_control")) as f:
+                if "cpu" not in f.read().split():
+                    _write(os.path.join(root, "cgroup.subtree_control"), "+cpu")
         os.mkdir(path)
         self._cgroups.append(path)
-        _write(os.path.join(path, "cpu.cfs_period_us"), period)
-        _write(os.path.join(path, "cpu.cfs_quota_us"), quota)
-        _write(os.path.join(path, "cgroup.procs"), pid)  # v1: every thread of the process moves
-        print(f"straggler_jobs: rank {rank} (pid {pid}) used {rate:.2f} CPUs; quota {quota}/{period} us in {path}",
-              file=sys.stderr, flush=True)
+        if version == 1:
+            _write(os.path.join(path, "cpu.cfs_period_us"), period)
+            _write(os.path.join(path, "cpu.cfs_quota_us"), quota)
+        else:
+            _write(os.path.join(path, "cpu.max"), f"{quota} {period}")
+        _write(os.path.join(path, "cgroup.procs"), pid)  # every thread of the process moves
+        print(f"straggler_jobs: rank {rank} (pid {pid}) used {rate:.2f} CPUs; quota {quota}/{period} us in {path} "
+              f"(cgroup v{version})", file=sys.stderr, flush=True)
         return quota / period
 
     def cpu_hogs(self, rank, hogs, deadline_s=600):

@@ -14,8 +14,19 @@ and SCOUT_JOB set (tests/integration/test_straggler.py does). Each step:
   world     an all_reduce of the loss over the world.
 
 Slowdowns (as degraded hardware would):
-  --slow-rank R --slow-factor F   rank R does F times the work (F may be fractional)
-  --slow-all-file P --slow-all-factor F   every rank does F times the work while file P exists
+  --slow-rank R --slow-factor F   rank R's whole computation takes F times its CPU (F may be fractional)
+  --slow-all-file P --slow-all-factor F   every rank's, while file P exists
+                                  A degraded device slows every kernel, not one loop: after each stretch
+                                  of computation between collectives (the fixed work and forward; backward
+                                  and the optimizer step) a slowed rank does more products of the same
+                                  kind until its main thread used (F - 1) x the CPU that stretch used.
+                                  Scaling the fixed work alone diluted the factor by the rest of the
+                                  step: F = 1.42 used 1.19-1.23x its partner's CPU (world 2, no load).
+  --slow-at end                   ... all of it after the optimizer step instead, before the step's last
+                                  collectives: a host-side stall (a slow data loader or optimizer) that
+                                  lands in one gap of the step
+  --slow-kind sleep               ... sleeping (F - 1) x the stretch's wall time instead of computing: a
+                                  rank blocked off its CPU (I/O, a lock), using no more CPU than its peers
   --slow-group-ranks a,b --slow-group-delay D  the ranks of that group (a tp or dp group)
                                   sleep D seconds inside each of that group's collectives,
                                   after the publisher recorded the enter (a slow link)
@@ -37,6 +48,8 @@ def main(argv=None):
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--slow-factor", type=float, default=1.0)
+    p.add_argument("--slow-at", choices=("each", "end"), default="each")
+    p.add_argument("--slow-kind", choices=("cpu", "sleep"), default="cpu")
     p.add_argument("--slow-all-file", default="")
     p.add_argument("--slow-all-factor", type=float, default=1.0)
     p.add_argument("--slow-group-ranks", default="")
@@ -97,6 +110,22 @@ def main(argv=None):
     def delay_inside(name):
         time.sleep(a.slow_group_delay)
 
+    def clock():
+        return time.perf_counter() if a.slow_kind == "sleep" else time.thread_time()
+
+    def burn(factor, since):
+        """Products until the main thread used (factor - 1) x its CPU since `since` on top (--slow-kind sleep:
+        a sleep of (factor - 1) x the wall time since `since`)."""
+        if factor == 1.0:
+            return
+        extra, start = (factor - 1) * (clock() - since), clock()
+        if a.slow_kind == "sleep":
+            time.sleep(extra)
+            return
+        b = m
+        while time.thread_time() - start < extra:
+            b = torch.tanh(b @ m)
+
     model = DDP(torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 2)))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.randn(8, 16)
@@ -107,18 +136,18 @@ def main(argv=None):
             factor *= a.slow_factor
         if a.slow_all_file and os.path.exists(a.slow_all_file):
             factor *= a.slow_all_factor
-        n = a.work * factor
-        whole, frac = int(n), n - int(n)
+        started = clock()
         acc = m
-        for _ in range(whole):
+        for _ in range(a.work):
             acc = torch.tanh(acc @ m)
-        if frac > 0:  # the fractional part: a smaller product of the same kind
-            k = max(1, int(96 * frac))
-            torch.tanh(m[:k] @ m)
         loss = torch.nn.functional.mse_loss(model(x + acc[:8, :16].mean()), y)
+        if a.slow_at == "each":
+            burn(factor, started)  # before backward starts DDP's all-reduce
+            started = clock()
         loss.backward()
         opt.step()
         opt.zero_grad()
+        burn(factor, started)
         if tp_group is not None:
             t = torch.ones(4)
             if in_slow_group and slow_group == list(range(rank - rank % a.tp, rank - rank % a.tp + a.tp)):

@@ -757,9 +757,11 @@ TEST(StragglerDecide, OnAContendedHostMoreCpuPerCallNamesARankOnlyWhereItArrives
   EXPECT_TRUE(compute_suspects(d).empty());
   for (const auto& r : rounds)
     for (const auto& rr : r.peers.at(0).ranks) EXPECT_FALSE(rr.flagged) << "rank " << rr.rank;
-  // Without the check that it arrives late (the rule before it), its CPU alone names it.
+  // Without the check that it arrives late (the rule before it), nor that its excess time is material, its CPU
+  // alone names it.
   DecideOptions before;
   before.cpu_peers_wait_share = -1e9;
+  before.min_step_share = 0;
   EXPECT_EQ(compute_suspects(decide_recorded(on_time, calls, nullptr, before)), std::vector<std::int64_t>{3});
 }
 
