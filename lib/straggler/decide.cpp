@@ -148,9 +148,10 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
     // median: per call, a stall's one call in P is either dropped (1.00x above) or, where the stall dwarfs the
     // step's other calls and only its calls count as busy, all that counts (a rank sleeping 1.85x its step:
     // 72x). Over the recorded corpus both name the same ranks; the step's ratio is the factor within 0.89-1.23x.
-    // Only where the group is not contended (the time measure decides): where it is, the CPU measures do, and
-    // the time excess they ask for stays the per-call median's or the mean's (which holds a stall), as those
-    // rules were measured.
+    // On a contended host the CPU measures ask for a time excess the same way: a torch 2.x rank burning 0.9-1.8x
+    // its step's CPU in one gap (2x its peers' CPU per call, its peers waiting 20 ms per call longer) computed
+    // 0.94-1.01x its peers' time per call and 1.0x their mean, and went unnamed with the per-call median there
+    // (3 of 4 runs, seeds 20358201-203).
     std::vector<CallKey> order = keys;
     {
       const auto& first = t.ranks.at(present[0]);
@@ -160,7 +161,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
     const std::size_t period = step_period(t.ranks.at(present[0]), order);
     std::map<CallKey, std::size_t> index;  // a key's place in `keys` (call_median)
     for (std::size_t k = 0; k < keys.size(); ++k) index[keys[k]] = k;
-    std::vector<double> compute, wait, relative, step_relative, cpu, shares;
+    std::vector<double> compute, wait, relative, cpu, shares;
     for (auto r : present) {
       double c = 0, w = 0;
       std::vector<double> rel;
@@ -179,7 +180,6 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       compute.push_back(c / static_cast<double>(keys.size()));
       wait.push_back(exact_calls > 0 ? w / static_cast<double>(exact_calls) : 0.0);
       relative.push_back(rel.empty() ? 1.0 : median(rel));
-      step_relative.push_back(relative.back());
       if (period > 0 && order.size() / period >= 3) {
         const auto& partner = t.ranks.at(present[present[0] == r ? 1 : 0]);
         std::vector<double> blocks;
@@ -191,7 +191,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
           }
           if (ref > 0) blocks.push_back(mine / ref);
         }
-        if (blocks.size() >= 3) step_relative.back() = median(blocks);
+        if (blocks.size() >= 3) relative.back() = median(blocks);
       }
       if (counted) {
         cpu.push_back(t.cpu.at(r).cpu_ns);
@@ -247,10 +247,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
     so.min_relative = min_relative;
     so.min_absolute = 0;
     so.direction = Direction::high;
-    // The time measure decides where the group is not contended: per step there (see above). Where it is, the
-    // CPU measures decide and the time excess they ask for stays per call (and the mean's, which holds a stall).
-    const std::vector<double>& time_relative = p.contended ? relative : step_relative;
-    p.c3 = c3_statistical(time_relative, so);
+    p.c3 = c3_statistical(relative, so);
     // A measure flags rank i when its effect is at least min_relative and at least `spread_factor` times
     // the spread (max - min) of the other peers' values that round (the group's own noise).
     auto stands_out = [&](const std::vector<double>& v, std::size_t i, double spread_factor) {
@@ -270,7 +267,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       rr.compute_ns = compute[i];
       rr.wait_ns = wait[i];
       rr.score = i < p.c3.scores.size() ? p.c3.scores[i] : 0;
-      rr.compute_ratio = time_relative[i];
+      rr.compute_ratio = relative[i];
       if (counted) {
         rr.cpu_ns = cpu[i];
         rr.runq_ns = t.cpu.at(present[i]).runq_ns;
@@ -364,11 +361,11 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         rr.ratio = rr.measure == "off_cpu" ? off_ratio[i] : rr.measure == "cpu_wait" ? relative[i] : cpu_r;
       } else {
         rr.flagged = wait[i] < median(other_wait) && compute[i] - med_c >= o.min_absolute_ns &&
-                     stands_out(step_relative, i, o.spread_factor) &&
+                     stands_out(relative, i, o.spread_factor) &&
                      (!pair || median(other_wait) - wait[i] >= 0.5 * (compute[i] - med_c));
         rr.measure = "compute";
-        rr.ratio = step_relative[i];
-        if (rr.flagged) rr.flagged_by["compute"] = step_relative[i];
+        rr.ratio = relative[i];
+        if (rr.flagged) rr.flagged_by["compute"] = relative[i];
       }
       // A straggler costs its peers a material share of their time: its time excess per call (the mean's or the
       // ratio's, the larger) at least min_step_share of its peers' median time per call, computing and waiting.
@@ -381,7 +378,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         std::vector<double> peer_step;
         for (std::size_t j = 0; j < present.size(); ++j)
           if (j != i) peer_step.push_back(compute[j] + wait[j]);
-        const double excess = std::max(compute[i] - med_c, (time_relative[i] - 1) * med_c);
+        const double excess = std::max(compute[i] - med_c, (relative[i] - 1) * med_c);
         if (rr.flagged && excess < o.min_step_share * median(peer_step)) {
           rr.flagged = false;
           rr.flagged_by.clear();
