@@ -380,7 +380,10 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
       inside-477098678 (every rank sleeping 0.3 s inside each collective, 1-2 ms of compute per call, rank 1
         stopped from outside; --mesh dp=4): rank 0 computed 0.4-0.6 ms per call longer than its peers (0.4% of
         their 131 ms per call) and off_cpu named it beside rank 1; a straggler's excess must now be at least 2% of
-        its peers' time per call."""
+        its peers' time per call.
+      stall2-20358202 (torch 2.x, world 6 at load 4.5, rank 4 burning 1.19x its step's CPU in one gap: 2x its
+        peers' CPU per call, its peers waiting 20 ms per call longer, its time 0.94-1.01x theirs per call): the step's
+        ratio is the time excess the cpu measure asks for on a contended host too."""
 
     CASES = {"outside-30299011": (1, "off_cpu"), "outside-30299019": (2, "off_cpu"), "trainer2-1900518409": (2, "cpu"),
              "contention-30683001": (2, "cpu_wait"), "clean-400": (None, None),
@@ -389,7 +392,7 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
              "trainer-20265702": (3, "cpu"), "trainer-20268316": (2, "cpu"), "pair-quota-20273601": (1, "throttled"),
              "pair-trainer2-20268702": (0, "cpu"), "pair-clean-20266206": (None, None),
              "pair-trainer-20282100": (1, "cpu"), "stall-20301002": (0, "compute"),
-             "inside-477098678": (1, "stopped", "--mesh", "dp=4")}
+             "inside-477098678": (1, "stopped", "--mesh", "dp=4"), "stall2-20358202": (4, "cpu")}
 
     def test_recorded_runs_are_decided_as_measured(self):
         data = os.path.join(scoutlib.SOURCE_DIR, "tests", "integration", "data", "straggler")
