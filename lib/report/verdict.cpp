@@ -222,6 +222,8 @@ std::string render_text(const Verdict& v) {
       if (s.rank >= 0 && !s.node.empty()) who += fmt::format(" on {}", s.node);
       out += fmt::format("  {:<20} {}", who, s.reason);
       if (s.evidence.contains("value")) out += fmt::format(" (value {})", brief(s.evidence["value"]));
+      if (auto c = s.evidence.find("cause"); c != s.evidence.end() && c->is_string())
+        out += fmt::format(" (cause {})", c->get<std::string>());
       for (const char* key : {"checkpoint", "file", "source", "tensor"})
         if (s.evidence.contains(key) && s.evidence[key].is_string())
           out += fmt::format("\n  {:<20} {} {}", "", key, s.evidence[key].get<std::string>());
@@ -236,6 +238,23 @@ std::string render_text(const Verdict& v) {
       out += fmt::format("  {:<12} {:<12} {:<12} {}", g.kind, c3_mode_name(g.mode), c3_status_name(g.status), members);
       if (!g.outliers.empty()) out += fmt::format("  outliers {}", g.outliers);
       out += "\n";
+    }
+  }
+  // What the command could not decide or see, in its details' notes (details.notes or details.<command>.notes):
+  // a text reader gets them too (a healthy straggler verdict's summary points at them).
+  if (v.details.is_object()) {
+    std::vector<std::string> notes;
+    const auto collect = [&](const nlohmann::json& obj) {
+      if (auto n = obj.find("notes"); n != obj.end() && n->is_array())
+        for (const auto& line : *n)
+          if (line.is_string()) notes.push_back(line.get<std::string>());
+    };
+    collect(v.details);
+    for (const auto& [key, value] : v.details.items())
+      if (value.is_object()) collect(value);
+    if (!notes.empty()) {
+      out += "notes:\n";
+      for (const auto& n : notes) out += fmt::format("  - {}\n", n);
     }
   }
   // Observers that never answered, and what the transport refused (hang verdicts).

@@ -58,6 +58,13 @@ TEST(Verdict, AttributedVerdictCarriesSuspectsAndGroups) {
   std::string text = render_text(v);
   EXPECT_NE(text.find("rank 3"), std::string::npos);
   EXPECT_NE(text.find("attributed"), std::string::npos);
+  EXPECT_EQ(text.find("notes:"), std::string::npos);
+  // A command's notes (details.<command>.notes) and a suspect's cause are in the text too.
+  v.suspects[0].evidence["cause"] = "blocked";
+  v.details["straggler"] = {{"notes", {"rank 5 was flagged in 1 of 3 rounds"}}};
+  text = render_text(v);
+  EXPECT_NE(text.find("(cause blocked)"), std::string::npos) << text;
+  EXPECT_NE(text.find("notes:\n  - rank 5 was flagged in 1 of 3 rounds\n"), std::string::npos) << text;
 }
 
 TEST(Verdict, SchemaRejectsAttributedWithoutSuspects) {
