@@ -883,7 +883,9 @@ void noise_notes(Decision& d, const std::vector<RoundResult>& rounds,
                     "with more --rounds to confirm or clear it",
                     rank, hits.size(), d.rounds, fmt::join(measures, ", ")));
   }
-  std::vector<double> shares, spreads;  // per round: the median CPU wait share, the largest unnamed time ratio
+  // Per round: the median CPU wait share, and the largest ratio of a rank no one named in the measure that decides
+  // its group (CPU per call, process and main thread alike, where the group waits for CPUs; compute time elsewhere).
+  std::vector<double> shares, spreads;
   std::int64_t contended = 0;
   for (const auto& r : rounds) {
     if (!r.has_data || r.peers.empty()) continue;
@@ -894,7 +896,8 @@ void noise_notes(Decision& d, const std::vector<RoundResult>& rounds,
       s.push_back(p.cpu_wait_share);
       any |= p.contended;
       for (const auto& rr : p.ranks)
-        if (!named.count(rr.rank)) spread = std::max(spread, rr.compute_ratio);
+        if (!named.count(rr.rank))
+          spread = std::max(spread, p.contended ? std::min(rr.cpu_ratio, rr.main_cpu_ratio) : rr.compute_ratio);
     }
     shares.push_back(median(s));
     spreads.push_back(spread);
@@ -902,15 +905,16 @@ void noise_notes(Decision& d, const std::vector<RoundResult>& rounds,
   }
   if (shares.empty()) return;
   d.noise_cpu_wait_share = median(shares);
-  d.noise_time_ratio = *std::max_element(spreads.begin(), spreads.end());
+  d.noise_ratio = *std::max_element(spreads.begin(), spreads.end());
   d.oversubscribed = 2 * contended > static_cast<std::int64_t>(shares.size()) &&
-                     d.noise_cpu_wait_share >= o.oversubscribed_share && d.noise_time_ratio >= 1 + o.min_relative;
+                     d.noise_cpu_wait_share >= o.oversubscribed_share && d.noise_ratio >= 1 + o.min_relative;
   if (!d.oversubscribed) return;
   d.notes.push_back(fmt::format(
       "the host's CPUs are oversubscribed: ranks waited for a CPU {:.0f}% as long as they computed (median over "
-      "rounds), and a rank no one named computed {:.2f}x its peers' time in a round: a straggler slowed by less "
-      "than that may go unnamed; rerun with more --rounds, or when the host is less loaded",
-      100 * d.noise_cpu_wait_share, d.noise_time_ratio));
+      "rounds), and a rank no one named was {:.2f}x its peers in a round (CPU per call where they waited for CPUs, "
+      "compute time elsewhere): a straggler slowed by less than that may go unnamed; rerun with more --rounds, or "
+      "when the host is less loaded",
+      100 * d.noise_cpu_wait_share, d.noise_ratio));
 }
 
 }  // namespace
@@ -1338,9 +1342,8 @@ Verdict make_verdict(const std::string& command, const std::string& job, const D
                    {"cpu_wait_share", d.noise_cpu_wait_share < 0
                                           ? nlohmann::json(nullptr)
                                           : nlohmann::json(std::round(d.noise_cpu_wait_share * 1000) / 1000)},
-                   {"unnamed_time_ratio", d.noise_time_ratio <= 0
-                                              ? nlohmann::json(nullptr)
-                                              : nlohmann::json(std::round(d.noise_time_ratio * 1000) / 1000)},
+                   {"unnamed_ratio", d.noise_ratio <= 0 ? nlohmann::json(nullptr)
+                                                        : nlohmann::json(std::round(d.noise_ratio * 1000) / 1000)},
                    {"oversubscribed", d.oversubscribed}}},
                  {"notes", d.notes}}},
                {"findings", findings}};
@@ -1398,7 +1401,7 @@ Verdict make_verdict(const std::string& command, const std::string& job, const D
         d.unconfirmed.empty() ? "" : fmt::format("; unconfirmed: rank(s) {} (notes)", fmt::join(d.unconfirmed, ", ")),
         d.oversubscribed ? fmt::format("; the host's CPUs are oversubscribed: a rank slowed by less than "
                                        "{:.2f}x may go unnamed (notes)",
-                                       d.noise_time_ratio)
+                                       d.noise_ratio)
                          : "");
     v.action = "none";
   }

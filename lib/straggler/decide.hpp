@@ -208,11 +208,12 @@ struct Decision {
   bool enough_data = false;
   std::vector<std::string> notes;
   // What the verdict could not see (noise_notes): ranks flagged in some rounds but not named (unconfirmed), and
-  // the rounds' noise: the median over rounds of the CPU wait share and the largest time ratio of a rank no one
-  // named in any round (-1 / 0 where no round had data); oversubscribed where both are above their floors.
+  // the rounds' noise: the median over rounds of the CPU wait share and the largest ratio of a rank no one named
+  // in any round, in the measure that decides its group (CPU per call where contended, compute time elsewhere;
+  // -1 / 0 where no round had data); oversubscribed where both are above their floors.
   std::vector<std::int64_t> unconfirmed;
   double noise_cpu_wait_share = -1;
-  double noise_time_ratio = 0;
+  double noise_ratio = 0;
   bool oversubscribed = false;
 };
 
