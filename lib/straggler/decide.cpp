@@ -62,10 +62,6 @@ double ms(double ns) {
   return std::round(ns / 1e3) / 1e3;
 }
 
-}  // namespace
-
-namespace {
-
 // The number of calls in one step of the program: the smallest period P (at most a third of the calls) with
 // which the calls' pattern repeats (the same group kind, op and element count as the call P before it, for at
 // least 90% of the calls); 0 when none does. `keys` are in the program's order.

@@ -184,7 +184,8 @@ class StragglerJob:
             if self.ranks_per_host:
                 env["SCOUT_HOST"] = self.host_of(rank)
             cmd = [self.python, TRAINER, "--work-ms", str(self.work_ms), "--tp", str(self.tp), "--slow-rank", str(slow_rank),
-                   "--slow-factor", str(slow_factor), "--slow-at", slow_at, "--slow-kind", slow_kind, "--slow-group-ranks", ",".join(map(str, slow_group)),
+                   "--slow-factor", str(slow_factor), "--slow-at", slow_at, "--slow-kind", slow_kind,
+                   "--slow-group-ranks", ",".join(map(str, slow_group)),
                    "--slow-group-delay", str(slow_group_delay), "--slow-all-file", self.slow_file,
                    "--slow-all-factor", str(slow_all_factor)]
             log = open(os.path.join(self.logdir, f"rank{rank}.log"), "w")
