@@ -280,8 +280,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
       // decides (a rank that needs more CPU per call where CPUs are short is the slow one), or the time
       // off a CPU without waiting for one (a rank stopped from outside), with a longer compute time.
       if (p.contended) {
-        const double cpu_floor =
-            1.0 + std::max(min_relative, pair ? o.contended_cpu_min_relative : o.contended_cpu_min_relative_group);
+        const double cpu_floor = 1.0 + std::max(min_relative, o.contended_cpu_min_relative);
         // More CPU per call slows the job only where it makes the rank arrive late: its compute time above
         // the median and its peers' wait beyond its own, per call, both at least cpu_peers_wait_share of its
         // CPU excess (the smaller of the process's and the main thread's). A rank that burns more CPU but
@@ -303,10 +302,16 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         const double late_share = pair ? o.pair_cpu_peers_wait_share : o.cpu_peers_wait_share;
         const bool late =
             time_excess >= late_share * cpu_excess && median(other_wait) - wait[i] >= late_share * cpu_excess;
-        const bool by_cpu =
+        const bool more_cpu =
             cpu[i] - med_cpu >= o.min_absolute_ns && cpu_ratio[i] >= cpu_floor &&
             stands_out(cpu_ratio, i, o.spread_factor) &&
-            (!main_counted || (main_ratio[i] >= cpu_floor && stands_out(main_ratio, i, o.spread_factor))) && late;
+            (!main_counted || (main_ratio[i] >= cpu_floor && stands_out(main_ratio, i, o.spread_factor)));
+        // ... or, in a group of three or more, far outside the other peers' spread though its extra CPU was
+        // absorbed (absorbed_spread_factor; dropped below where another rank of the group is flagged that round).
+        const bool absorbed = !late && !pair && main_counted && stands_out(cpu_ratio, i, o.absorbed_spread_factor) &&
+                              stands_out(main_ratio, i, o.absorbed_spread_factor);
+        const bool by_cpu = more_cpu && (late || absorbed);
+        rr.absorbed = more_cpu && absorbed;
         // Its peers wait for it for at least half its excess time off a CPU: the time stolen from a stopped
         // rank is time they wait. With that check, half the other peers' spread is noise enough. (On
         // torch 2.x a clean rank's compute holds time blocked off a CPU too, measured up to 1.5x its
@@ -374,7 +379,10 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
         std::vector<double> peer_step;
         for (std::size_t j = 0; j < present.size(); ++j)
           if (j != i) peer_step.push_back(compute[j] + wait[j]);
-        const double excess = std::max(compute[i] - med_c, (relative[i] - 1) * med_c);
+        double excess = std::max(compute[i] - med_c, (relative[i] - 1) * med_c);
+        // (An absorbed rank's cost is the CPU it took from the others: its CPU excess, process and main thread.)
+        if (rr.absorbed && main_counted)
+          excess = std::max(excess, std::min(cpu[i] - ref_cpu[i], t.cpu.at(present[i]).main_cpu_ns - ref_main_cpu[i]));
         if (rr.flagged && excess < o.min_step_share * median(peer_step)) {
           rr.flagged = false;
           rr.flagged_by.clear();
@@ -483,6 +491,16 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
           r.flagged = false;
           r.flagged_by.clear();
         }
+    // A CPU flag its peers did not wait for stands only where no other rank of the group is flagged that round.
+    for (auto& r : p.ranks) {
+      if (!r.flagged || !r.absorbed || r.flagged_by.size() != 1 || !r.flagged_by.count("cpu")) continue;
+      bool other = false;
+      for (const auto& q : p.ranks) other |= q.rank != r.rank && q.flagged;
+      if (other) {
+        r.flagged = false;
+        r.flagged_by.clear();
+      }
+    }
     out.has_data = true;
     out.peers.push_back(std::move(p));
   }
@@ -677,7 +695,7 @@ Cause cause_of(const std::vector<const RankRound*>& hits, const DecideOptions& o
   // CPU second than its peers, which wait in their collectives meanwhile (measured, trainer-slowed ranks at
   // load 10-12 on 2 CPUs: 1.36-1.70x their peers' CPU per call, 1.3-1.9x their peers' wait per CPU second;
   // 6 of 106 labelled cpu_contention). A rank starved of CPU uses no more CPU than its peers.
-  const double floor = 1 + std::min(o.contended_cpu_min_relative, o.contended_cpu_min_relative_group);
+  const double floor = 1 + o.more_work_min_relative;
   const bool more_work =
       peer_used > 0 && peer_proc_used > 0 && used >= floor * peer_used && proc_used >= floor * peer_proc_used;
   c.figures["peers_cpu_s"] = s3(peer_used);
@@ -977,6 +995,12 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
                   {"time_ratio", std::round(median(time_ratio) * 1000) / 1000}};
     // Named by the cpu measure over its rounds pooled (pooled_pairs): how many.
     if (pooled_ratio >= 0) s.evidence["pooled_rounds"] = static_cast<std::int64_t>(hits.size());
+    // Named by the cpu measure in rounds its peers did not wait for it (absorbed_spread_factor): how many.
+    if (measure == "cpu") {
+      std::int64_t absorbed = 0;
+      for (const auto* h : hits) absorbed += h->flagged && h->absorbed ? 1 : 0;
+      if (absorbed > 0) s.evidence["absorbed_rounds"] = absorbed;
+    }
     if (!cpu.empty()) {
       s.evidence["cpu_ms_per_call"] = ms(median(cpu));
       s.evidence["cpu_ratio"] = std::round(median(cpu_ratio) * 1000) / 1000;

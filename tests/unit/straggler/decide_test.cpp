@@ -717,9 +717,9 @@ TEST(StragglerDecide, InAContendedPairTheRoundsArePooledWhereOneRoundsCpuNoiseHi
 // thread alike, and arrived late by as much: its compute time 7.5-18.9 ms per call above the median, its
 // peers waiting 8.7-19.5 ms longer than it, against 8.4-10.6 ms of CPU excess. That is a slower rank, and
 // the cpu measure names it (a 1.40x trainer-slowed rank, seed 9003, showed 1.29x, 1.19x and 1.34x). The
-// same CPU with rank 3 arriving with its peers (their compute and wait) names no one: more CPU that keeps
-// no one waiting does not slow the job.
-TEST(StragglerDecide, OnAContendedHostMoreCpuPerCallNamesARankOnlyWhereItArrivesLate) {
+// same CPU with rank 3 arriving with its peers (their compute and wait) is more CPU the oversubscribed host
+// absorbed: named only where it stands far outside the other peers' spread and no other rank is flagged.
+TEST(StragglerDecide, OnAContendedHostMoreCpuPerCallNamesARankThatArrivesLateOrStandsFarOutsideItsPeers) {
   const std::vector<std::vector<RecordedRank>> seed416 = {{{56.645, 20.562, 31.825, 24.658, 30.343},
                                                            {59.456, 17.745, 32.687, 27.548, 30.953},
                                                            {57.189, 20.130, 32.515, 24.954, 30.476},
@@ -753,16 +753,47 @@ TEST(StragglerDecide, OnAContendedHostMoreCpuPerCallNamesARankOnlyWhereItArrives
     round[3].compute_ms = median(c);
     round[3].wait_ms = median(w);
   }
+  // Its extra CPU absorbed (taken from time it would have waited for a CPU), it stands 1.27-1.31x its peers, far
+  // outside their spread (at most 0.06): named all the same, as an absorbed CPU straggler.
   d = decide_recorded(on_time, calls, &rounds);
+  EXPECT_EQ(compute_suspects(d), std::vector<std::int64_t>{3});
+  for (const auto& r : rounds) {
+    const auto& r3 = r.peers.at(0).ranks.at(3);
+    EXPECT_TRUE(r3.flagged && r3.absorbed) << r3.cpu_ratio;
+  }
+  // Not where the other peers' CPU per call spreads over more than half its excess (ranks 0 and 2 at 1.08x and
+  // 0.93x: that much is this round's noise): then it must arrive late.
+  auto spread = on_time;
+  for (auto& round : spread) {
+    round[0].cpu_ms *= 1.08;
+    round[0].main_ms *= 1.08;
+    round[2].cpu_ms *= 0.93;
+    round[2].main_ms *= 0.93;
+  }
+  d = decide_recorded(spread, calls, &rounds);
   EXPECT_TRUE(compute_suspects(d).empty());
   for (const auto& r : rounds)
-    for (const auto& rr : r.peers.at(0).ranks) EXPECT_FALSE(rr.flagged) << "rank " << rr.rank;
-  // Without the check that it arrives late (the rule before it), nor that its excess time is material, its CPU
-  // alone names it.
+    for (const auto& rr : r.peers.at(0).ranks) EXPECT_FALSE(rr.flagged) << "rank " << rr.rank << " by " << rr.measure;
+  // Nor where another rank of its group is flagged that round (a rank stopped from outside: its peers burn CPU
+  // waiting for it, unequally), nor in a pair (no other peers' spread to measure the noise by).
+  d = decide_recorded_on("dp=4", on_time, calls, [](TimingTable& t) {
+    StoppedWindow& st = t.stopped[1];
+    st.samples = 100;
+    st.stopped = 40;
+    st.window_ns = 1'500'000'000;
+    st.calls = 20;
+    for (std::int64_t r : {0, 2, 3}) t.stopped[r] = {100, 0, 1'500'000'000, 20};
+  });
+  EXPECT_EQ(compute_suspects(d), std::vector<std::int64_t>{1});
+  std::vector<std::vector<RecordedRank>> pair;
+  for (const auto& round : on_time) pair.push_back({round[1], round[3]});
+  EXPECT_TRUE(compute_suspects(decide_recorded_pair(pair, calls)).empty());
+  // Without the check that it arrives late, nor that the other peers' spread is small, nor that its excess time is
+  // material, its CPU alone names it in the spread case too.
   DecideOptions before;
   before.cpu_peers_wait_share = -1e9;
   before.min_step_share = 0;
-  EXPECT_EQ(compute_suspects(decide_recorded(on_time, calls, nullptr, before)), std::vector<std::int64_t>{3});
+  EXPECT_EQ(compute_suspects(decide_recorded(spread, calls, nullptr, before)), std::vector<std::int64_t>{3});
 }
 
 // test_compute_straggler_under_cpu_contention, seed 30683001 (10 busy loops pinned with rank 2, load ~10 on 2
