@@ -824,11 +824,17 @@ std::vector<PooledPair> pooled_pairs(const std::vector<RoundResult>& rounds, con
     // whose ranks are all CPU-bound, a rank's extra work slows every rank alike (measured, dp=2 x tp=2 at load 5.6:
     // a 1.47x trainer-slowed rank at 1.34-1.41x its partner's CPU in all 3 rounds, the other pair at 0.96 and
     // 1.04x, late by 0.34x its CPU excess and its partner waiting 0.30x of it; seed 20282100).
+    // Where they are quieter still (absorbed_spread_factor times that), its extra CPU may have been absorbed, as in
+    // a group of three or more: its partner need only wait longer than it (measured, torch 2.x dp=2 x tp=2 at load
+    // 5.5, a rank stalled 1.33x at 1.25-1.30x its partner's CPU per call in every round, its time 0.92-0.98x its
+    // partner's, its partner waiting 0.4-1.5 ms per call longer; the other pair within 0.01 of each other pooled;
+    // seed 20468000).
     const auto noise = other_pairs_spread(pair_ratios, x.members, {});
     const bool quiet = noise && o.pair_quiet_factor * *noise <= x.pp.ratio - 1;
+    const bool quieter = noise && o.absorbed_spread_factor * o.pair_quiet_factor * *noise <= x.pp.ratio - 1;
     const double share = o.pair_cpu_peers_wait_share;
     const bool late = (x.time_excess >= share * x.cpu_excess && x.partner_waits >= share * x.cpu_excess) ||
-                      (quiet && x.time_excess > 0 && x.partner_waits > 0);
+                      (quiet && x.time_excess > 0 && x.partner_waits > 0) || (quieter && x.partner_waits > 0);
     const bool flagged = x.cpu_excess >= o.min_absolute_ns && x.pp.ratio >= floor && late && x.direction;
     spdlog::debug(
         "straggler: pair {}/{} pooled over {} rounds: rank {} cpu x{:.3f} time excess {:.3f} ms partner waits {:.3f} "

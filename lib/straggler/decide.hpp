@@ -74,7 +74,9 @@ struct DecideOptions {
   // round, its compute time 1.07x, its wait its peers' median: unnamed in 2 of 8 runs). In a peer group of three
   // or more the cpu measure flags it without the lateness check (cpu_peers_wait_share) where its CPU per call,
   // process and main thread, stands out by at least this many times the other peers' spread, and no other rank of
-  // its group is flagged that round (whose peers burn CPU waiting for it: a stopped or throttled rank's).
+  // its group is flagged that round (whose peers burn CPU waiting for it: a stopped or throttled rank's). A pair's
+  // rank, pooled, where the mesh's other pairs spread at most 1 / (this x pair_quiet_factor) of its excess, need
+  // only keep its partner waiting longer than it (pooled_pairs).
   double absorbed_spread_factor = 2.0;
   // The cause of a named rank is more work (slow_compute, cause_of) where its CPU per call, process and main
   // thread, is at least this much above its peers'.

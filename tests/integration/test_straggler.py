@@ -387,6 +387,14 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
       stall2-20358202 (torch 2.x, world 6 at load 4.5, rank 4 burning 1.19x its step's CPU in one gap: 2x its
         peers' CPU per call, its peers waiting 20 ms per call longer, its time 0.94-1.01x theirs per call): the step's
         ratio is the time excess the cpu measure asks for on a contended host too.
+    And two stalls an oversubscribed host absorbed (the rank took its extra CPU from time it would have waited for
+    one, and its peers did not wait for it; not named before):
+      stall-20418006 (torch 1.13, world 8 at load 7.6, rank 1 stalled 1.32x: 1.31-1.33x its peers' CPU per call in
+        every round, the other peers within 0.12 of each other, its time 1.07x, its wait its peers' median): a rank
+        of a group of three or more standing out by twice the other peers' spread needs no lateness;
+      pair-stall2-20468000 (torch 2.x, dp=2 x tp=2 at load 5.5, rank 1 stalled 1.33x: 1.25-1.30x its partner's CPU
+        per call, its time 0.92-0.98x, its partner waiting 0.4-1.5 ms per call longer; the other pair within 0.01
+        pooled): where the other pairs are that quiet, a pair's rank need only keep its partner waiting longer.
     ("unseen", r): rank r was slowed and is not named, and the verdict notes the oversubscribed host and a rank no
     one named at 1.15x or more."""
 
@@ -397,7 +405,8 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
              "trainer-20265702": ("unseen", 3), "trainer-20268316": ("unseen", 2), "pair-quota-20273601": (1, "throttled"),
              "pair-trainer2-20268702": (0, "cpu"), "pair-clean-20266206": (None, None),
              "pair-trainer-20282100": (1, "cpu"), "stall-20301002": (0, "compute"),
-             "inside-477098678": (1, "stopped", "--mesh", "dp=4"), "stall2-20358202": (4, "cpu")}
+             "inside-477098678": (1, "stopped", "--mesh", "dp=4"), "stall2-20358202": (4, "cpu"),
+             "stall-20418006": (1, "cpu"), "pair-stall2-20468000": (1, "cpu")}
 
     def test_recorded_runs_are_decided_as_measured(self):
         data = os.path.join(scoutlib.SOURCE_DIR, "tests", "integration", "data", "straggler")

@@ -796,6 +796,42 @@ TEST(StragglerDecide, OnAContendedHostMoreCpuPerCallNamesARankThatArrivesLateOrS
   EXPECT_EQ(compute_suspects(decide_recorded(spread, calls, nullptr, before)), std::vector<std::int64_t>{3});
 }
 
+// Campaign stall run seed 20468000 (torch 2.x, dp=2 x tp=2 on 2 CPUs at load 5.5; rank 1 burning 0.33x its step's
+// CPU in one gap), its three rounds as recorded (--keep; recorded run pair-stall2-20468000): rank 1 used 1.25-1.30x
+// its partner's (rank 3) CPU per call, process and main thread, in every round, but took it from time it would
+// have waited for a CPU: its compute time 0.92-0.98x its partner's, its partner waiting 0.4-1.5 ms per call longer.
+// The other pair (ranks 0 and 2) stood within 0.01 of each other pooled. So quiet a mesh names it, its extra CPU
+// absorbed; with the other pair as noisy as a clean loaded host's (rank 0 at 1.1x its partner's CPU), or its
+// partner waiting less than it, no one is named.
+TEST(StragglerDecide, APairsRankWhoseExtraCpuWasAbsorbedIsNamedWhereTheOtherPairsAreQuiet) {
+  const std::vector<std::vector<RecordedRank>> seed20468000 = {{{15.27, 8.21, 8.03, 5.55, 6.99},
+                                                                {13.49, 6.85, 10.80, 4.54, 9.44},
+                                                                {12.68, 7.64, 8.27, 5.64, 7.12},
+                                                                {13.05, 8.31, 8.34, 5.00, 7.30}},
+                                                               {{11.73, 8.42, 8.10, 4.75, 7.01},
+                                                                {12.80, 6.43, 10.19, 5.16, 9.01},
+                                                                {17.52, 7.56, 8.08, 5.97, 7.03},
+                                                                {13.59, 7.27, 8.15, 5.85, 6.98}},
+                                                               {{13.65, 7.83, 8.54, 5.63, 7.62},
+                                                                {13.28, 6.37, 10.95, 4.88, 9.88},
+                                                                {15.24, 7.56, 8.40, 6.29, 7.38},
+                                                                {16.15, 6.79, 8.59, 6.83, 7.65}}};
+  const std::vector<std::int64_t> calls = {62, 62, 62};
+  auto d = decide_recorded_on("dp=2,tp=2", seed20468000, calls);
+  EXPECT_EQ(compute_suspects(d), std::vector<std::int64_t>{1});
+  ASSERT_EQ(d.suspects.size(), 1u);
+  EXPECT_EQ(d.suspects[0].evidence["measure"], "cpu");
+  auto noisy = seed20468000;
+  for (auto& round : noisy) {
+    round[0].cpu_ms *= 1.1;
+    round[0].main_ms *= 1.1;
+  }
+  EXPECT_TRUE(compute_suspects(decide_recorded_on("dp=2,tp=2", noisy, calls)).empty());
+  auto waits = seed20468000;
+  for (auto& round : waits) std::swap(round[1].wait_ms, round[3].wait_ms);
+  EXPECT_TRUE(compute_suspects(decide_recorded_on("dp=2,tp=2", waits, calls)).empty());
+}
+
 // test_compute_straggler_under_cpu_contention, seed 30683001 (10 busy loops pinned with rank 2, load ~10 on 2
 // CPUs), its three rounds as recorded (STRAGGLER_KEEP): round 1 rank 2 at 5.1x its peers' compute time and,
 // cache-cold beside the loops, 1.40x their CPU per call, flagged by cpu and by cpu_wait; round 2 at 1.40x,
