@@ -1070,6 +1070,16 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
   pair_noise_check(d, pair_ratios, o);
   std::sort(d.suspects.begin(), d.suspects.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
   noise_notes(d, rounds, flagged, o);
+  // A rank named for its CPU whose time barely exceeds its peers': say why the job's steps hardly show it.
+  for (const auto& s : d.suspects) {
+    const double time_ratio = s.evidence.value("time_ratio", 1.0);
+    if (s.evidence.value("measure", "") == "cpu" && time_ratio < 1 + o.min_relative)
+      d.notes.push_back(fmt::format(
+          "rank {} used {:.2f}x its peers' CPU per call but took only {:.2f}x their time: the host's CPUs are "
+          "oversubscribed and it took its extra CPU from time it would have waited for one; with a CPU of its "
+          "own it would slow every step",
+          s.rank, s.ratio, time_ratio));
+  }
 
   // Slow groups, confirmed over rounds.
   const auto& groups = tables.back().groups;

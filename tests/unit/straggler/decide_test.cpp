@@ -757,6 +757,12 @@ TEST(StragglerDecide, OnAContendedHostMoreCpuPerCallNamesARankThatArrivesLateOrS
   // outside their spread (at most 0.06): named all the same, as an absorbed CPU straggler.
   d = decide_recorded(on_time, calls, &rounds);
   EXPECT_EQ(compute_suspects(d), std::vector<std::int64_t>{3});
+  // ... and a note says why the job's steps hardly show it.
+  std::string notes;
+  for (const auto& n : d.notes) notes += n + " | ";
+  EXPECT_TRUE(std::any_of(d.notes.begin(), d.notes.end(), [](const std::string& n) {
+    return n.find("rank 3 used") != std::string::npos && n.find("oversubscribed") != std::string::npos;
+  })) << notes;
   for (const auto& r : rounds) {
     const auto& r3 = r.peers.at(0).ranks.at(3);
     EXPECT_TRUE(r3.flagged && r3.absorbed) << r3.cpu_ratio;
