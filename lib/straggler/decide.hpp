@@ -68,19 +68,6 @@ struct DecideOptions {
   // 1.19x in a majority of rounds at 0.15, arriving late by as much (the floor groups had); trainer-slowed ranks
   // (1.3-1.4x, worlds 8, 14 runs) showed 1.15-1.46x, at least 1.2x in 2 of 3 rounds in every run.
   double contended_cpu_min_relative = 0.2;
-  // A rank that needs more CPU per call where the CPUs are oversubscribed can take it from the time it would have
-  // waited for one: its extra CPU is absorbed, it arrives no later than its peers and they do not wait for it
-  // (measured: world 8 on 2 CPUs, load 7.6, a rank stalled 1.32x at 1.31-1.33x its peers' CPU per call in every
-  // round, its compute time 1.07x, its wait its peers' median: unnamed in 2 of 8 runs). In a peer group of three
-  // or more the cpu measure flags it without the lateness check (cpu_peers_wait_share) where its CPU per call,
-  // process and main thread, stands out by at least this many times the other peers' spread, and no other rank of
-  // its group is flagged that round (whose peers burn CPU waiting for it: a stopped or throttled rank's). A pair's
-  // rank, pooled, where the mesh's other pairs spread at most 1 / (this x pair_quiet_factor) of its excess, need
-  // only keep its partner waiting longer than it (pooled_pairs).
-  double absorbed_spread_factor = 2.0;
-  // The cause of a named rank is more work (slow_compute, cause_of) where its CPU per call, process and main
-  // thread, is at least this much above its peers'.
-  double more_work_min_relative = 0.15;
   // ... and where its compute time above the median and its peers' wait for it, per call, are each at least
   // this share of its CPU excess per call (it arrives late: more CPU that delays no one is no straggler).
   double cpu_peers_wait_share = 0.5;
@@ -98,6 +85,19 @@ struct DecideOptions {
   // ... or, a rank starved of CPU (quota, contention), its compute time at least this much above its peers'
   // median with its extra wait for a CPU making up half the excess (measure "cpu_wait").
   double contended_wait_min_relative = 0.3;
+  // A rank that needs more CPU per call where the CPUs are oversubscribed can take it from the time it would have
+  // waited for one: its extra CPU is absorbed, it arrives no later than its peers and they do not wait for it
+  // (measured: world 8 on 2 CPUs, load 7.6, a rank stalled 1.32x at 1.31-1.33x its peers' CPU per call in every
+  // round, its compute time 1.07x, its wait its peers' median: unnamed in 2 of 8 runs). In a peer group of three
+  // or more the cpu measure flags it without the lateness check (cpu_peers_wait_share) where its CPU per call,
+  // process and main thread, stands out by at least this many times the other peers' spread, and no other rank of
+  // its group is flagged that round (whose peers burn CPU waiting for it: a stopped or throttled rank's). A pair's
+  // rank, pooled, where the mesh's other pairs spread at most 1 / (this x pair_quiet_factor) of its excess, need
+  // only keep its partner waiting longer than it (pooled_pairs).
+  double absorbed_spread_factor = 2.0;
+  // The cause of a named rank is more work (slow_compute, cause_of) where its CPU per call, process and main
+  // thread, is at least this much above its peers'.
+  double more_work_min_relative = 0.15;
   // A rank stopped from outside (the observer's samples of its process state, stopped.hpp; measure "stopped"):
   // flagged in a round when at least stopped_min_samples were taken, it was stopped in at least
   // stopped_min_share of them, its stopped time per call is at least min_relative times its peers' median
