@@ -34,8 +34,9 @@ hang::ProbeOptions to_probe_options(const HangProbeFlags& f, const std::string& 
   o.command = command;
   o.job = s.job;
   o.attempt = s.attempt;
-  if (!std::isfinite(f.threshold_s) || f.threshold_s < 0 || f.threshold_s > 86400)
-    throw FatalError(usage_error("--threshold must be a number of seconds in [0, 86400]"));
+  if (!std::isfinite(f.threshold_s) || f.threshold_s < 0 || f.threshold_s > hang::k_max_silence_threshold_s)
+    throw FatalError(usage_error(
+        fmt::format("--threshold must be a number of seconds in [0, {}]", hang::k_max_silence_threshold_s)));
   o.timeout = s.timeout;
   o.threshold = std::chrono::milliseconds(static_cast<std::int64_t>(f.threshold_s * 1000));
   o.nodes = s.nodes;

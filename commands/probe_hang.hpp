@@ -16,7 +16,7 @@ struct HangProbeFlags {
   ObserverFlags observer;
   std::string mesh;
   std::string order;
-  double threshold_s = 10;
+  double threshold_s = hang::k_default_silence_threshold.count() / 1000.0;
   std::string local_ranks;  // "0-3": this node's ranks when several nodes share one /dev/shm
   std::string shm_dir = "/dev/shm";
   bool allow_other_owner = false;

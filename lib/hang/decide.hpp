@@ -66,8 +66,9 @@ std::string_view hang_kind_name(HangKind kind);
 Status check_decision_input(const DecisionInput& input, std::int64_t positions_world = 0);
 
 // Decides. `input.nodes` must be in observer order; the result does not depend
-// on which observer runs it. Pure: no I/O, no clock. Stages (decide.cpp): gather
-// views, find positions, compare per group, follow waits, explain, render.
+// on which observer runs it. Pure: no I/O, no clock. Stages (decide.cpp, each a
+// unit in lib/hang/decide/): gather views, find positions, compare per group,
+// follow waits, explain, conclude, render; every threshold is in thresholds.hpp.
 Verdict decide(const DecisionInput& input);
 
 // Adds observers rejected outside a decision (strays one observer saw after a

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "lib/hang/silence.hpp"
+#include "lib/hang/thresholds.hpp"
 
 namespace scout::hang {
 
@@ -14,7 +15,6 @@ namespace {
 constexpr std::uint32_t k_magic = 0x31504353;  // "SCP1"
 constexpr std::uint16_t k_version = 1;
 constexpr std::uint16_t k_flag_clean = 1;
-constexpr std::int64_t k_max_checked_world = std::int64_t{1} << 24;  // bounds the check's loop and its sums
 
 // A 64-bit mix of a rank (splitmix64's finalizer): the wrapping sum of the mixes of a node's ranks
 // tells two sets of ranks apart where their plain sums agree (a rank counted twice, another missing).
@@ -56,7 +56,7 @@ NodePosition node_position(const NodeEvidence& e) {
     p.clean = p.clean && r.writer_alive && r.process.state == ProcessState::alive &&
               s.collective_state != records::CollectiveState::failed && s.phase != records::Phase::comm_error &&
               s.world_size == p.world_size && s.rank >= 0 && s.rank < p.world_size &&
-              p.world_size <= k_max_checked_world;
+              p.world_size <= k_max_positions_world;
   }
   return p;
 }
@@ -93,7 +93,7 @@ std::optional<NodePosition> decode_node_position(const std::vector<std::uint8_t>
 bool positions_prove_healthy(const std::vector<std::optional<NodePosition>>& positions, std::int64_t threshold_ns) {
   if (positions.empty()) return false;
   const std::int64_t world = positions.front() ? positions.front()->world_size : 0;
-  if (world <= 0 || world > k_max_checked_world) return false;
+  if (world <= 0 || world > k_max_positions_world) return false;
   std::int64_t ranks = 0, sum = 0, now = 0, newest = 0;
   std::uint64_t mixes = 0;
   for (std::size_t i = 0; i < positions.size(); ++i) {

@@ -14,6 +14,7 @@
 
 #include "lib/common/error.hpp"
 #include "lib/hang/decide.hpp"
+#include "lib/hang/thresholds.hpp"
 #include "lib/records/snapshot.hpp"
 #include "lib/session/join.hpp"
 #include "lib/session/session.hpp"
@@ -35,8 +36,8 @@ struct ProbeOptions {
   std::optional<std::int64_t> node_index;    // absent: derived from the lowest local rank
   std::chrono::milliseconds timeout{10000};  // whole probe: read, gather, decide
   std::optional<Mesh> mesh;
-  std::chrono::milliseconds threshold{10000};         // silence threshold
-  std::optional<std::set<std::int64_t>> local_ranks;  // only these ranks' records are this node's
+  std::chrono::milliseconds threshold{k_default_silence_threshold};  // silence threshold (thresholds.hpp)
+  std::optional<std::set<std::int64_t>> local_ranks;                 // only these ranks' records are this node's
   std::string token_file;
   std::string listen_address;  // Gloo device address ("" = automatic)
   std::string command = "probe-hang";

@@ -7,6 +7,8 @@
 // torn and its writer dead), or when no rank has made progress for at least
 // the threshold. A rank that never published an event is still starting up:
 // its silence is no stall and it does not count toward the newest progress.
+// The threshold is the caller's (--threshold; its default and the model behind
+// it: k_default_silence_threshold in thresholds.hpp).
 #pragma once
 
 #include <cstdint>
