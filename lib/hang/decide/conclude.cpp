@@ -84,7 +84,11 @@ HangKind conclude(const DecisionInput& in, const Views& views, const Positions& 
       std::vector<std::int64_t> ranks;
       for (std::int64_t r = 0; r < world; ++r)
         if (views.ranks[r].unreachable) ranks.push_back(r);
-      s.evidence = {{"observer", o}, {"unseen_ranks", ranks}, {"waiting_ranks", known}};
+      s.evidence = {{"observer", o},
+                    {"unseen_ranks", ranks},
+                    {"waiting_ranks", known},
+                    {"measure", measure_name(Measure::unreachable_observer)},
+                    {"stage", measure_stage(Measure::unreachable_observer)}};
       json claims = json::array();
       for (const auto& r : in.rejected)
         if (r.observer == o) claims.push_back(r.reason);

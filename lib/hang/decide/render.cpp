@@ -1,7 +1,8 @@
 // Stage 7, render: the verdict's details. Reads: the views, positions, waits,
 // comparison and explanation. What it writes: the observers, record problems
 // and conflicts (render_header); the verdict when there is nothing to decide;
-// the world and mesh; each suspect with its evidence and the process facts;
+// the world and mesh; each suspect with its evidence, the process facts and the
+// measure and stage that named it (evidence.measure, evidence.stage);
 // the victims and the waits; one row per rank (beyond k_max_rank_rows only the
 // notable ones). Output bounds:
 // k_max_rank_rows, k_max_group_values, k_max_listed_waits. It decides nothing.
@@ -131,6 +132,8 @@ void render_findings(const DecisionInput& in, const Views& views, const Position
     s.node = node_for(r);
     s.reason = f.reason;
     json evidence = std::move(f.evidence);
+    evidence["measure"] = measure_name(f.measure);
+    evidence["stage"] = measure_stage(f.measure);
     if (const auto* e = views.ranks[r].evidence) {
       const auto& snap = e->snapshot;
       evidence["process"] = process_json(e->process, snap.pid);
