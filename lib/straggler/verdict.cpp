@@ -181,12 +181,10 @@ Verdict make_verdict(const std::string& command, const std::string& job, const D
       Suspect out;
       out.rank = -1;
       out.reason = "communication";
-      out.evidence = {{"group", s.group.kind},
-                      {"id", detail::hex_id(s.group.id)},
-                      {"members", s.group.members},
-                      {"nodes", s.nodes},
-                      {"link_ratio", std::round(s.ratio * 1000) / 1000},
-                      {"confidence", d.confidence}};
+      out.evidence = {
+          {"measure", "link"},          {"group", s.group.kind}, {"id", detail::hex_id(s.group.id)},
+          {"members", s.group.members}, {"nodes", s.nodes},      {"link_ratio", std::round(s.ratio * 1000) / 1000},
+          {"confidence", d.confidence}};
       v.suspects.push_back(std::move(out));
     }
     v.summary = fmt::format("only inter-node groups are slow ({}): the inter-node network", d.slow_groups.size());

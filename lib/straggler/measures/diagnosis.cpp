@@ -121,6 +121,7 @@ double diagnose_communication(Decision& d, const std::vector<RoundResult>& round
     s.confidence = comm_conf;
     s.flagged_rounds = 0;
     s.evidence = std::move(ev);
+    s.evidence["measure"] = "link";  // the named measure that flagged it
     d.suspects.push_back(std::move(s));
   };
   if (!widespread_kinds.empty()) {

@@ -103,5 +103,39 @@ TEST(StragglerThresholds, MeasureFlagsSayWhichRanksEachMeasureFlaggedPerRound) {
       if (rank != victim) EXPECT_LE(2 * n, static_cast<std::int64_t>(a.rounds.size())) << m << " rank " << rank;
 }
 
+// Every suspect's evidence names the measure that flagged it; a communication suspect's is "link" (a node where slow
+// groups meet, and each slow group of an inter-node network diagnosis).
+TEST(StragglerThresholds, CommunicationSuspectsNameTheLinkMeasure) {
+  const std::uint64_t seed = test_support::test_seed();
+  std::printf("straggler test seed=%llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  for (const bool network : {false, true}) {
+    sim::Spec s;
+    s.mesh = *Mesh::parse("dp=4,tp=4");
+    s.ranks_per_node = 4;
+    s.seed = seed;
+    const auto victim = static_cast<std::int64_t>(rng() % 16);
+    const auto t = static_cast<std::int64_t>(rng() % 4);
+    s.link_factor = [=](const GroupInfo& g) {
+      if (network) return g.kind == "dp" && g.members[0] == t ? 5.0 : 1.0;
+      return g.kind != "world" && std::find(g.members.begin(), g.members.end(), victim) != g.members.end() ? 6.0 : 1.0;
+    };
+    const auto a = analyse(sim::run(s), s.mesh, DecideOptions{});
+    EXPECT_EQ(a.decision.diagnosis, network ? Diagnosis::inter_node_network : Diagnosis::machine_local)
+        << "seed " << seed;
+    const auto v = make_verdict("straggler", "j", a.decision, a.rounds, a.tables, s.mesh, "test");
+    ASSERT_FALSE(v.suspects.empty()) << "seed " << seed;
+    for (const auto& suspect : v.suspects) {
+      EXPECT_EQ(suspect.reason, "communication");
+      EXPECT_EQ(suspect.evidence.value("measure", ""), "link") << suspect.evidence.dump();
+    }
+    // The slow groups are what measure_flags reports for the link measure, round by round.
+    const auto f = measure_flags(a, DecideOptions{});
+    std::int64_t rounds_slow = 0;
+    for (const auto& slow : f.slow_groups) rounds_slow += slow.empty() ? 0 : 1;
+    EXPECT_GT(2 * rounds_slow, static_cast<std::int64_t>(a.rounds.size())) << "seed " << seed;
+  }
+}
+
 }  // namespace
 }  // namespace scout::straggler
