@@ -21,98 +21,83 @@
 //      inter_node_network   only groups spanning nodes are slow
 //      cluster_wide         slow groups on many nodes with no common node
 //  - the temporal baseline lives in history.hpp.
+// It runs as named stages and measures (measures/measures.hpp lists them in order; one file each or a few related
+// ones under measures/), every threshold in one table (thresholds.hpp; DecideOptions' defaults come from it), and
+// each suspect's evidence names the measure that flagged it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lib/consensus/c3.hpp"
 #include "lib/report/verdict.hpp"
+#include "lib/straggler/thresholds.hpp"
 #include "lib/straggler/timing.hpp"
 #include "lib/topology/mesh.hpp"
 
 namespace scout::straggler {
 
+// The user-tunable thresholds, their defaults from the one table (thresholds.hpp: each one's measure and the noise
+// model behind its value). What each measure asks is described where it is (measures/*.cpp) and in ARCHITECTURE.md
+// "Straggler decision: measures and thresholds".
 struct DecideOptions {
-  // Compute C3 (high side only).
-  double kappa = 3.5;
-  // The cause of a named compute straggler (cause_of): cpu_quota when its cgroup was throttled for at least
-  // quota_window_share of the window and its throttled time beyond its peers' is at least cause_share of
-  // its excess compute; else cpu_contention when it waited for a CPU, per ns of CPU it used, at least
-  // contention_min_ratio times as long as its peers (median), and that extra wait is at least cause_share
-  // of the excess (a rank with more work waits longer in proportion: not contention), unless it used at least
-  // 1 + more_work_min_relative times its peers' CPU per call (process and main thread): more work is
-  // then the cause, and its extra wait follows from it; else slow_compute.
-  double quota_window_share = 0.05;
-  double cause_share = 0.5;
-  double contention_min_ratio = 1.1;
-  double min_relative = 0.12;  // a straggler computes at least this much longer than its peers' median
-  // ... or, in a peer group of two (each rank against the other: no median, no spread of the others to
-  // measure noise by), at least this much longer, and its partner waits for at least half its excess.
-  double pair_min_relative = 0.2;
-  double min_absolute_ns = 100'000;  // ... and at least this many ns longer per call (mean)
-  double min_step_share = 0.02;      // ... and longer by this share of its peers' time per call (compute + wait)
-  double spread_factor = 1.0;  // ... and its effect at least this times the other peers' spread (max - min) that round
-  // The verdict notes an oversubscribed host (noise_notes) where its ranks wait for a CPU at least this share
-  // of their compute time in most rounds and the ranks no one named differ by at least 1 + min_relative.
-  double oversubscribed_share = 0.5;
-  double contended_share =
-      0.1;  // a group whose ranks wait for a CPU this share of their compute time is decided on CPU used
-  // ... where a rank's CPU per call must be at least this much above its peers' median: contention
-  // alone moves it up to ~17% (CI: a fleet slowed 3x at a CPU wait share of 0.7, one rank at 1.165x). In a peer
-  // group of three or more as in a pair: a clean world-8 job on 2 CPUs (load 3.7, seed 20370002) named rank 6 at
-  // 1.19x in a majority of rounds at 0.15, arriving late by as much (the floor groups had); trainer-slowed ranks
-  // (1.3-1.4x, worlds 8, 14 runs) showed 1.15-1.46x, at least 1.2x in 2 of 3 rounds in every run.
-  double contended_cpu_min_relative = 0.2;
-  // ... and where its compute time above the median and its peers' wait for it, per call, are each at least
-  // this share of its CPU excess per call (it arrives late: more CPU that delays no one is no straggler).
-  double cpu_peers_wait_share = 0.5;
-  // ... or, in a pair, this share: there a rank's extra CPU partly replaces time it would have waited for a CPU,
-  // and the partner's wait is one figure, not the median of several. Measured, a torch 2.x two-rank job, rank 0
-  // trainer-slowed 1.31x at 1.27x its partner's CPU per call in all 3 rounds, waiting 0.86x its partner's time for
-  // a CPU; its time excess 0.56x and its partner's extra wait 0.49x its CPU excess, pooled (seed 20268702, not named
-  // at 0.5). Over 100 clean pair runs (world 2 and dp=2 x tp=2, load 5-12) re-decided at 0.4, no one was named.
-  // Groups of three or more keep 0.5: a fleet slowdown of a world-8 job named a rank at 1.39x at 0.4, once in
-  // about 30 runs (its evidence was not kept; the 0.5 it had before is the safer side).
-  double pair_cpu_peers_wait_share = 0.4;
-  // ... or, pooled, late at all where the other pairs of its mesh are quiet: their median spread (the two ranks'
-  // pooled CPU ratios apart) at most 1/pair_quiet_factor of its pooled excess (decide.cpp, pooled_pairs).
-  double pair_quiet_factor = 3;
-  // ... or, a rank starved of CPU (quota, contention), its compute time at least this much above its peers'
-  // median with its extra wait for a CPU making up half the excess (measure "cpu_wait").
-  double contended_wait_min_relative = 0.3;
-  // A rank that needs more CPU per call where the CPUs are oversubscribed can take it from the time it would have
-  // waited for one: its extra CPU is absorbed, it arrives no later than its peers and they do not wait for it
-  // (measured: world 8 on 2 CPUs, load 7.6, a rank stalled 1.32x at 1.31-1.33x its peers' CPU per call in every
-  // round, its compute time 1.07x, its wait its peers' median: unnamed in 2 of 8 runs). In a peer group of three
-  // or more the cpu measure flags it without the lateness check (cpu_peers_wait_share) where its CPU per call,
-  // process and main thread, stands out by at least this many times the other peers' spread, and no other rank of
-  // its group is flagged that round (whose peers burn CPU waiting for it: a stopped or throttled rank's). A pair's
-  // rank, pooled, where the mesh's other pairs spread at most 1 / (this x pair_quiet_factor) of its excess, need
-  // only keep its partner waiting longer than it (pooled_pairs).
-  double absorbed_spread_factor = 2.0;
-  // The cause of a named rank is more work (slow_compute, cause_of) where its CPU per call, process and main
-  // thread, is at least this much above its peers'.
-  double more_work_min_relative = 0.15;
-  // A rank stopped from outside (the observer's samples of its process state, stopped.hpp; measure "stopped"):
-  // flagged in a round when at least stopped_min_samples were taken, it was stopped in at least
-  // stopped_min_share of them, its stopped time per call is at least min_relative times its peers' median
-  // compute per call (and min_absolute_ns: were all its stops outside its collectives, it would be a
-  // min_relative compute straggler), and no other peer was stopped in half its share (the peers of a
-  // synchronous job are never stopped; a whole job suspended has no straggler).
-  double stopped_min_share = 0.05;
-  std::int64_t stopped_min_samples = 20;
-  // Communication: a group's link time against the median of the other groups of its kind.
-  double link_min_ratio = 1.5;
-  double link_min_absolute_ns = 1'000'000;  // per call
-  double link_min_consistency = 0.75;       // ... in at least this fraction of the calls, call by call
-  std::int64_t min_calls = 3;               // a round needs this many common calls to say anything
+  // C3's robust z-score cut: the reported compute score, the link measure over 3 or more groups.
+  double kappa = thresholds::kappa.value;
+  // cause_of: stopped or throttled at least this share of the window (cpu_quota, stopped) ...
+  double quota_window_share = thresholds::quota_window_share.value;
+  // ... and the figure that explains it at least this share of its excess compute;
+  double cause_share = thresholds::cause_share.value;
+  // ... cpu_contention: its CPU wait per CPU second at least this times its peers'.
+  double contention_min_ratio = thresholds::contention_min_ratio.value;
+  // Every time measure: the effect (ratio - 1) at least this (--min-ratio - 1) ...
+  double min_relative = thresholds::min_relative.value;
+  // ... or this in a peer group of two (each rank against the other);
+  double pair_min_relative = thresholds::pair_min_relative.value;
+  // ... and at least this many ns longer per call (mean);
+  double min_absolute_ns = thresholds::min_absolute_ns.value;
+  // ... and longer by this share of its peers' time per call, computing and waiting (measure "material");
+  double min_step_share = thresholds::min_step_share.value;
+  // ... and its effect at least this times the other peers' spread (max - min) that round.
+  double spread_factor = thresholds::spread_factor.value;
+  // noise_notes: the host is oversubscribed where ranks wait for a CPU this share of their compute time.
+  double oversubscribed_share = thresholds::oversubscribed_share.value;
+  // A peer group whose ranks wait for a CPU this share of their compute time is decided on CPU (contended).
+  double contended_share = thresholds::contended_share.value;
+  // cpu: its CPU per call, process and main thread, at least this much above its peers' median;
+  double contended_cpu_min_relative = thresholds::contended_cpu_min_relative.value;
+  // ... and it arrives late: its time excess and its peers' extra wait each this share of its CPU excess,
+  double cpu_peers_wait_share = thresholds::cpu_peers_wait_share.value;
+  // ... or this share in a pair (and pooled_pair);
+  double pair_cpu_peers_wait_share = thresholds::pair_cpu_peers_wait_share.value;
+  // pooled_pair: late at all where the mesh's other pairs spread at most 1/this of its pooled excess.
+  double pair_quiet_factor = thresholds::pair_quiet_factor.value;
+  // cpu_wait: its compute time at least this much above its peers' median.
+  double contended_wait_min_relative = thresholds::contended_wait_min_relative.value;
+  // cpu (absorbed): no lateness asked where its CPU stands out by this times the other peers' spread and no other
+  // rank of its group is flagged that round; pooled_pair: partner waiting longer at all where the other pairs
+  // spread at most 1 / (this x pair_quiet_factor) of its excess.
+  double absorbed_spread_factor = thresholds::absorbed_spread_factor.value;
+  // cause_of: more work (slow_compute) where its CPU per call, process and main thread, is this much above.
+  double more_work_min_relative = thresholds::more_work_min_relative.value;
+  // stopped: stopped in at least this share of at least this many samples.
+  double stopped_min_share = thresholds::stopped_min_share.value;
+  std::int64_t stopped_min_samples = static_cast<std::int64_t>(thresholds::stopped_min_samples.value);
+  // link: a group's link time at least this times the other groups' of its kind, this many ns more per call,
+  double link_min_ratio = thresholds::link_min_ratio.value;
+  double link_min_absolute_ns = thresholds::link_min_absolute_ns.value;
+  // ... in at least this fraction of the calls, call by call.
+  double link_min_consistency = thresholds::link_min_consistency.value;
+  // A round needs this many common calls to say anything.
+  std::int64_t min_calls = static_cast<std::int64_t>(thresholds::min_calls.value);
   // Cluster-wide when the slow groups touch at least this many nodes without a common one.
-  std::int64_t cluster_wide_nodes = 3;
+  std::int64_t cluster_wide_nodes = static_cast<std::int64_t>(thresholds::cluster_wide_nodes.value);
 };
 
 // One rank's numbers in one round (per call, over the calls its peer group shares).
@@ -136,6 +121,9 @@ struct RankRound {
   // Every measure that flagged it this round, with that measure's ratio (`measure` is the one reported for the
   // round). A rank is named when one measure flags it in a strict majority of rounds: counted for each.
   std::map<std::string, double> flagged_by;
+  // Every measure whose own rule flagged it this round, before the round's cross-checks dropped any (material,
+  // stopped_peer, absorbed_alone: measures/round_checks.cpp); for scoring the measures one by one (measure_flags).
+  std::map<std::string, double> raised_by;
   // What explains a slow rank (the cause of a named suspect; never a reason to name one), per call:
   double excess_ns = 0;           // its compute - the other peers' median compute
   double peer_runq_ns = -1;       // the other peers' median CPU wait (-1: no scheduler counters for every peer)
@@ -239,6 +227,24 @@ struct Analysis {
   Decision decision;
 };
 Analysis analyse(const std::vector<RoundEvidence>& evidence, const Mesh& mesh, const DecideOptions& options);
+
+// The named measures, in the order a round runs them (the "measure" of a suspect's evidence is one of them; a
+// communication suspect's is "link"; "pooled_pair" names its suspects "cpu", with evidence pooled_rounds).
+inline constexpr std::array<std::string_view, 8> measure_names = {"compute", "cpu",       "off_cpu",     "cpu_wait",
+                                                                  "stopped", "throttled", "pooled_pair", "link"};
+
+// What each measure flagged, for scoring the measures one by one: per round and measure, the ranks it flagged
+// (flagged: after the round's cross-checks, what naming counts; raised: its own rule alone), the process groups the
+// link measure found slow (indices into the round's TimingTable::groups), and the ranks pooled_pair flagged over
+// the rounds pooled (named where that is a strict majority of the rounds and no other measure named it or its
+// partner).
+struct MeasureFlags {
+  std::vector<std::map<std::string, std::set<std::int64_t>>> flagged;
+  std::vector<std::map<std::string, std::set<std::int64_t>>> raised;
+  std::vector<std::set<std::size_t>> slow_groups;
+  std::set<std::int64_t> pooled_pair;
+};
+MeasureFlags measure_flags(const Analysis& analysis, const DecideOptions& options);
 
 // The verdict of a decision. `extra` is merged into details (history, bench, transport).
 Verdict make_verdict(const std::string& command, const std::string& job, const Decision& d,

@@ -1,0 +1,146 @@
+// The straggler decision's stages and named measures (internal to lib/straggler; the entry points are in
+// decide.hpp). decide.cpp runs them in this order; every threshold they read is in thresholds.hpp (fixed ones) or
+// DecideOptions (tunable ones, defaults from the same table).
+//
+// Per round (analyse_round), per peer group:
+//   1. stats        (stats.cpp)          the group's figures per rank: compute, wait, the time ratio (per call or
+//                                        per step), CPU per call, off-CPU time, the reference of each (the peers'
+//                                        median, a pair's partner), contended or not
+//   2. time measures (time.cpp)          uncontended: compute; contended: cpu, off_cpu, cpu_wait
+//   3. material     (round_checks.cpp)   the time measures' flags need a material excess (min_step_share)
+//   4. direct measures (direct.cpp)      stopped (process state samples), throttled (its cgroup), and the figures
+//                                        cause_of explains a named rank by
+//   5. round checks (round_checks.cpp)   stopped_peer (a peer waiting for a stopped rank burns CPU), absorbed_alone
+// and per process-group kind:
+//   6. link         (link.cpp)           a slow process group
+// Over the rounds (decide):
+//   7. naming       (naming.cpp)         a rank is named when one measure flags it in a strict majority of rounds
+//   8. pooled pairs (pooled_pairs.cpp)   a contended pair's rounds pooled (pooled_pair), then the other pairs'
+//                                        noise (pair_noise_check)
+//   9. notes        (naming.cpp)         what the verdict could not see (noise_notes), absorbed CPU
+//  10. diagnosis    (diagnosis.cpp)      slow groups confirmed, consequences dropped, mapped to nodes; confidence
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "lib/straggler/decide.hpp"
+#include "lib/straggler/timing.hpp"
+
+namespace scout::straggler::detail {
+
+// Keys present in every listed rank's calls.
+std::vector<CallKey> common_keys(const TimingTable& t, const std::vector<std::int64_t>& ranks);
+bool is_mesh_kind(const std::string& kind);
+double ms(double ns);  // ns -> ms, rounded to the microsecond
+std::string hex_id(std::uint64_t id);
+
+// ---- 1. stats: one peer group's figures in one round ----
+struct PeerStats {
+  const TimingTable* table = nullptr;
+  std::vector<std::int64_t> present;  // the members with calls this round
+  bool pair = false;                  // two members: each against the other
+  double min_relative = 0;            // the effect floor (pair_min_relative in a pair)
+  std::size_t calls = 0;              // common calls
+  // Per member (in `present` order), per call:
+  std::vector<double> compute, wait;  // mean compute; mean wait over the calls whose wait is exact on every peer
+  std::vector<double> relative;       // the time ratio: per-step or per-call median against the reference
+  std::vector<double> ref_c;          // the reference compute (the peers' median, a pair's partner's)
+  bool counted = false;               // scheduler counters for every member
+  bool main_counted = false;          // ... with the main thread's CPU
+  std::vector<double> cpu, ref_cpu, cpu_ratio;   // process CPU per call, its reference, the ratio
+  std::vector<double> ref_main_cpu, main_ratio;  // the main thread's
+  std::vector<double> off_ratio;                 // 1 + (time off a CPU not waiting for one - reference) / ref_c
+  double cpu_wait_share = 0;                     // median over members of CPU wait / compute
+  bool contended = false;                        // cpu_wait_share >= contended_share: the CPU measures decide
+  C3Result c3;                                   // statistical C3 over `relative` (reported score)
+
+  const CpuPerCall& counters(std::size_t i) const { return table->cpu.at(present[i]); }
+  // The other members' waits.
+  std::vector<double> other_waits(std::size_t i) const;
+  // v[i] - 1 at least min_relative and at least `factor` times the other members' spread (max - min) of v.
+  bool stands_out(const std::vector<double>& v, std::size_t i, double factor) const;
+};
+// Empty where fewer than two members have calls or they share fewer than min_calls.
+std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std::int64_t>& group,
+                                    const DecideOptions& o);
+// The RankRound of member i with its figures, flagged by nothing yet.
+RankRound rank_figures(const PeerStats& s, std::size_t i);
+
+// ---- 2. time measures (each sets rr.flagged_by[name] and rr.raised_by[name] where its rule holds) ----
+// "compute" (uncontended host): it computes longer than the peers' median by the effect rules and waits less
+// than they do (a pair: its partner waits for half its excess).
+void measure_compute(const PeerStats& s, std::size_t i, const DecideOptions& o, RankRound& rr);
+// Contended host: "cpu" (more CPU per call and arrives late, or absorbed), "off_cpu" (time off a CPU, stopped
+// from outside), "cpu_wait" (starved of CPU; not in a pair), and which of them the round reports.
+void measure_contended(const PeerStats& s, std::size_t i, const DecideOptions& o, RankRound& rr);
+
+// ---- 3. material: the time measures' flags need a time excess of min_step_share of the peers' time ----
+void check_material(const PeerStats& s, std::size_t i, const DecideOptions& o, RankRound& rr);
+
+// ---- 4. direct measures ----
+// "stopped": its process state samples (any host); reported where it flags.
+void measure_stopped(const PeerStats& s, std::size_t i, const DecideOptions& o, RankRound& rr);
+// The figures cause_of explains a named rank by (its excess, its peers' CPU wait and throttled time).
+void explain_figures(const PeerStats& s, std::size_t i, RankRound& rr);
+// "throttled": its cgroup's throttled time (any host, pairs too); needs explain_figures first.
+void measure_throttled(const PeerStats& s, std::size_t i, const DecideOptions& o, RankRound& rr);
+
+// ---- 5. round checks over the group's ranks ----
+// A cpu flag of a rank that waits longer than a rank flagged stopped / off_cpu / throttled is dropped.
+void check_stopped_peer(PeerRound& p);
+// An absorbed cpu flag stands only where no other rank of the group is flagged that round.
+void check_absorbed_alone(PeerRound& p);
+
+// ---- 6. link: every kind's process groups, slow ones marked (appended to out.groups) ----
+void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out);
+
+// ---- 7-9. naming, pooled pairs, notes ----
+// Per rank, every RankRound that flagged it (over all rounds).
+using Flagged = std::map<std::int64_t, std::vector<const RankRound*>>;
+Flagged flagged_ranks(const std::vector<RoundResult>& rounds);
+// Rank -> node, from the newest table naming it.
+std::map<std::int64_t, std::string> nodes_of(const std::vector<TimingTable>& tables);
+// A suspect named by `measure` over `hits` (ratio: that measure's median over them, or pooled_ratio where >= 0).
+void add_compute_suspect(Decision& d, const std::map<std::int64_t, std::string>& node_of, std::int64_t rank,
+                         const std::vector<const RankRound*>& hits, const std::string& measure, double pooled_ratio,
+                         const DecideOptions& o);
+// Names every rank one measure flags in a strict majority of rounds ("stopped" first where it has one).
+void name_by_majority(Decision& d, const Flagged& flagged, const std::map<std::int64_t, std::string>& node_of,
+                      const DecideOptions& o);
+
+// A rank of a contended pair flagged on the rounds pooled.
+struct PooledPair {
+  std::int64_t rank = -1;
+  std::int64_t partner = -1;
+  std::vector<const RankRound*> hits;
+  double ratio = 1;  // its CPU per call over the pooled rounds / its partner's (the smaller of process and main)
+};
+// Every contended pair's pooled ratios, its members' in order: the noise of pairs.
+using PairRatios = std::map<std::vector<std::int64_t>, std::vector<double>>;
+std::vector<PooledPair> pooled_pairs(const std::vector<RoundResult>& rounds, const DecideOptions& o,
+                                     PairRatios& pair_ratios);
+// Names a pooled pair's rank where that is a strict majority of the rounds and no one of its pair is named.
+void name_pooled(Decision& d, const std::vector<PooledPair>& pooled, const std::map<std::int64_t, std::string>& node_of,
+                 const DecideOptions& o);
+// A pair's cpu suspect stays named only outside the other pairs' noise.
+void pair_noise_check(Decision& d, const PairRatios& pair_ratios, const DecideOptions& o);
+// What the verdict could not see: unconfirmed ranks, the rounds' noise, an oversubscribed host.
+void noise_notes(Decision& d, const std::vector<RoundResult>& rounds, const Flagged& flagged, const DecideOptions& o);
+// A rank named for its CPU whose time barely exceeds its peers': why the steps hardly show it.
+void absorbed_notes(Decision& d, const DecideOptions& o);
+
+// ---- 10. diagnosis ----
+// Slow groups confirmed over rounds, consequences dropped, the communication diagnosis (node suspects appended).
+// Returns the communication side's confidence.
+double diagnose_communication(Decision& d, const std::vector<RoundResult>& rounds,
+                              const std::vector<TimingTable>& tables, const DecideOptions& o);
+// The decision's diagnosis where only compute suspects, its confidence and the suspects' (rounded).
+void decision_confidence(Decision& d, double comm_conf);
+
+}  // namespace scout::straggler::detail

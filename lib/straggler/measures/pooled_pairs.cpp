@@ -1,0 +1,179 @@
+// Stage 8 of the decision (measures.hpp): the measure "pooled_pair" and the noise check of pairs. In a contended
+// peer group of two there is no third peer to measure noise by: its rounds are pooled (pooled_pairs), and where the
+// mesh has other pairs, their pooled spread is the noise a pair's cpu suspect must stand out of (pair_noise_check).
+// Thresholds: contended_cpu_min_relative, pair_cpu_peers_wait_share, pair_quiet_factor, absorbed_spread_factor,
+// spread_factor (thresholds.hpp).
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "lib/straggler/measures/measures.hpp"
+
+namespace scout::straggler::detail {
+
+namespace {
+
+// The median spread (the two ranks' pooled CPU ratios apart) of the pairs other than `own`, leaving out pairs with a
+// rank in `skip`: how far CPU per unit of work drifts in a pair of this mesh (pooled_pairs, pair_noise_check). Empty
+// without such a pair.
+std::optional<double> other_pairs_spread(const PairRatios& pair_ratios, const std::vector<std::int64_t>& own,
+                                         const std::set<std::int64_t>& skip) {
+  std::vector<double> spreads;
+  for (const auto& [members, r] : pair_ratios)
+    if (members != own && r.size() == 2 && !skip.count(members[0]) && !skip.count(members[1]))
+      spreads.push_back(std::abs(r[0] - r[1]));
+  if (spreads.empty()) return std::nullopt;
+  return median(spreads);
+}
+
+}  // namespace
+
+// In a pair there is no third peer to measure noise by, and on a loaded VM a rank's CPU time per unit of work moves
+// by itself: measured here, two processes doing identical work under 2 busy loops on 2 CPUs used 0.80-1.19x each
+// other's CPU per iteration in 1.5 s windows (and 13-20 ms per iteration from window to window). A trainer-slowed
+// rank whose own work is 1.3-1.8x its partner's (diluted by the per-step work the factor does not scale) then shows
+// 1.00-1.24x its partner's CPU per call in 2 of 3 rounds, under the cpu measure's 1.2 floor (torch 1.13, load 4.5,
+// seeds 500614964 and 608423859: 1.41, 1.11, 1.16x and 1.98, 1.00, 1.24x; not named). Pooled, the rounds' noise
+// averages out (1.22x and 1.37x there): a rank of a contended pair is flagged on the rounds pooled (weighted by their
+// calls) when its CPU per call, process and main thread alike, is at least the cpu measure's floor above its
+// partner's, it arrives late by at least pair_cpu_peers_wait_share of that excess (its compute time above its
+// partner's) and its partner waits for it as much (the cpu measure's rules, on sums instead of one round), and in a
+// strict majority of those rounds it used more CPU per call and waited less than its partner (the same direction, not
+// one round's outlier).
+//
+// `ratios` gets every contended pair's pooled ratios (flagged or not), its members' in order: the noise of pairs
+// (pair_noise_check).
+std::vector<PooledPair> pooled_pairs(const std::vector<RoundResult>& rounds, const DecideOptions& o,
+                                     PairRatios& pair_ratios) {
+  std::map<std::vector<std::int64_t>, std::vector<const PeerRound*>> pairs;
+  for (const auto& r : rounds)
+    for (const auto& p : r.peers)
+      if (p.members.size() == 2 && p.ranks.size() == 2 && p.contended && p.ranks[0].cpu_ns >= 0 &&
+          p.ranks[1].cpu_ns >= 0 && p.ranks[0].window.main_cpu_ns >= 0 && p.ranks[1].window.main_cpu_ns >= 0 &&
+          p.ranks[0].window.calls > 0 && p.ranks[1].window.calls > 0 && p.calls > 0)
+        pairs[p.members].push_back(&p);
+  const double floor = 1.0 + std::max({o.min_relative, o.pair_min_relative, o.contended_cpu_min_relative});
+  // Each rank of each pair over the pooled rounds; the flags need every pair's spread (below).
+  struct Pooled {
+    PooledPair pp;
+    std::vector<std::int64_t> members;
+    double cpu_excess = 0, time_excess = 0, partner_waits = 0;
+    bool direction = false;  // more CPU per call and less wait than its partner in a strict majority of rounds
+  };
+  std::vector<Pooled> all;
+  for (const auto& [members, peer_rounds] : pairs) {
+    for (std::size_t i = 0; i < 2; ++i) {
+      const std::size_t j = 1 - i;
+      double cpu[2] = {0, 0}, main_cpu[2] = {0, 0}, cpu_calls[2] = {0, 0}, compute = 0, wait = 0, calls = 0;
+      std::int64_t same_direction = 0;
+      Pooled x;
+      x.members = members;
+      x.pp.rank = members[i];
+      x.pp.partner = members[j];
+      for (const auto* p : peer_rounds) {
+        for (std::size_t k = 0; k < 2; ++k) {
+          const auto n = static_cast<double>(p->ranks[k].window.calls);
+          cpu[k] += p->ranks[k].cpu_ns * n;
+          main_cpu[k] += p->ranks[k].window.main_cpu_ns * n;
+          cpu_calls[k] += n;
+        }
+        const auto n = static_cast<double>(p->calls);
+        compute += (p->ranks[i].compute_ns - p->ranks[j].compute_ns) * n;
+        wait += (p->ranks[j].wait_ns - p->ranks[i].wait_ns) * n;
+        calls += n;
+        same_direction += p->ranks[i].cpu_ns > p->ranks[j].cpu_ns && p->ranks[i].wait_ns < p->ranks[j].wait_ns ? 1 : 0;
+        x.pp.hits.push_back(&p->ranks[i]);
+      }
+      for (std::size_t k = 0; k < 2; ++k) {
+        cpu[k] /= cpu_calls[k];
+        main_cpu[k] /= cpu_calls[k];
+      }
+      if (cpu[j] <= 0 || main_cpu[j] <= 0) continue;
+      x.cpu_excess = std::min(cpu[i] - cpu[j], main_cpu[i] - main_cpu[j]);
+      x.pp.ratio = std::min(cpu[i] / cpu[j], main_cpu[i] / main_cpu[j]);
+      x.time_excess = compute / calls;
+      x.partner_waits = wait / calls;
+      x.direction = 2 * same_direction > static_cast<std::int64_t>(peer_rounds.size());
+      pair_ratios[members].push_back(x.pp.ratio);
+      all.push_back(std::move(x));
+    }
+  }
+  std::vector<PooledPair> out;
+  for (auto& x : all) {
+    // Late by pair_cpu_peers_wait_share of its CPU excess, as the cpu measure asks; or, where the other pairs of
+    // the mesh are quiet (their median spread at most 1/pair_quiet_factor of its excess), late at all: on a host
+    // whose ranks are all CPU-bound, a rank's extra work slows every rank alike (measured, dp=2 x tp=2 at load 5.6:
+    // a 1.47x trainer-slowed rank at 1.34-1.41x its partner's CPU in all 3 rounds, the other pair at 0.96 and
+    // 1.04x, late by 0.34x its CPU excess and its partner waiting 0.30x of it; seed 20282100).
+    // Where they are quieter still (absorbed_spread_factor times that), its extra CPU may have been absorbed, as in
+    // a group of three or more: its partner need only wait longer than it (measured, torch 2.x dp=2 x tp=2 at load
+    // 5.5, a rank stalled 1.33x at 1.25-1.30x its partner's CPU per call in every round, its time 0.92-0.98x its
+    // partner's, its partner waiting 0.4-1.5 ms per call longer; the other pair within 0.01 of each other pooled;
+    // seed 20468000).
+    const auto noise = other_pairs_spread(pair_ratios, x.members, {});
+    const bool quiet = noise && o.pair_quiet_factor * *noise <= x.pp.ratio - 1;
+    const bool quieter = noise && o.absorbed_spread_factor * o.pair_quiet_factor * *noise <= x.pp.ratio - 1;
+    const double share = o.pair_cpu_peers_wait_share;
+    const bool late = (x.time_excess >= share * x.cpu_excess && x.partner_waits >= share * x.cpu_excess) ||
+                      (quiet && x.time_excess > 0 && x.partner_waits > 0) || (quieter && x.partner_waits > 0);
+    const bool flagged = x.cpu_excess >= o.min_absolute_ns && x.pp.ratio >= floor && late && x.direction;
+    spdlog::debug(
+        "straggler: pair {}/{} pooled over {} rounds: rank {} cpu x{:.3f} time excess {:.3f} ms partner waits {:.3f} "
+        "ms cpu excess {:.3f} ms same direction {} other pairs quiet {} flagged {}",
+        x.members[0], x.members[1], x.pp.hits.size(), x.pp.rank, x.pp.ratio, x.time_excess / 1e6, x.partner_waits / 1e6,
+        x.cpu_excess / 1e6, x.direction, quiet, flagged);
+    if (flagged) out.push_back(std::move(x.pp));
+  }
+  return out;
+}
+
+// "pooled_pair" names a rank flagged on the pooled rounds where they are a strict majority of the rounds and no one
+// of its pair is named already (a pair has one straggler at most); its evidence's measure is "cpu", with
+// pooled_rounds.
+void name_pooled(Decision& d, const std::vector<PooledPair>& pooled_pairs,
+                 const std::map<std::int64_t, std::string>& node_of, const DecideOptions& o) {
+  for (const auto& pooled : pooled_pairs) {
+    if (2 * static_cast<std::int64_t>(pooled.hits.size()) <= d.rounds) continue;
+    bool named = false;  // it, or its partner (a pair has one straggler at most)
+    for (const auto& s : d.suspects) named |= s.rank == pooled.rank || s.rank == pooled.partner;
+    if (!named) add_compute_suspect(d, node_of, pooled.rank, pooled.hits, "cpu", pooled.ratio, o);
+  }
+}
+
+// A pair has no third peer to measure its noise by, but a mesh of several pairs (the replicas of a dp=2 x tp
+// mesh) has other pairs doing the same work at the same moments: their pooled CPU ratios (`pair_ratios`, each rank's
+// over its partner's, from pooled_pairs) show how far CPU per unit of work drifts in a pair that round. A rank of
+// a pair named by the cpu measure stays named only where its pooled excess (ratio - 1) is at least spread_factor
+// times the median spread of the other pairs (their two ratios' max - min), pairs with a named rank left out (a
+// second straggler is no noise). Measured, dp=2 x tp=2 on 2 CPUs at load 7-11: a clean run's rank at 1.25x its
+// partner pooled, in all 3 rounds, where the other pair's ranks stood at 1.15x and 0.87x (seed 20266206); 20
+// trainer-slowed ranks at 1.26-1.76x, the other pair's at most 1.11x (their excess 4.5-530x its spread/2).
+void pair_noise_check(Decision& d, const PairRatios& pair_ratios, const DecideOptions& o) {
+  std::set<std::int64_t> named;
+  for (const auto& s : d.suspects) named.insert(s.rank);
+  std::vector<Suspicion> kept;
+  for (auto& s : d.suspects) {
+    const auto own = std::find_if(pair_ratios.begin(), pair_ratios.end(), [&](const auto& p) {
+      return p.second.size() == 2 && std::find(p.first.begin(), p.first.end(), s.rank) != p.first.end();
+    });
+    const auto noise = own == pair_ratios.end() ? std::nullopt : other_pairs_spread(pair_ratios, own->first, named);
+    if (!noise || s.evidence.value("measure", "") != "cpu") {
+      kept.push_back(std::move(s));
+      continue;
+    }
+    const double ratio = own->second[own->first[0] == s.rank ? 0 : 1];
+    if (ratio - 1 >= o.spread_factor * *noise) {
+      kept.push_back(std::move(s));
+      continue;
+    }
+    d.notes.push_back(fmt::format(
+        "rank {} used {:.2f}x its partner's CPU per call over the rounds, within the noise of the other pairs of "
+        "its mesh (their ranks {:.2f} apart, median): not named",
+        s.rank, ratio, *noise));
+  }
+  d.suspects = std::move(kept);
+}
+
+}  // namespace scout::straggler::detail

@@ -1,0 +1,59 @@
+// Stages 3 and 5 of a round (measures.hpp): the checks that drop a measure's flag for what it cannot tell apart.
+#include <algorithm>
+
+#include "lib/straggler/measures/measures.hpp"
+
+namespace scout::straggler::detail {
+
+// "material": a straggler costs its peers a material share of their time: its time excess per call (the mean's or
+// the ratio's, the larger) at least min_step_share of its peers' median time per call, computing and waiting. On a
+// job whose steps are nearly all wait (every rank sleeping 0.3 s inside each collective, 1-3 ms of compute per
+// call), rank 0 computed 0.4-1.7 ms per call longer than its peers in most runs (1.2-1.9x, 0.3-1.3% of their 131 ms
+// per call), and the contended measures named it beside the stopped rank in 5 of 19 runs. The process state samples
+// (stopped) and the cgroup's throttled time are direct evidence and are not asked this (they run after it).
+void check_material(const PeerStats& s, std::size_t i, const DecideOptions& o, RankRound& rr) {
+  std::vector<double> peer_step;
+  for (std::size_t j = 0; j < s.present.size(); ++j)
+    if (j != i) peer_step.push_back(s.compute[j] + s.wait[j]);
+  const double med_c = s.ref_c[i];
+  double excess = std::max(s.compute[i] - med_c, (s.relative[i] - 1) * med_c);
+  // (An absorbed rank's cost is the CPU it took from the others: its CPU excess, process and main thread.)
+  if (rr.absorbed && s.main_counted)
+    excess = std::max(excess, std::min(s.cpu[i] - s.ref_cpu[i], s.counters(i).main_cpu_ns - s.ref_main_cpu[i]));
+  if (rr.flagged && excess < o.min_step_share * median(peer_step)) {
+    rr.flagged = false;
+    rr.flagged_by.clear();
+  }
+}
+
+// "stopped_peer": a rank stopped from outside keeps its peers waiting, and waiting burns CPU unequally (measured: a
+// peer of a SIGSTOP-cycled rank at 1.15-1.32x CPU per call): where a rank is flagged as stopped (or off_cpu, or
+// throttled by its quota), a CPU flag of a rank that waits longer than it (it waits for it) is dropped that round.
+void check_stopped_peer(PeerRound& p) {
+  double stopped_wait = -1;
+  for (const auto& r : p.ranks)
+    if (r.flagged && (r.measure == "off_cpu" || r.measure == "stopped" || r.flagged_by.count("throttled")))
+      stopped_wait = std::max(stopped_wait, r.wait_ns);
+  if (stopped_wait >= 0)
+    for (auto& r : p.ranks)
+      if (r.flagged && r.measure == "cpu" && r.wait_ns > stopped_wait) {
+        r.flagged = false;
+        r.flagged_by.clear();
+      }
+}
+
+// "absorbed_alone": a CPU flag its peers did not wait for stands only where no other rank of the group is flagged
+// that round (whose peers burn CPU waiting for it: a stopped or throttled rank's).
+void check_absorbed_alone(PeerRound& p) {
+  for (auto& r : p.ranks) {
+    if (!r.flagged || !r.absorbed || r.flagged_by.size() != 1 || !r.flagged_by.count("cpu")) continue;
+    bool other = false;
+    for (const auto& q : p.ranks) other |= q.rank != r.rank && q.flagged;
+    if (other) {
+      r.flagged = false;
+      r.flagged_by.clear();
+    }
+  }
+}
+
+}  // namespace scout::straggler::detail

@@ -1,0 +1,265 @@
+// Stage 1 of a round (measures.hpp): one peer group's figures per rank, the statistics every measure reads.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "lib/common/hex.hpp"
+#include "lib/straggler/measures/measures.hpp"
+#include "lib/straggler/thresholds.hpp"
+
+namespace scout::straggler::detail {
+
+std::vector<CallKey> common_keys(const TimingTable& t, const std::vector<std::int64_t>& ranks) {
+  std::vector<CallKey> out;
+  if (ranks.empty()) return out;
+  auto first = t.ranks.find(ranks[0]);
+  if (first == t.ranks.end()) return out;
+  for (const auto& [key, c] : first->second) {
+    bool all = true;
+    for (std::size_t i = 1; i < ranks.size() && all; ++i) {
+      auto it = t.ranks.find(ranks[i]);
+      all = it != t.ranks.end() && it->second.count(key);
+    }
+    if (all) out.push_back(key);
+  }
+  return out;
+}
+
+bool is_mesh_kind(const std::string& kind) {
+  return kind.rfind("group:", 0) != 0;
+}
+
+std::string hex_id(std::uint64_t id) {
+  return hex64(id);
+}
+
+double ms(double ns) {
+  return std::round(ns / 1e3) / 1e3;
+}
+
+namespace {
+
+// thresholds::min_step_blocks and step_pattern_match as the integers the step period counts with.
+constexpr std::size_t k_min_blocks = static_cast<std::size_t>(thresholds::min_step_blocks.value);
+constexpr std::size_t k_match_tenths = static_cast<std::size_t>(10 * thresholds::step_pattern_match.value + 0.5);
+static_assert(k_min_blocks == 3 && k_match_tenths == 9);
+
+// The number of calls in one step of the program: the smallest period P (at most a third of the calls) with
+// which the calls' pattern repeats (the same group kind, op and element count as the call P before it, for at
+// least step_pattern_match of the calls); 0 when none does. `keys` are in the program's order.
+std::size_t step_period(const std::map<CallKey, CallTiming>& calls, const std::vector<CallKey>& keys) {
+  const std::size_t n = keys.size();
+  for (std::size_t p = 1; k_min_blocks * p <= n; ++p) {
+    std::size_t same = 0;
+    for (std::size_t i = p; i < n; ++i) {
+      const auto& a = calls.at(keys[i]);
+      const auto& b = calls.at(keys[i - p]);
+      same += keys[i].first == keys[i - p].first && a.type == b.type && a.count == b.count ? 1 : 0;
+    }
+    if (10 * same >= k_match_tenths * (n - p)) return p;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::vector<double> PeerStats::other_waits(std::size_t i) const {
+  std::vector<double> out;
+  for (std::size_t j = 0; j < present.size(); ++j)
+    if (j != i) out.push_back(wait[j]);
+  return out;
+}
+
+bool PeerStats::stands_out(const std::vector<double>& v, std::size_t i, double factor) const {
+  double lo = 1e300, hi = -1e300;
+  for (std::size_t j = 0; j < v.size(); ++j)
+    if (j != i) {
+      lo = std::min(lo, v[j]);
+      hi = std::max(hi, v[j]);
+    }
+  const double effect = v[i] - 1.0;
+  return effect >= min_relative && effect >= factor * (hi >= lo ? hi - lo : 0.0);
+}
+
+std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std::int64_t>& group,
+                                    const DecideOptions& o) {
+  PeerStats s;
+  s.table = &t;
+  std::vector<std::int64_t>& present = s.present;
+  for (auto r : group)
+    if (t.ranks.count(r) && !t.ranks.at(r).empty()) present.push_back(r);
+  // Three or more peers: each rank against the group's median. Two (a two-rank job, the replicas of a
+  // dp=2 x tp mesh): no strict minority, but the asymmetry of a synchronous pair still tells which one is
+  // slow (it computes longer and its partner waits for it): each rank against the other, with the larger
+  // pair_min_relative (options). One: nothing to compare.
+  if (present.size() < 2) return std::nullopt;
+  const bool pair = s.pair = present.size() == 2;
+  s.min_relative = pair ? std::max(o.min_relative, o.pair_min_relative) : o.min_relative;
+  auto keys = common_keys(t, present);
+  if (static_cast<std::int64_t>(keys.size()) < o.min_calls) return std::nullopt;
+  s.calls = keys.size();
+  // Per call, each rank's compute relative to its peers' median for that call: what the whole machine does
+  // at that moment cancels out (every rank slowed alike is no straggler). The calls where the step's
+  // computation happens (median compute at least busy_call_share of the largest) carry the signal; the median
+  // over them drops a loaded host's descheduling spikes. (A summed excess, tried to catch CPU taken from
+  // outside in bursts, was as large on clean runs at load 8-17 on 2 CPUs as on 1.6x stragglers.)
+  std::vector<double> call_median(keys.size());
+  double largest = 0;
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    std::vector<double> g;
+    for (auto r : present) g.push_back(static_cast<double>(t.ranks.at(r).at(keys[k]).compute_ns));
+    call_median[k] = median(g);
+    largest = std::max(largest, call_median[k]);
+  }
+  // On a host with more runnable threads than CPUs every rank's compute time includes time its main
+  // thread waited for a CPU, unequally: measured with 4 ranks on 2 CPUs, 0.47-0.62 s of every 2 s, and a
+  // clean rank 1.19x (once 1.71x after taking the wait out) its peers' compute, while a 1.3x straggler's
+  // showed as 1.13x. Where the scheduler counters show such a wait for the group (at least
+  // `contended_share` of compute), time says little, and the CPU each rank used per call decides.
+  bool counted = true;
+  for (auto r : present) counted &= t.cpu.count(r) > 0;
+  s.counted = counted;
+  // Who waits for whom is told by the calls whose wait is exact on every peer: a wait that ends when the
+  // trainer's wait() returns (CallTiming::wait_exact) holds whatever the rank did before calling it. With
+  // no such call, every rank's wait is 0 and no time measure flags anyone (the stopped samples still do).
+  std::vector<bool> exact(keys.size(), true);
+  std::size_t exact_calls = 0;
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    for (auto r : present) exact[k] = exact[k] && t.ranks.at(r).at(keys[k]).wait_exact;
+    exact_calls += exact[k] ? 1 : 0;
+  }
+  // Per step, too: a rank whose extra time falls in one gap of a step of several calls (a slow data loader, a
+  // host-side optimizer step) computes longer at one call in P, and the per-call median misses it (measured, a
+  // two-rank job whose rank 0 burned 0.42x its step's CPU after the optimizer step: 1.44x its partner's mean
+  // compute and its partner waiting 6.4 ms per call longer, per-call median 1.00x; 8 of 9 runs unnamed). In
+  // the program's order, blocks of whole steps (P calls, P the period of the call pattern): each rank's compute
+  // summed over a block against its reference's, the median over at least min_step_blocks blocks (a descheduling
+  // spike falls in one). Where the round holds that many whole steps that is the time measure's ratio, else the
+  // per-call median: per call, a stall's one call in P is either dropped (1.00x above) or, where the stall dwarfs
+  // the step's other calls and only its calls count as busy, all that counts (a rank sleeping 1.85x its step:
+  // 72x). Over the recorded corpus both name the same ranks; the step's ratio is the factor within 0.89-1.23x.
+  // On a contended host the CPU measures ask for a time excess the same way: a torch 2.x rank burning 0.9-1.8x
+  // its step's CPU in one gap (2x its peers' CPU per call, its peers waiting 20 ms per call longer) computed
+  // 0.94-1.01x its peers' time per call and 1.0x their mean, and went unnamed with the per-call median there
+  // (3 of 4 runs, seeds 20358201-203).
+  std::vector<CallKey> order = keys;
+  {
+    const auto& first = t.ranks.at(present[0]);
+    std::sort(order.begin(), order.end(),
+              [&](const CallKey& a, const CallKey& b) { return first.at(a).op_seq < first.at(b).op_seq; });
+  }
+  const std::size_t period = step_period(t.ranks.at(present[0]), order);
+  std::map<CallKey, std::size_t> index;  // a key's place in `keys` (call_median)
+  for (std::size_t k = 0; k < keys.size(); ++k) index[keys[k]] = k;
+  std::vector<double> shares;
+  auto &compute = s.compute, &wait = s.wait, &relative = s.relative, &cpu = s.cpu;
+  for (auto r : present) {
+    double c = 0, w = 0;
+    std::vector<double> rel;
+    const auto& calls = t.ranks.at(r);
+    for (std::size_t k = 0; k < keys.size(); ++k) {
+      const auto& call = calls.at(keys[k]);
+      c += static_cast<double>(call.compute_ns);
+      if (exact[k]) w += static_cast<double>(call.wait_ns);
+      if (largest > 0 && call_median[k] >= thresholds::busy_call_share.value * largest) {
+        const double ref =
+            pair ? static_cast<double>(t.ranks.at(present[present[0] == r ? 1 : 0]).at(keys[k]).compute_ns)
+                 : call_median[k];
+        if (ref > 0) rel.push_back(static_cast<double>(call.compute_ns) / ref);
+      }
+    }
+    compute.push_back(c / static_cast<double>(keys.size()));
+    wait.push_back(exact_calls > 0 ? w / static_cast<double>(exact_calls) : 0.0);
+    relative.push_back(rel.empty() ? 1.0 : median(rel));
+    if (period > 0 && order.size() / period >= k_min_blocks) {
+      const auto& partner = t.ranks.at(present[present[0] == r ? 1 : 0]);
+      std::vector<double> blocks;
+      for (std::size_t start = 0; start + period <= order.size(); start += period) {
+        double mine = 0, ref = 0;
+        for (std::size_t k = start; k < start + period; ++k) {
+          mine += static_cast<double>(calls.at(order[k]).compute_ns);
+          ref += pair ? static_cast<double>(partner.at(order[k]).compute_ns) : call_median[index.at(order[k])];
+        }
+        if (ref > 0) blocks.push_back(mine / ref);
+      }
+      if (blocks.size() >= k_min_blocks) relative.back() = median(blocks);
+    }
+    if (counted) {
+      cpu.push_back(t.cpu.at(r).cpu_ns);
+      shares.push_back(compute.back() > 0 ? t.cpu.at(r).runq_ns / compute.back() : 0.0);
+    }
+  }
+  // Each rank's reference: the group's median of a measure, or in a pair the other rank's value.
+  const auto reference = [&](const std::vector<double>& v) {
+    std::vector<double> out(v.size(), median(v));
+    if (pair && v.size() == 2) out = {v[1], v[0]};
+    return out;
+  };
+  s.cpu_ratio.assign(present.size(), 1.0);
+  s.ref_cpu.assign(present.size(), 0.0);
+  if (counted) {
+    s.ref_cpu = reference(cpu);
+    for (std::size_t i = 0; i < present.size(); ++i) s.cpu_ratio[i] = s.ref_cpu[i] > 0 ? cpu[i] / s.ref_cpu[i] : 1.0;
+    s.cpu_wait_share = median(shares);
+    s.contended = s.cpu_wait_share >= o.contended_share;
+  }
+  s.ref_c = reference(compute);
+  // Time off a CPU without waiting for one, per call: compute less the main thread's CPU and its wait
+  // for a CPU. A rank stopped from outside (SIGSTOP duty cycle, a frozen cgroup) spends its stolen time
+  // there; its peers do not. As a share of the peers' median compute, 1 + (off - median off) / median compute.
+  // The main thread's CPU per call is a second view of the work: the work of a rank that does more
+  // shows in both (measured: a 1.36-2.2x straggler at 1.1-2.0x in each); another thread's burst
+  // (a store, a communication thread) only in the process's.
+  bool main_counted = counted;
+  if (counted)
+    for (auto r : present) main_counted &= t.cpu.at(r).main_cpu_ns >= 0;
+  s.main_counted = main_counted;
+  s.ref_main_cpu.assign(present.size(), 0.0);
+  if (main_counted) {
+    std::vector<double> mc;
+    for (auto r : present) mc.push_back(t.cpu.at(r).main_cpu_ns);
+    s.ref_main_cpu = reference(mc);
+  }
+  s.off_ratio.assign(present.size(), 1.0);
+  s.main_ratio.assign(present.size(), 1.0);
+  if (main_counted) {
+    // Never below 0: compute time (the ring's calls) less CPU and CPU wait (the counters over the calls between
+    // reads) is two measurements' difference, and a partner's negative value is their noise, not time it
+    // spent on a CPU beyond its compute (clean dp=2 x tp=2 seed 20264601, load 9.9: rank 3 off 0.25 ms per call,
+    // its partner -0.95 ms, named by off_cpu at 1.20x in 2 of 3 rounds).
+    std::vector<double> off;
+    for (std::size_t i = 0; i < present.size(); ++i)
+      off.push_back(std::max(0.0, compute[i] - t.cpu.at(present[i]).main_cpu_ns - t.cpu.at(present[i]).runq_ns));
+    const std::vector<double> ref_off = reference(off);
+    for (std::size_t i = 0; i < present.size(); ++i) {
+      if (s.ref_c[i] > 0) s.off_ratio[i] = 1 + (off[i] - ref_off[i]) / s.ref_c[i];
+      s.main_ratio[i] = s.ref_main_cpu[i] > 0 ? t.cpu.at(present[i]).main_cpu_ns / s.ref_main_cpu[i] : 1.0;
+    }
+  }
+  StatisticalOptions so;
+  so.kappa = o.kappa;
+  so.min_relative = s.min_relative;
+  so.min_absolute = 0;
+  so.direction = Direction::high;
+  s.c3 = c3_statistical(relative, so);
+  return s;
+}
+
+RankRound rank_figures(const PeerStats& s, std::size_t i) {
+  RankRound rr;
+  rr.rank = s.present[i];
+  rr.compute_ns = s.compute[i];
+  rr.wait_ns = s.wait[i];
+  rr.score = i < s.c3.scores.size() ? s.c3.scores[i] : 0;
+  rr.compute_ratio = s.relative[i];
+  if (s.counted) {
+    rr.cpu_ns = s.cpu[i];
+    rr.runq_ns = s.counters(i).runq_ns;
+    rr.cpu_ratio = s.cpu_ratio[i];
+    rr.main_cpu_ratio = s.main_ratio[i];
+  }
+  return rr;
+}
+
+}  // namespace scout::straggler::detail

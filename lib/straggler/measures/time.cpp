@@ -1,0 +1,140 @@
+// Stage 2 of a round (measures.hpp): the time measures, per rank of a peer group. On an uncontended host the
+// measure "compute" (its compute time); where the group waits for CPUs (contended_share) time says little, and
+// the measures "cpu" (CPU per call), "off_cpu" (time off a CPU without waiting for one) and "cpu_wait" (starved
+// of CPU) decide instead. Every one asks its effect to be at least min_relative (pair_min_relative in a pair)
+// and spread_factor times the other peers' spread that round (PeerStats::stands_out), and at least
+// min_absolute_ns per call; thresholds.hpp says why each value.
+#include <algorithm>
+
+#include "lib/straggler/measures/measures.hpp"
+#include "lib/straggler/thresholds.hpp"
+
+namespace scout::straggler::detail {
+
+// The straggler computes longest and so waits least: its peers wait for it. Both must hold, the excess must be at
+// least min_absolute_ns per call, and its compute time must stand out. (C3's MAD over a handful of peers is itself
+// noisy on a loaded host.) In a pair, its partner waits for at least pair_partner_wait_share of its excess.
+void measure_compute(const PeerStats& s, std::size_t i, const DecideOptions& o, RankRound& rr) {
+  const auto other_wait = s.other_waits(i);
+  const double med_c = s.ref_c[i];
+  const auto& compute = s.compute;
+  const auto& wait = s.wait;
+  rr.flagged =
+      wait[i] < median(other_wait) && compute[i] - med_c >= o.min_absolute_ns &&
+      s.stands_out(s.relative, i, o.spread_factor) &&
+      (!s.pair || median(other_wait) - wait[i] >= thresholds::pair_partner_wait_share.value * (compute[i] - med_c));
+  rr.measure = "compute";
+  rr.ratio = s.relative[i];
+  if (rr.flagged) rr.flagged_by["compute"] = s.relative[i];
+  rr.raised_by = rr.flagged_by;
+}
+
+namespace {
+
+// Its time excess per call: the larger of the mean's and the per-call median ratio's. On torch 2.x a few of a clean
+// peer's calls hold long blocks off a CPU, and the peers' mean compute rose to a stopped rank's (seed 30299019
+// round 2: the rank at 1.63x its peers per call, its peers waiting 34.6 ms per call longer than it, its mean compute
+// 0.1 ms above theirs; 2 of 10 torch 2.x outside runs not named), or to a trainer-slowed one's (seed 1900518409,
+// 2.23x on a contended host: 1.39-1.59x per call, its peers waiting 28-41 ms per call longer, its mean compute 6 ms
+// above theirs). The cpu and off_cpu measures both take it so.
+double time_excess(const PeerStats& s, std::size_t i) {
+  return std::max(s.compute[i] - s.ref_c[i], (s.relative[i] - 1) * s.ref_c[i]);
+}
+
+// "cpu": more CPU per call (process and main thread alike) by contended_cpu_min_relative and the spread rules, and it
+// arrives late. More CPU per call slows the job only where it makes the rank arrive late: its compute time above
+// the median and its peers' wait beyond its own, per call, both at least cpu_peers_wait_share (a pair:
+// pair_cpu_peers_wait_share) of its CPU excess (the smaller of the process's and the main thread's). A rank that
+// burns more CPU but arrives no later than its peers is no straggler: measured, peers of a rank stopped from outside
+// or under a quota at 1.21-1.40x CPU per call (waiting burns CPU unequally) with less time excess than that. A
+// trainer-slowed rank's time excess and its peers' wait are 1-3x its CPU excess (its extra CPU is CPU it waited for
+// too). (Clean seed 416's rank 3 at 1.25-1.31x CPU kept its peers waiting 8.7-19.5 ms per call, as long as its time
+// excess: a slower rank, named as a 1.4x trainer-slowed one is.)
+// ... or, in a group of three or more, far outside the other peers' spread though its extra CPU was absorbed
+// (absorbed_spread_factor; check_absorbed_alone drops it where another rank of the group is flagged that round).
+bool by_cpu(const PeerStats& s, std::size_t i, const DecideOptions& o, bool& absorbed_out) {
+  const double cpu_floor = 1.0 + std::max(s.min_relative, o.contended_cpu_min_relative);
+  double cpu_excess = s.cpu[i] - s.ref_cpu[i];
+  if (s.main_counted) cpu_excess = std::min(cpu_excess, s.counters(i).main_cpu_ns - s.ref_main_cpu[i]);
+  const double excess = time_excess(s, i);
+  const double late_share = s.pair ? o.pair_cpu_peers_wait_share : o.cpu_peers_wait_share;
+  const bool late =
+      excess >= late_share * cpu_excess && median(s.other_waits(i)) - s.wait[i] >= late_share * cpu_excess;
+  const bool more_cpu =
+      s.cpu[i] - s.ref_cpu[i] >= o.min_absolute_ns && s.cpu_ratio[i] >= cpu_floor &&
+      s.stands_out(s.cpu_ratio, i, o.spread_factor) &&
+      (!s.main_counted || (s.main_ratio[i] >= cpu_floor && s.stands_out(s.main_ratio, i, o.spread_factor)));
+  const bool absorbed = !late && !s.pair && s.main_counted && s.stands_out(s.cpu_ratio, i, o.absorbed_spread_factor) &&
+                        s.stands_out(s.main_ratio, i, o.absorbed_spread_factor);
+  absorbed_out = more_cpu && absorbed;
+  return more_cpu && (late || absorbed);
+}
+
+// "off_cpu": stopped from outside. Its peers wait for it for at least off_cpu_wait_share of its excess time off a
+// CPU: the time stolen from a stopped rank is time they wait. With that check, off_cpu_spread_share of the other
+// peers' spread is noise enough. (On torch 2.x a clean rank's compute holds time blocked off a CPU too, measured up
+// to 1.5x its peers' median, while it waits about as long as they do.) On a contended host the stolen time partly
+// replaces time the rank would have waited for a CPU anyway (its peers get the CPU meanwhile): its time excess is
+// then less than its excess off a CPU, and its peers wait for the time excess. Measured, a 2.7x SIGSTOP duty cycle
+// at load ~5 on 2 CPUs: off x1.39-1.99, compute 1.18-1.44x, its peers waiting 10-40 ms per call longer, under half
+// its off excess in all 3 rounds (seed 2508, not named). So the peers wait at least that share of the smaller of
+// the two, and its compute time is at least min_relative above the median.
+bool by_off_cpu(const PeerStats& s, std::size_t i, const DecideOptions& o) {
+  const double med_c = s.ref_c[i];
+  const double excess = time_excess(s, i);
+  const double off_excess = (s.off_ratio[i] - 1) * med_c;
+  return s.main_counted && excess >= std::max(o.min_absolute_ns, s.min_relative * med_c) &&
+         median(s.other_waits(i)) - s.wait[i] >= thresholds::off_cpu_wait_share.value * std::min(excess, off_excess) &&
+         s.stands_out(s.off_ratio, i, thresholds::off_cpu_spread_share.value * o.spread_factor);
+}
+
+// "cpu_wait": a rank starved of CPU (a cgroup quota throttling it, or CPUs it shares with other work) uses no more
+// CPU and is not off a CPU: its extra time is time waiting for one (throttled time counts there too). It stands
+// out in time by contended_wait_min_relative and the other peers' spread, waits least of all, and waiting for a CPU
+// beyond what its CPU would cost at its peers' rate (runq per ns of CPU) makes up at least cpu_wait_extra_share of
+// its excess. (Measured here, load 4-6 on 2 CPUs: a 1.5-3x quota or 4-8 pinned hogs gave 1.5-3.7x its peers'
+// compute; its peers' spread 0.8-1.07x.) Not in a pair: with no third peer, the scheduler's uneven share of the
+// CPUs between two ranks is the same figure (measured: a clean dp=2 x tp=2 job on 2 CPUs, seed 715009310, one rank
+// waited 1.9x its partner's time for a CPU in 2 of 3 rounds, 1.47-1.56x its compute).
+bool by_cpu_wait(const PeerStats& s, std::size_t i, const DecideOptions& o) {
+  if (!s.main_counted || s.pair) return false;
+  std::vector<double> per_cpu, oc;
+  for (std::size_t j = 0; j < s.present.size(); ++j) {
+    if (j == i) continue;
+    const auto& pc = s.counters(j);
+    if (pc.main_cpu_ns > 0) per_cpu.push_back(pc.runq_ns / pc.main_cpu_ns);
+    oc.push_back(s.compute[j]);
+  }
+  const auto& mine = s.counters(i);
+  const double extra_wait = mine.runq_ns - mine.main_cpu_ns * median(per_cpu);
+  const double excess = s.compute[i] - median(oc);
+  double least_other_wait = 1e300;
+  for (double w : s.other_waits(i)) least_other_wait = std::min(least_other_wait, w);
+  return !per_cpu.empty() && excess >= o.min_absolute_ns && s.wait[i] < least_other_wait &&
+         s.relative[i] - 1 >= std::max(s.min_relative, o.contended_wait_min_relative) &&
+         s.stands_out(s.relative, i, o.spread_factor) && extra_wait >= thresholds::cpu_wait_extra_share.value * excess;
+}
+
+}  // namespace
+
+// On a contended host the wait and the time excess are as noisy as the time itself: the CPU used decides (a rank
+// that needs more CPU per call where CPUs are short is the slow one), or the time off a CPU without waiting for one
+// (a rank stopped from outside), with a longer compute time, or its wait for a CPU (starved). The round reports
+// cpu_wait where cpu did not flag it, else off_cpu where its ratio is the larger, else cpu.
+void measure_contended(const PeerStats& s, std::size_t i, const DecideOptions& o, RankRound& rr) {
+  bool absorbed = false;
+  const bool cpu = by_cpu(s, i, o, absorbed);
+  rr.absorbed = absorbed;
+  const bool off = by_off_cpu(s, i, o);
+  const bool wait = by_cpu_wait(s, i, o);
+  const double cpu_r = s.main_counted ? std::min(s.cpu_ratio[i], s.main_ratio[i]) : s.cpu_ratio[i];
+  rr.flagged = cpu || off || wait;
+  if (cpu) rr.flagged_by["cpu"] = cpu_r;
+  if (off) rr.flagged_by["off_cpu"] = s.off_ratio[i];
+  if (wait) rr.flagged_by["cpu_wait"] = s.relative[i];
+  rr.raised_by = rr.flagged_by;
+  rr.measure = wait && !cpu ? "cpu_wait" : off && (!cpu || s.off_ratio[i] > cpu_r) ? "off_cpu" : "cpu";
+  rr.ratio = rr.measure == "off_cpu" ? s.off_ratio[i] : rr.measure == "cpu_wait" ? s.relative[i] : cpu_r;
+}
+
+}  // namespace scout::straggler::detail
