@@ -9,7 +9,7 @@ prints precision and recall of that set only:
              goal precision >= 0.98, recall >= 0.95 of the named compute stragglers
   hang       bench/hang_cascade_campaign.py with the split's seed; goal 0 innocent ranks named
 
-    python3 bench/heldout_eval.py [--out DIR] [--only straggler|hang]
+    python3 bench/heldout_eval.py [--batch b1] [--out DIR] [--only straggler|hang]
     python3 bench/heldout_eval.py --from DIR      # re-decide DIR's kept straggler evidence with this binary
 
 --from DIR reads DIR/straggler.json (each run's truth) and DIR/straggler/*.evidence.json, decides each again
@@ -41,11 +41,28 @@ def load_split():
         return json.load(f)
 
 
-def heldout_seeds(split):
+def batches(split):
+    """The held-out batches: name -> (straggler batch or None, hang batch or None). "b1" is the split's first."""
     s = split["heldout"]
-    out = [x for v in s["straggler"]["seeds"].values() for x in v]
-    out += [s["hang"]["seed"] + k for k in range(3)]
-    out.append(s["simulator"]["base_seed"])
+    out = {"b1": ({"base_seed": s["straggler"]["base_seed"], "runs": len(s["straggler"]["seeds"]["clean"]),
+                   "torch": "1.13", "seeds": s["straggler"]["seeds"]},
+                  {"seed": s["hang"]["seed"], "runs": s["hang"]["runs"]})}
+    more = s.get("more", {})
+    for b in more.get("straggler", []):
+        out[b["name"]] = (b, None)
+    for h in more.get("hang", []):
+        out[h["name"]] = (None, h)
+    return out
+
+
+def heldout_seeds(split):
+    out = []
+    for st, h in batches(split).values():
+        if st:
+            out += [x for v in st["seeds"].values() for x in v]
+        if h:
+            out += [h["seed"] + k for k in range(3)]
+    out.append(split["heldout"]["simulator"]["base_seed"])
     return out
 
 
@@ -144,17 +161,20 @@ def hang_report(runs):
     lines.append(f"hang (held out): {len(runs)} runs, {named} with a rank named, runs naming an innocent rank "
                  f"{len(innocent)} (goal 0), runs missing a faulty rank its position singled out {len(missed)}")
     for r in runs:
-        lines.append(f"  {r.get('kind', ''):8} {r.get('mesh', ''):14} fault {r.get('fault', '')} faults "
-                     f"{r.get('faults')} innocent {r.get('innocent')} missed {r.get('missed')}")
+        named = sorted({x for pr in r.get("probes", []) for x in (pr.get("named") or [])})
+        lines.append(f"  seed {r.get('seed')} {r.get('mesh', ''):14} fault {r.get('fault', ''):5} faults {r.get('faults')} "
+                     f"named {named} innocent {r.get('innocent')} missed {r.get('missed')}")
     return lines, len(innocent)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=os.path.join(HERE, "heldout", "kept"),
-                    help="where runs are kept (straggler.json, straggler/, hang.json, logs); default bench/heldout/kept")
+    ap.add_argument("--out", help="where runs are kept (straggler.json, straggler/, hang.json, logs); default "
+                                  "bench/heldout/kept (batch b1) or bench/heldout/kept-BATCH")
     ap.add_argument("--from", dest="from_dir", help="re-decide and score the runs kept in this directory")
     ap.add_argument("--only", choices=("straggler", "hang"), help="run one of the two")
+    ap.add_argument("--batch", default="b1", help="the held-out batch to run (split.json: b1, or a name under "
+                                                  "heldout.more); default b1")
     a = ap.parse_args()
     split = load_split()
     seen = check_fresh(heldout_seeds(split))
@@ -171,6 +191,8 @@ def main():
     print(f"heldout_eval: scout {SCOUT_BIN}; load {os.getloadavg()} on {os.cpu_count()} CPUs at "
           f"{time.strftime('%Y-%m-%d %H:%M:%SZ', time.gmtime())} (the host is shared: timing noise is the host's)")
     report, ok = [], True
+    if a.out is None:
+        a.out = os.path.join(HERE, "heldout", "kept" if a.batch == "b1" else f"kept-{a.batch}")
     if a.from_dir:
         d = a.from_dir
         if a.only != "hang" and os.path.exists(os.path.join(d, "straggler.json")):
@@ -186,13 +208,19 @@ def main():
             ok &= bad == 0
     else:
         os.makedirs(a.out, exist_ok=True)
-        if a.only != "hang":
-            s = split["heldout"]["straggler"]
+        all_batches = batches(split)
+        if a.batch not in all_batches:
+            print(f"heldout_eval: no batch {a.batch} in {SPLIT} (batches: {', '.join(all_batches)})", file=sys.stderr)
+            return 2
+        st_batch, hang_batch = all_batches[a.batch]
+        print(f"heldout_eval: batch {a.batch}")
+        if a.only != "hang" and st_batch:
+            s = st_batch
             js = os.path.join(a.out, "straggler.json")
             cmd = [sys.executable, os.path.join(HERE, "straggler_campaign.py"), "--worlds", "2,3,4,5,6,8", "--scenarios",
                    "clean,compute-trainer,compute-stall,compute-outside", "--trainer-factors", "1.3,1.4", "--factors",
-                   "1.3,1.4", "--runs", str(len(s["seeds"]["clean"])), "--seed", str(s["base_seed"]), "--json", js,
-                   "--keep", os.path.join(a.out, "straggler")]
+                   "1.3,1.4", "--runs", str(s["runs"]), "--seed", str(s["base_seed"]), "--torch", s["torch"],
+                   "--json", js, "--keep", os.path.join(a.out, "straggler")]
             print("heldout_eval: " + " ".join(cmd[1:]), flush=True)
             t0 = time.monotonic()
             run_logged(cmd, os.path.join(a.out, "straggler.log"))
@@ -205,8 +233,8 @@ def main():
             lines, (p, rec, fp) = straggler_report(runs)
             report += [f"straggler campaign: {time.monotonic() - t0:.0f} s, load after {os.getloadavg()}"] + lines
             ok &= p >= 0.98 and rec >= 0.95
-        if a.only != "straggler":
-            h = split["heldout"]["hang"]
+        if a.only != "straggler" and hang_batch:
+            h = hang_batch
             js = os.path.join(a.out, "hang.json")
             cmd = [sys.executable, os.path.join(HERE, "hang_cascade_campaign.py"), "--kind", "all", "--runs",
                    str(h["runs"] // 3), "--seed", str(h["seed"]), "--json", js]
