@@ -6,7 +6,8 @@
 // (analyse(): the tables, every round and the decision; the simulation's own time apart).
 //
 //   straggler_sim_bench [--seed BASE] [--seeds S] [--sizes 1024,10240,102400] [--steps N] [--rounds R]
-//                       [--large-seeds S] [--large-steps N] [--only SEED]
+//                       [--large-seeds S] [--large-steps N] [--only SEED] [--gpu-factors LO,HI (1.05,2)]
+//                       [--scenarios clean,slow-gpu,slow-nic]
 //
 // The seed of run i of scenario j at size index k (1024, 10240, 102400: 0, 1, 2; any other size 3 + its place in
 // --sizes) is BASE + 1000000 k + 1000 j + i; it draws the mesh shape,
@@ -41,6 +42,8 @@ struct Options {
   std::int64_t seeds = 3, large_seeds = 1, steps = 8, large_steps = 4, rounds = 3;
   std::vector<std::int64_t> sizes = {1024, 10240, 102400};
   std::int64_t only = -1;
+  double gpu_lo = 1.05, gpu_hi = 2.0;                                      // the slow GPU's factor range
+  std::vector<std::string> scenarios = {"clean", "slow-gpu", "slow-nic"};  // those run
 };
 
 struct Outcome {
@@ -109,7 +112,7 @@ Result<Outcome> run_one(const Options& o, std::size_t k, int scenario, std::int6
   std::uniform_real_distribution<double> u01(0, 1);
   const std::int64_t victim = static_cast<std::int64_t>(draw() % static_cast<std::uint64_t>(out.size));
   if (out.scenario == "slow-gpu") {
-    spec.fault = {FaultKind::slow_gpu, victim, 1.05 + 0.95 * u01(draw)};
+    spec.fault = {FaultKind::slow_gpu, victim, o.gpu_lo + (o.gpu_hi - o.gpu_lo) * u01(draw)};
   } else if (out.scenario == "slow-nic") {
     spec.fault = {FaultKind::slow_nic, victim, 2 + 8 * u01(draw)};
   }
@@ -181,11 +184,33 @@ int main(int argc, char** argv) {
     if (flag == "--help" || flag == "-h") {
       std::printf(
           "straggler_sim_bench [--seed BASE] [--seeds S] [--sizes N,...] [--steps N] [--rounds R] [--large-seeds S] "
-          "[--large-steps N] [--only SEED]\n");
+          "[--large-steps N] [--only SEED] [--gpu-factors LO,HI] [--scenarios clean,slow-gpu,slow-nic]\n");
       return 0;
     }
     if (i + 1 >= argc) return fail(flag + " needs a value; see --help");
     const std::string value = argv[++i];
+    if (flag == "--gpu-factors") {
+      auto v = parse_double_list(value, "--gpu-factors");
+      if (!v || v->size() != 2 || !((*v)[0] >= 1) || !((*v)[1] >= (*v)[0]) || (*v)[1] > 100)
+        return fail("--gpu-factors takes LO,HI with 1 <= LO <= HI <= 100");
+      o.gpu_lo = (*v)[0];
+      o.gpu_hi = (*v)[1];
+      continue;
+    }
+    if (flag == "--scenarios") {
+      o.scenarios.clear();
+      std::size_t at = 0;
+      while (at <= value.size()) {
+        const auto comma = value.find(',', at);
+        const std::string one = value.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+        if (one != "clean" && one != "slow-gpu" && one != "slow-nic")
+          return fail("--scenarios: unknown scenario '" + one + "' (clean, slow-gpu, slow-nic)");
+        o.scenarios.push_back(one);
+        if (comma == std::string::npos) break;
+        at = comma + 1;
+      }
+      continue;
+    }
     if (flag == "--sizes") {
       auto v = parse_int_list(value, "--sizes");
       if (!v) return fail(v.error().message());
@@ -218,9 +243,10 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "straggler_sim_bench: base seed %llu, seeds %lld per scenario (%lld at 65536+ ranks), steps per round %lld "
-      "(%lld at 65536+), rounds %lld, decision: scout's default DecideOptions\n",
+      "(%lld at 65536+), rounds %lld, slow GPU factors %.3f-%.3f, decision: scout's default DecideOptions\n",
       static_cast<unsigned long long>(o.base), static_cast<long long>(o.seeds), static_cast<long long>(o.large_seeds),
-      static_cast<long long>(o.steps), static_cast<long long>(o.large_steps), static_cast<long long>(o.rounds));
+      static_cast<long long>(o.steps), static_cast<long long>(o.large_steps), static_cast<long long>(o.rounds),
+      o.gpu_lo, o.gpu_hi);
   const Spec defaults;
   std::printf(
       "model: nodes of %lld GPUs, NVLink %.0f GB/s alpha %.0f us, NIC %.0f GB/s alpha %.0f us; kernels fwd %.0f bwd "
@@ -237,7 +263,8 @@ int main(int argc, char** argv) {
   std::vector<Outcome> all;
   for (std::size_t k = 0; k < o.sizes.size(); ++k) {
     const std::int64_t seeds = o.sizes[k] >= 65536 ? o.large_seeds : o.seeds;
-    for (int j = 0; j < 3; ++j)
+    for (int j = 0; j < 3; ++j) {
+      if (std::find(o.scenarios.begin(), o.scenarios.end(), k_scenarios[j]) == o.scenarios.end()) continue;
       for (std::int64_t i = 0; i < seeds || (o.only >= 0 && i < 1000); ++i) {
         const std::uint64_t seed = seed_of(o, k, j, i);
         if (o.only >= 0 && seed != static_cast<std::uint64_t>(o.only)) continue;
@@ -246,6 +273,7 @@ int main(int argc, char** argv) {
         print_run(*r);
         all.push_back(std::move(*r));
       }
+    }
   }
   std::printf("\n%-8s %7s %4s %3s %3s %3s %9s %7s %8s %12s %12s %10s %8s  %s\n", "scenario", "size", "runs", "TP", "FP",
               "FN", "precision", "recall", "innocent", "groups r/t", "groups wrong", "decide s", "CPU s", "measures");
