@@ -6,11 +6,14 @@
 //   build/bench/tensor_hash_bench                      # everything
 //   build/bench/tensor_hash_bench --benchmark_filter=1MiB
 //   SCOUT_HASH_KERNEL=pclmul build/bench/tensor_hash_bench   # force a kernel
+//   build/bench/tensor_hash_bench --gpu [--bytes N]    # the GPU part only, one JSON line
+//                                                      # (scripts/gpu-check.sh); exit 5 without a GPU
 #include <benchmark/benchmark.h>
 #include <xxhash.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -135,10 +138,72 @@ class SummaryReporter : public benchmark::ConsoleReporter {
   }
 };
 
+std::string fmt_size(std::size_t bytes, double hash_gbps, double copy_gbps, bool first) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "%s{\"bytes\": %zu, \"hash_gbps\": %.3f, \"copy_gbps\": %.3f, \"hash_over_copy\": %.4f, "
+                "\"hash_over_traffic\": %.4f}",
+                first ? "" : ", ", bytes, hash_gbps, copy_gbps, copy_gbps > 0 ? hash_gbps / copy_gbps : 0,
+                copy_gbps > 0 ? hash_gbps / (2 * copy_gbps) : 0);
+  return buf;
+}
+
 }  // namespace
+
+// --gpu: the CUDA kernel against a device-to-device cudaMemcpy of the same
+// bytes, best of 20 each, at 64 MiB, 1 GiB and 4 GiB; one JSON line on
+// stdout. hash_over_copy compares bytes per second (the copy's rate counts
+// each byte once, though it reads and writes it); hash_over_traffic compares
+// the hash's reads with the copy's reads plus writes (the memory system's
+// rate). Exit 5 (unavailable) with the reason on stderr without a GPU.
+int gpu_only(std::size_t only_bytes) {
+  auto gpu = scout::hash::gpu_device_count();
+  if (!gpu) {
+    std::fprintf(stderr, "tensor_hash_bench --gpu: error: %s\n", gpu.error().message().c_str());
+    return static_cast<int>(gpu.error().code);
+  }
+  std::string device;
+  std::string sizes;
+  std::vector<std::size_t> all = {std::size_t{64} << 20, std::size_t{1} << 30, std::size_t{4} << 30};
+  if (only_bytes != 0) all = {only_bytes};
+  for (std::size_t bytes : all) {
+    auto bw = scout::hash::gpu_measure_bandwidth(bytes, 20);
+    if (!bw) {
+      std::fprintf(stderr, "tensor_hash_bench --gpu: error: %s\n", bw.error().message().c_str());
+      return static_cast<int>(bw.error().code);
+    }
+    device = bw->device;
+    std::fprintf(stderr, "%s %5zu MiB: hash %8.1f GB/s, memcpy %8.1f GB/s (traffic %8.1f GB/s), hash/traffic %.3f\n",
+                 bw->device.c_str(), bytes >> 20, bw->hash_gbps, bw->copy_gbps, 2 * bw->copy_gbps,
+                 bw->hash_gbps / (2 * bw->copy_gbps));
+    sizes += fmt_size(bytes, bw->hash_gbps, bw->copy_gbps, sizes.empty());
+  }
+  std::printf("{\"device\": \"%s\", \"sizes\": [%s]}\n", device.c_str(), sizes.c_str());
+  return 0;
+}
 
 int main(int argc, char** argv) {
   using scout::hash::HashKernel;
+  bool gpu_mode = false;
+  std::size_t gpu_bytes = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--gpu") gpu_mode = true;
+    if (a == "--bytes" && i + 1 < argc) {
+      char* end = nullptr;
+      gpu_bytes = std::strtoull(argv[++i], &end, 10);
+      if (*end != '\0' || gpu_bytes == 0) {
+        std::fprintf(stderr, "tensor_hash_bench: error: --bytes %s; give a positive byte count\n", argv[i]);
+        return 2;
+      }
+    }
+    if (a == "--help")
+      std::printf(
+          "tensor_hash_bench [Google Benchmark flags]: CPU hash benchmarks, then the GPU's where one is\n"
+          "tensor_hash_bench --gpu [--bytes N]: the GPU hash against a device-to-device copy only (64 MiB, 1 GiB,\n"
+          "  4 GiB, or N bytes), one JSON line on stdout; exit 5 with the reason without a GPU\n");
+  }
+  if (gpu_mode) return gpu_only(gpu_bytes);
   for (const Size& s : k_sizes) {
     const std::string n = s.name;
     // Single-thread rates use CPU time (robust on a shared machine), the

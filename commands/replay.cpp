@@ -48,7 +48,8 @@ CommandRunner register_replay(CLI::App& cmd, const GlobalOptions& globals) {
   cmd.add_option("--seed", o->seed, "Seed of the inputs and parameters")->default_str("1");
   cmd.add_option("--threads", o->threads, "Intra-op threads per peer (part of the replay contract)")->default_str("1");
   cmd.add_option("--repeat", o->repeat, "Module calls per recipe; times are the minimum (1..20)")->default_str("3");
-  cmd.add_option("--device", o->device, "cpu, or cuda (one GPU per peer; needs a CUDA LibTorch)")
+  cmd.add_option("--device", o->device,
+                 "cpu, or cuda (peer P on GPU P modulo the GPUs; needs a CUDA LibTorch: the torch 2.x module)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->default_str("cpu");
   cmd.add_option("--catalog", o->catalog, "scout catalog file: expert_gemm runs at its representatives' rows")
@@ -220,12 +221,12 @@ PeersOutcome run_local_peers(const ReplayOptions& o, const std::vector<replay::R
     po.seed = o.seed;
     po.threads = o.threads;
     po.repeat = o.repeat;
-    po.device = o.device;
+    po.device = o.device == "cuda" ? fmt::format("cuda:{}", po.peer) : o.device;  // modulo the GPUs there
     po.key_namespace = ns;
     po.timeout = timeout;
     po.injections = injections;
     po.rank = po.peer;
-    po.compute_lock = o.device == "cpu" ? dir + "/compute.lock" : std::string();
+    po.compute_lock = dir + "/compute.lock";  // timed one at a time, on the CPUs or on a GPU they share
     po.listen_address = peer_listen_address(shared, nodes);
     char host[256] = {};
     gethostname(host, sizeof host - 1);
@@ -385,6 +386,20 @@ int run_evidence(const ReplayOptions& o) {
 
 namespace {
 
+// Whether the LibTorch module computes on a GPU here, asked in a forked child: this process never initializes
+// CUDA (the peers are forked from it).
+void check_cuda_module(const ReplayOptions& o) {
+  auto probe = replay::probe_module_device_isolated("cuda:0", o.threads, std::chrono::seconds(120));
+  if (probe) return;
+  std::string why = probe.error().message();
+  for (std::size_t at = why.find("; "); at != std::string::npos; at = why.find("; ", at)) why.replace(at, 2, ", ");
+  if (!fs::exists("/dev/nvidiactl") && !fs::exists("/dev/dxg"))
+    why += ", and /dev/nvidiactl is absent (no NVIDIA driver)";
+  throw FatalError(unavailable_error("--device cuda: replay cannot compute on a GPU here", why,
+                                     "use --device cpu, or a machine with a GPU and its driver (nvidia-smi) and the "
+                                     "torch 2.x module of a CUDA wheel (SCOUT_TORCH_MODULE=2)"));
+}
+
 // `min_peers`: 2 on one machine; 1 with --nodes > 1 (one peer per node).
 void check_common(const ReplayOptions& o, std::int64_t min_peers = 2) {
   if (o.peers < min_peers || o.peers > 64)
@@ -401,10 +416,6 @@ void check_common(const ReplayOptions& o, std::int64_t min_peers = 2) {
   if (o.cycle && *o.cycle < 0) throw FatalError(usage_error("--cycle must be a non-negative integer"));
   if (o.checkpoint && o.checkpoint->empty())
     throw FatalError(usage_error("--checkpoint is empty", {}, "give the checkpoint's id, path or directory name"));
-  if (o.device == "cuda")
-    throw FatalError(unavailable_error("--device cuda: this scout was built without CUDA replay",
-                                       "the CUDA battery compiles only with -DSCOUT_WITH_CUDA=ON and a CUDA LibTorch",
-                                       "use --device cpu, or a CUDA build of scout"));
 }
 
 // The --inject list, resolved against the run's recipes and `peers` (all nodes' peers).
@@ -475,6 +486,7 @@ int run_recipes(const ReplayOptions& o) {
   if (o.store) shared = value_or_throw(transport::parse_store_uri(*o.store));
   const std::int64_t total = o.nodes * o.peers;
   if (total > 100000) throw FatalError(usage_error("--nodes x --peers is above 100000"));
+  if (o.device == "cuda") check_cuda_module(o);
   const std::int64_t node = o.node_index.value_or(0);
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.timeout_s * 1000));
   const std::string cycle = o.cycle ? std::to_string(*o.cycle) : "adhoc";
@@ -550,6 +562,7 @@ int run_replay(const ReplayOptions& o) {
   const auto recipes = make_recipes(o);
   nlohmann::json inj_json = nlohmann::json::array();
   const auto injections = parse_injections(o, recipes, o.peers, inj_json);
+  if (o.device == "cuda") check_cuda_module(o);
 
   // Golden file: read before running so bad input fails fast.
   std::optional<nlohmann::json> golden;

@@ -212,7 +212,7 @@ complete -c scout -n '__fish_seen_subcommand_from replay' -l peers -r -d 'Peer p
 complete -c scout -n '__fish_seen_subcommand_from replay' -l seed -r -d 'Seed of the inputs and parameters'
 complete -c scout -n '__fish_seen_subcommand_from replay' -l threads -r -d 'Intra-op threads per peer (part of the replay contract)'
 complete -c scout -n '__fish_seen_subcommand_from replay' -l repeat -r -d 'Module calls per recipe; times are the minimum (1..20)'
-complete -c scout -n '__fish_seen_subcommand_from replay' -l device -r -f -a 'cpu cuda' -d 'cpu, or cuda (one GPU per peer; needs a CUDA LibTorch)'
+complete -c scout -n '__fish_seen_subcommand_from replay' -l device -r -f -a 'cpu cuda' -d 'cpu, or cuda (peer P on GPU P modulo the GPUs; needs a CUDA LibTorch: the torch 2.x module)'
 complete -c scout -n '__fish_seen_subcommand_from replay' -l catalog -r -F -d 'scout catalog file: expert_gemm runs at its representatives'\'' rows'
 complete -c scout -n '__fish_seen_subcommand_from replay' -l golden -r -d 'Golden hashes: written when FILE is absent, compared when present (drift between images)'
 complete -c scout -n '__fish_seen_subcommand_from replay' -l inject -r -d 'Drill injection (repeatable): sdc:peer=P,tensor=Q,word=W,bit=B | sdc:random | slow:peer=P,factor=F | contract:peer=P'

@@ -22,7 +22,34 @@
 #include <cstring>
 #include <vector>
 
+#include "lib/common/cuda_codes.hpp"
 #include "lib/hash/gpu_hash_cuda.hpp"
+
+// lib/common/cuda_codes.hpp names these codes without the CUDA headers.
+static_assert(scout::cuda_code::invalid_value == cudaErrorInvalidValue);
+static_assert(scout::cuda_code::memory_allocation == cudaErrorMemoryAllocation);
+static_assert(scout::cuda_code::initialization_error == cudaErrorInitializationError);
+static_assert(scout::cuda_code::stub_library == cudaErrorStubLibrary);
+static_assert(scout::cuda_code::insufficient_driver == cudaErrorInsufficientDriver);
+static_assert(scout::cuda_code::call_requires_newer_driver == cudaErrorCallRequiresNewerDriver);
+static_assert(scout::cuda_code::devices_unavailable == cudaErrorDevicesUnavailable);
+static_assert(scout::cuda_code::no_device == cudaErrorNoDevice);
+static_assert(scout::cuda_code::invalid_device == cudaErrorInvalidDevice);
+static_assert(scout::cuda_code::device_uninitialized == cudaErrorDeviceUninitialized);
+static_assert(scout::cuda_code::no_kernel_image_for_device == cudaErrorNoKernelImageForDevice);
+static_assert(scout::cuda_code::ecc_uncorrectable == cudaErrorECCUncorrectable);
+static_assert(scout::cuda_code::invalid_ptx == cudaErrorInvalidPtx);
+static_assert(scout::cuda_code::unsupported_ptx_version == cudaErrorUnsupportedPtxVersion);
+static_assert(scout::cuda_code::illegal_address == cudaErrorIllegalAddress);
+static_assert(scout::cuda_code::launch_out_of_resources == cudaErrorLaunchOutOfResources);
+static_assert(scout::cuda_code::launch_timeout == cudaErrorLaunchTimeout);
+static_assert(scout::cuda_code::launch_failure == cudaErrorLaunchFailure);
+static_assert(scout::cuda_code::not_permitted == cudaErrorNotPermitted);
+static_assert(scout::cuda_code::not_supported == cudaErrorNotSupported);
+static_assert(scout::cuda_code::system_not_ready == cudaErrorSystemNotReady);
+static_assert(scout::cuda_code::system_driver_mismatch == cudaErrorSystemDriverMismatch);
+static_assert(scout::cuda_code::compat_not_supported_on_device == cudaErrorCompatNotSupportedOnDevice);
+static_assert(scout::cuda_code::unknown == cudaErrorUnknown);
 
 namespace scout::hash::cuda_detail {
 
@@ -241,6 +268,11 @@ int launch(const void* device_bytes, std::size_t size, const Plan& plan, std::ui
 }
 
 }  // namespace
+
+int runtime_version() {
+  int v = 0;
+  return cudaRuntimeGetVersion(&v) == cudaSuccess ? v : 0;
+}
 
 int device_count(int* count, char* message, std::size_t message_size) {
   *count = 0;

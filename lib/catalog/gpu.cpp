@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "lib/common/cuda_error.hpp"
 #include "scout/config.hpp"
 
 #if SCOUT_WITH_CUDA
@@ -28,7 +29,9 @@ GpuInfo query_gpu() {
   g.driver = version_string(d.driver_version);
   g.cuda_runtime = version_string(d.runtime_version);
   if (d.status != 0) {
+    const CudaErrorAdvice a = cuda_error_advice(d.status);
     g.why_absent = fmt::format("CUDA error {}: {}", d.status, d.error);
+    if (!a.why.empty()) g.why_absent += fmt::format(" ({}. To fix: {})", a.why, a.hint);
     return g;
   }
   g.present = true;
@@ -64,8 +67,8 @@ Result<InstrumentedRun> run_instrumented_grouped_gemm(const KernelConfig& config
   gpu_abi::RunResult r;
   gpu_abi::run_instrumented(p, &r);
   if (r.status != 0)
-    return unavailable_error("the instrumented grouped GEMM did not run", r.error,
-                             "run it on a machine with a CUDA GPU and driver");
+    return cuda_error(r.status, "the instrumented grouped GEMM did not run", r.error,
+                      "run it on a machine with a CUDA GPU and driver");
   InstrumentedRun out;
   out.items.reserve(r.items.size());
   for (const auto& rec : r.items) {

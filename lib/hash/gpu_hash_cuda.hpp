@@ -9,6 +9,9 @@
 
 namespace scout::hash::cuda_detail {
 
+// cudaRuntimeGetVersion of the runtime linked in (1000 * major + 10 * minor).
+int runtime_version();
+
 int device_count(int* count, char* message, std::size_t message_size);
 
 int word_sum(const void* device_bytes, std::size_t size, std::uint64_t* sum, char* message, std::size_t message_size);

@@ -2,10 +2,15 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "lib/plugin/module_loader.hpp"
@@ -155,6 +160,77 @@ std::map<Quantity, std::uint64_t> hash_results(std::vector<PackedTensor>& result
     out[q] = hash_list(cts);
   }
   return out;
+}
+
+Result<std::string> probe_module_device_isolated(const std::string& device, std::int64_t threads,
+                                                 std::chrono::milliseconds timeout) {
+  int fds[2];
+  if (pipe(fds) != 0) return unavailable_error("cannot create a pipe", std::strerror(errno), "check the fd limit");
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return unavailable_error("cannot fork the device probe", std::strerror(errno), "check the process limit");
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    auto r = probe_module_device(device, threads);
+    const std::string out = r ? "0" + *r : "1" + r.error().message();
+    std::size_t done = 0;
+    while (done < out.size()) {
+      const ssize_t n = write(fds[1], out.data() + done, out.size() - done);
+      if (n <= 0) break;
+      done += static_cast<std::size_t>(n);
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string got;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool timed_out = false;
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000))) < 0 && errno != EINTR) break;
+    if (!(p.revents & (POLLIN | POLLHUP))) continue;
+    char buf[4096];
+    const ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n <= 0) break;
+    got.append(buf, static_cast<std::size_t>(n));
+  }
+  close(fds[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out)
+    return unavailable_error(fmt::format("the LibTorch module did not set up {} within {} s", device,
+                                         std::chrono::duration_cast<std::chrono::seconds>(timeout).count()),
+                             "the device probe was killed", "check the GPU with nvidia-smi");
+  if (got.empty())
+    return unavailable_error(fmt::format("the LibTorch module's device probe for {} died", device),
+                             WIFSIGNALED(status) ? fmt::format("signal {}", WTERMSIG(status)) : "it wrote nothing",
+                             "check the GPU and driver (nvidia-smi), or use --device cpu");
+  if (got[0] == '0') return got.substr(1);
+  return unavailable_error(got.substr(1));
+}
+
+Result<std::string> probe_module_device(const std::string& device, std::int64_t threads) {
+  auto mod = load_module();
+  if (!mod) return mod.error();
+  char msg[512] = {};
+  ScoutReplayBuffer eb{nullptr, 0};
+  if (mod->env(static_cast<int>(threads), device.c_str(), &eb, msg, sizeof msg) != 0)
+    return unavailable_error(fmt::format("the LibTorch module cannot set up {}: {}", device, msg));
+  std::string env(reinterpret_cast<char*>(eb.data), eb.size);
+  mod->free(&eb);
+  return env;
 }
 
 Result<PeerRunResult> run_peer(transport::KeyValueStore& store, const PeerRunOptions& o) {

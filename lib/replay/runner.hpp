@@ -65,6 +65,16 @@ struct PeerRunResult {
 };
 
 // Runs this peer's side; unavailable when the store or the module is unusable.
+// Loads the LibTorch module and sets it up for `device` ("cpu", "cuda", "cuda:N"): its environment JSON, or
+// an unavailable error with the module's reason (a CPU-only LibTorch, no usable GPU). Initializes CUDA for a
+// GPU device: call it in a process that forks no CUDA user afterwards.
+Result<std::string> probe_module_device(const std::string& device, std::int64_t threads);
+
+// probe_module_device in a forked child (so that this process never initializes CUDA), bounded by `timeout`;
+// the child's error message comes back as an unavailable error's `what`.
+Result<std::string> probe_module_device_isolated(const std::string& device, std::int64_t threads,
+                                                 std::chrono::milliseconds timeout);
+
 Result<PeerRunResult> run_peer(transport::KeyValueStore& store, const PeerRunOptions& options);
 
 // Applies the sdc injections of `peer` for `recipe` to `results` (a pack of

@@ -6,6 +6,7 @@
 // captured input, RNG state and parameters, lib/replay/exported.hpp).
 // Deterministic algorithms forced on, a fixed thread count.
 #include <ATen/CPUGeneratorImpl.h>
+#include <dlfcn.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 #include <torch/version.h>
@@ -100,7 +101,11 @@ const at::Tensor& find(const std::vector<PackedTensor>& ps, const std::vector<at
   throw std::invalid_argument("the recipe's data has no tensor '" + name + "'");
 }
 
+// Whether this call's tensors are on a GPU: a phase's time then waits for its kernels.
+bool g_on_cuda = false;
+
 double since(Clock::time_point t) {
+  if (g_on_cuda) torch::cuda::synchronize();
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
@@ -308,6 +313,57 @@ std::string cpu_model() {
   return "unknown cpu";
 }
 
+// The module links only libtorch_cpu: CUDA tensors need libtorch_cuda.so
+// loaded (it registers LibTorch's CUDA hooks), from the directory of the
+// libtorch_cpu.so this module runs with. Throws what is missing.
+void load_torch_cuda() {
+  static bool loaded = false;
+  if (loaded) return;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&at::set_num_threads), &info) == 0 || !info.dli_fname)
+    throw std::invalid_argument("cannot locate libtorch_cpu.so to find libtorch_cuda.so beside it");
+  std::string dir = info.dli_fname;
+  dir = dir.substr(0, dir.find_last_of('/') + 1);
+  const std::string path = dir + "libtorch_cuda.so";
+  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+    std::fclose(f);
+  } else {
+    throw std::invalid_argument("this LibTorch (" + dir + ") is a CPU-only build, with no libtorch_cuda.so");
+  }
+  // Deterministic cuBLAS (setDeterministicAlgorithms requires it on CUDA >= 10.2).
+  setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 0);
+  if (!dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
+    const char* e = dlerror();
+    throw std::invalid_argument("cannot load " + path + ": " + (e ? e : "unknown dlopen error"));
+  }
+  loaded = true;
+}
+
+// "cuda" or "cuda:N" for a peer: N (the peer's index) modulo the GPUs LibTorch sees, so that peers share the GPUs.
+at::Device cuda_device(const std::string& dev) {
+  load_torch_cuda();
+  const auto count = static_cast<std::int64_t>(torch::cuda::device_count());
+  if (count <= 0 || !torch::cuda::is_available())
+    throw std::invalid_argument(
+        "LibTorch's CUDA finds no usable GPU (torch::cuda::device_count() is 0: no device, no driver, or a driver "
+        "older than this torch's CUDA runtime)");
+  std::int64_t index = 0;
+  if (dev.size() > 5) {
+    if (dev[4] != ':' || dev.find_first_not_of("0123456789", 5) != std::string::npos || dev.size() > 12)
+      throw std::invalid_argument("device must be cpu, cuda or cuda:N");
+    index = std::stoll(dev.substr(5)) % count;
+  } else if (dev != "cuda") {
+    throw std::invalid_argument("device must be cpu, cuda or cuda:N");
+  }
+  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+at::Device parse_device(const std::string& dev) {
+  if (dev == "cpu") return at::kCPU;
+  if (dev.rfind("cuda", 0) == 0) return cuda_device(dev);
+  throw std::invalid_argument("device must be cpu, cuda or cuda:N");
+}
+
 }  // namespace
 
 extern "C" int scout_replay_environment(int threads, const char* device, ScoutReplayBuffer* json, char* message,
@@ -319,14 +375,10 @@ extern "C" int scout_replay_environment(int threads, const char* device, ScoutRe
     at::set_num_threads(threads);
     const std::string dev = device ? device : "cpu";
     std::string model = cpu_model();
-    if (dev.rfind("cuda", 0) == 0) {
-      if (!torch::cuda::is_available()) throw std::invalid_argument("this LibTorch has no CUDA device");
-      model = "cuda";  // the device's name needs the CUDA runtime; its index is in `device`
-    } else if (dev != "cpu") {
-      throw std::invalid_argument("device must be cpu or cuda:N");
-    }
+    const at::Device d = parse_device(dev);
+    if (d.is_cuda()) model = "cuda";  // the device's name needs the CUDA runtime headers; its index is in `device`
     nlohmann::json j = {{"torch", TORCH_VERSION},
-                        {"device", dev},
+                        {"device", d.str()},
                         {"device_model", model},
                         {"deterministic_algorithms", at::globalContext().deterministicAlgorithms()},
                         {"threads", at::get_num_threads()},
@@ -351,8 +403,8 @@ extern "C" int scout_replay_run(const char* request_json, const std::uint8_t* in
     Ctx c;
     c.config = req.at("config");
     c.slow = req.value("slow_factor", 1.0);
-    const std::string dev = req.value("device", "cpu");
-    c.dev = at::Device(dev);
+    c.dev = parse_device(req.value("device", "cpu"));
+    g_on_cuda = c.dev.is_cuda();
     c.in_p = decode(inputs, inputs_size);
     c.par_p = decode(params, params_size);
     for (const auto& p : c.in_p) c.in_t.push_back(p.name == "rng" ? to_tensor(p, at::kCPU) : to_tensor(p, c.dev));

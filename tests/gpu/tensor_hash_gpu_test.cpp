@@ -3,9 +3,12 @@
 // (or no CUDA in the build) exists.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -54,8 +57,68 @@ TEST_F(GpuTensorHash, MatchesCpuOnManySizesAndAlignments) {
   }
 }
 
+// Random dtypes, shapes (0-4 dims, empty ones too), byte offsets on the
+// device, and strided views: the GPU hash of a view's contiguous copy (what
+// the LibTorch module hashes for a non-contiguous CUDA tensor) equals the CPU
+// hash of the view itself (hash_strided). SCOUT_GPU_SEED reproduces a run.
+TEST_F(GpuTensorHash, RandomDtypesShapesAndStridesMatchCpu) {
+  const char* env = std::getenv("SCOUT_GPU_SEED");
+  const std::uint64_t seed = env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
+  std::printf("RandomDtypesShapesAndStridesMatchCpu seed %llu (SCOUT_GPU_SEED=%llu reproduces it)\n",
+              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const DType dtypes[] = {DType::f64, DType::f32, DType::f16, DType::bf16,    DType::i64,     DType::i32,
+                          DType::i16, DType::i8,  DType::u8,  DType::boolean, DType::f8_e4m3, DType::f8_e5m2,
+                          DType::u16, DType::u32, DType::u64, DType::c64,     DType::c128};
+  auto uni = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
+  for (int trial = 0; trial < 200; ++trial) {
+    const DType dtype = dtypes[uni(0, std::size(dtypes) - 1)];
+    const std::size_t es = dtype_size(dtype);
+    const int rank = static_cast<int>(uni(0, 4));
+    std::vector<std::int64_t> shape(static_cast<std::size_t>(rank));
+    for (auto& d : shape) d = uni(0, 9) == 0 ? uni(0, 1) : uni(1, trial % 20 == 0 ? 4096 : 64);
+    std::int64_t elems = std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>());
+    if (elems > (8 << 20)) continue;
+    // A strided view: the logical dims laid out in a random order of a larger storage, with a gap per dim.
+    std::vector<int> order(static_cast<std::size_t>(rank));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<std::int64_t> strides(static_cast<std::size_t>(rank));
+    std::int64_t extent = 1;
+    for (int k = rank - 1; k >= 0; --k) {
+      const int d = order[static_cast<std::size_t>(k)];
+      strides[static_cast<std::size_t>(d)] = extent;
+      extent *= shape[static_cast<std::size_t>(d)] + uni(0, 2);
+    }
+    const auto storage = seeded_bytes(static_cast<std::size_t>(std::max<std::int64_t>(extent, 1)) * es, rng());
+    const std::uint64_t cpu = hash_strided(dtype, shape, strides, storage.data(), 1);
+    // The contiguous copy, row-major.
+    std::vector<std::byte> dense(static_cast<std::size_t>(elems) * es);
+    std::vector<std::int64_t> idx(static_cast<std::size_t>(rank), 0);
+    for (std::int64_t i = 0; i < elems; ++i) {
+      std::int64_t off = 0;
+      for (int k = 0; k < rank; ++k) off += idx[static_cast<std::size_t>(k)] * strides[static_cast<std::size_t>(k)];
+      std::memcpy(dense.data() + static_cast<std::size_t>(i) * es, storage.data() + static_cast<std::size_t>(off) * es,
+                  es);
+      for (int k = rank - 1; k >= 0; --k) {
+        if (++idx[static_cast<std::size_t>(k)] < shape[static_cast<std::size_t>(k)]) break;
+        idx[static_cast<std::size_t>(k)] = 0;
+      }
+    }
+    ASSERT_EQ(hash_tensor(dtype, shape, dense), cpu) << "trial " << trial << ": CPU strided vs CPU contiguous";
+    const std::size_t offset = static_cast<std::size_t>(uni(0, 15));
+    auto gpu = gpu_hash_host_bytes(dtype, shape, dense, offset);
+    ASSERT_TRUE(gpu) << gpu.error().message();
+    EXPECT_EQ(*gpu, cpu) << "trial " << trial << " dtype " << dtype_name(dtype) << " rank " << rank << " elems "
+                         << elems << " offset " << offset;
+  }
+}
+
 TEST_F(GpuTensorHash, TestVectors) {
-  std::ifstream in(std::string(SCOUT_SOURCE_DIR) + "/schemas/tensor-hash-vectors.json");
+  // $SCOUT_SOURCE_DIR where the binary runs from another checkout (scripts/gpu-check.sh on a device machine).
+  const char* src = std::getenv("SCOUT_SOURCE_DIR");
+  std::ifstream in(std::string(src ? src : SCOUT_SOURCE_DIR) + "/schemas/tensor-hash-vectors.json");
   ASSERT_TRUE(in);
   const auto doc = nlohmann::json::parse(in);
   for (const auto& v : doc.at("vectors")) {
