@@ -47,21 +47,21 @@ class MultiNode(ScoutTestCase):
         self.assertNotIn("innocent", res["per_observer"], msg)
         return res, msg
 
-    def assert_store_host_gone(self, res, msg):
+    def assert_store_host_gone(self, res, msg, why):
         """Node 0 hosts torchrun's store: frozen, or behind a downed link, no observer can meet there. Each one
-        says so (exit 5, unavailable) within its timeout instead of hanging in a TCPStore call."""
+        says why in its verdict's notes and decides on its own node's evidence within its timeout (before:
+        a frozen store host held every observer in a TCPStore call past any timeout)."""
         for k, (rc, doc, err) in enumerate(res["results"]):
-            if res["per_observer"][k] in ("cut_off", "missed"):
-                continue  # node 0's own observer behind its downed link: alone, it names no one
-            self.assertEqual(rc, 5, f"observer {k}: {msg}")
-            self.assertNotEqual(rc, 124, msg)
+            self.assertIsNotNone(doc, f"observer {k} printed no verdict (exit {rc}): {msg}")
+            if k == 0 and why == "cannot reach":
+                continue  # node 0 itself reaches its own store, but no peer
+            notes = " ".join(doc["details"].get("transport", {}).get("notes", []))
+            self.assertIn(why, notes, f"observer {k}: {msg}")
 
     def test_frozen_node_is_named_by_every_observer(self):
         res, msg = self.case("freeze")
         if res["culprit"] == 0:  # the frozen agent holds the store's socket: it accepts and never answers
-            self.assert_store_host_gone(res, msg)
-            for rc, doc, err in res["results"]:
-                self.assertIn("answered neither", err, msg)
+            self.assert_store_host_gone(res, msg, "answered neither")
             return
         self.assertEqual(res["per_observer"], ["right"] * 3, msg)
         self.assertTrue(res["agree"], msg)
@@ -69,7 +69,7 @@ class MultiNode(ScoutTestCase):
     def test_node_behind_a_downed_link_is_named_unreachable(self):
         res, msg = self.case("link-down")
         if res["culprit"] == 0:
-            self.assert_store_host_gone(res, msg)
+            self.assert_store_host_gone(res, msg, "cannot reach")
             return
         for k, c in enumerate(res["per_observer"]):
             self.assertEqual(c, "cut_off" if k == res["culprit"] else "right", msg)
