@@ -58,13 +58,38 @@ def _pid_alive(pid):
         return True
 
 
-def _remove(tag, netns=None, freezers=None):
-    """Removes everything of run `tag`: its job cgroups (thawed, emptied), namespaces, bridge and state file."""
+AGENT_SLEEP = "100000000"  # the agents' `sleep` argument: how a stale agent is recognised
+
+
+def _kill_stale_agent(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return
+    if argv[:2] == [b"sleep", AGENT_SLEEP.encode()]:  # not a pid reused by something else
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _remove(tag, netns=None, freezers=None, agents=()):
+    """Removes everything of run `tag`: its job cgroups (thawed, emptied), its agents (each holds its node's
+    namespaces and so its veth: a deleted namespace name does not end them), namespaces, veths, bridge and
+    state file."""
     for d in freezers if freezers is not None else _glob_freezers(tag):
         _empty_cgroup(d)
+    for pid in agents:
+        _kill_stale_agent(pid)
     names = netns if netns is not None else [n for n in _netns_list() if n.startswith(f"{PREFIX}{tag}n")]
     for n in names:  # deleting a namespace removes its end of the veth, and so the pair
         _sh(["ip", "netns", "delete", n], check=False)
+    links = _sh(["ip", "-o", "link", "show"], check=False).stdout
+    for line in links.splitlines():  # host-side veth ends whose node end outlived its namespace's name
+        name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
+        if name.startswith(f"{PREFIX}{tag}h"):
+            _sh(["ip", "link", "delete", name], check=False)
     _sh(["ip", "link", "delete", f"{PREFIX}{tag}b"], check=False)
     try:
         os.unlink(os.path.join(STATE_DIR, f"{tag}.json"))
@@ -130,17 +155,42 @@ def clean_stale():
         tag = name[:-5]
         try:
             with open(os.path.join(STATE_DIR, name)) as f:
-                owner = int(json.load(f)["owner"])
-        except (OSError, ValueError, KeyError, TypeError):
-            owner = -1
+                state = json.load(f)
+            owner = int(state["owner"])
+            agents = [int(x) for x in state.get("agents", [])]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            owner, agents = -1, []
         if owner > 0 and _pid_alive(owner):
             live.add(tag)
         else:
-            _remove(tag)
+            _remove(tag, agents=agents)
+    owners = set()
+    for tag in live:
+        try:
+            with open(os.path.join(STATE_DIR, f"{tag}.json")) as f:
+                owners.add(int(json.load(f)["owner"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    for pid in os.listdir("/proc"):  # agents whose owner died before it wrote their pids
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid not in owners:
+                _kill_stale_agent(int(pid))
     tags = set()
     for n in _netns_list():
         if n.startswith(PREFIX) and "n" in n[len(PREFIX):]:
             tags.add(n[len(PREFIX):].rsplit("n", 1)[0])
+    for line in _sh(["ip", "-o", "link", "show"], check=False).stdout.splitlines():
+        name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
+        if name.startswith(PREFIX) and len(name) > len(PREFIX) + 6:
+            tags.add(name[len(PREFIX):len(PREFIX) + 6])
+    for d in os.listdir(FREEZER) if os.path.isdir(FREEZER) else []:
+        if d.startswith(PREFIX) and len(d) > len(PREFIX) + 6:
+            tags.add(d[len(PREFIX):len(PREFIX) + 6])
     for tag in tags - live:
         _remove(tag)
 
@@ -208,9 +258,7 @@ class NetnsNodes:
     # --- set-up and teardown ------------------------------------------------
     def __enter__(self):
         clean_stale()
-        os.makedirs(STATE_DIR, exist_ok=True)
-        with open(os.path.join(STATE_DIR, f"{self.tag}.json"), "w") as f:
-            json.dump({"owner": os.getpid(), "nodes": self.n}, f)
+        self._write_state()
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
                 self._old_handlers[sig] = signal.signal(sig, self._on_signal)
@@ -222,6 +270,13 @@ class NetnsNodes:
             self.__exit__(*sys.exc_info())
             raise
         return self
+
+    def _write_state(self):
+        os.makedirs(STATE_DIR, exist_ok=True)
+        path = os.path.join(STATE_DIR, f"{self.tag}.json")
+        with open(path + ".tmp", "w") as f:
+            json.dump({"owner": os.getpid(), "nodes": self.n, "agents": self.agents}, f)
+        os.replace(path + ".tmp", path)
 
     def _on_signal(self, signum, frame):
         raise _Interrupted(f"signal {signum}")
@@ -249,7 +304,7 @@ class NetnsNodes:
             _sh(inside + ["ip", "link", "set", "lo", "up"])
             os.makedirs(self.freezers[k], exist_ok=True)
             script = (f"mount -t tmpfs -o size=512m,mode=1777 tmpfs /dev/shm && mount --bind {hosts} /etc/hosts && "
-                      f"hostname {self.hostnames[k]} && echo ready && exec sleep 100000000")
+                      f"hostname {self.hostnames[k]} && echo ready && exec sleep {AGENT_SLEEP}")
             # nsenter --net, not `ip netns exec`: that remounts /sys for the namespace, which hides
             # /sys/fs/cgroup (the freezer, and the cpu cgroups `scout straggler` reads) inside the node.
             p = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", "unshare", "--mount", "--uts", "--propagation",
@@ -259,6 +314,7 @@ class NetnsNodes:
             if line.strip() != "ready":
                 raise RuntimeError(f"node {k}: agent did not start (exit {p.poll()})")
             self.agents.append(p.pid)
+            self._write_state()
         for k in range(self.n):
             _sh(self.enter(k) + ["true"])
 
