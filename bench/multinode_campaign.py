@@ -19,6 +19,7 @@ link, naming no one), unavailable (no verdict: e.g. the store's host is the
 culprit), and whether every observer (the cut-off one aside) agreed.
 
     python3 bench/multinode_campaign.py --size 3x2 --link-size 4x1 --runs 3 [--faults freeze,kill] [--seed S]
+        [--observer-store separate]
 Needs root, iproute2 and the torch 2.x venv; prints why not and exits 5 otherwise.
 """
 import argparse
@@ -55,6 +56,9 @@ def main():
     p.add_argument("--runs", type=int, default=3, help="runs per fault kind (default 3)")
     p.add_argument("--faults", default=",".join(mj.FAULTS + mj.CONTROLS))
     p.add_argument("--seed", type=int, help="base seed (run i of a kind uses seed + i)")
+    p.add_argument("--observer-store", choices=("torchrun", "separate"), default="torchrun",
+                   help="where the observers meet: torchrun's store on node 0 (default), or a TCPStore on one more "
+                        "node that runs no job (a control-plane store: a fault of node 0 leaves it up)")
     a = p.parse_args()
     faults = [f for f in a.faults.split(",") if f]
     for f in faults:
@@ -68,7 +72,7 @@ def main():
         return 5
     base = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 30)
     print(f"multinode_campaign: base seed {base}; hang faults on {a.size[0]}x{a.size[1]}, rate-limit on "
-          f"{a.link_size[0]}x{a.link_size[1]}; netem {'present' if netns_nodes.netem_available() else 'absent (tbf)'}; "
+          f"{a.link_size[0]}x{a.link_size[1]}; observers' store: {a.observer_store}; netem {'present' if netns_nodes.netem_available() else 'absent (tbf)'}; "
           f"load {os.getloadavg()[0]:.1f}", flush=True)
     table = collections.OrderedDict()
     t_all = time.monotonic()
@@ -80,7 +84,8 @@ def main():
             seed = base + i
             t0 = time.monotonic()
             try:
-                res = mj.run_case(netns_nodes.NetnsNodes, n, r, f, seed, out=sys.stdout)
+                res = mj.run_case(netns_nodes.NetnsNodes, n, r, f, seed, out=sys.stdout,
+                                  observer_store=a.observer_store)
             except Exception as e:  # a run that could not be made is reported, not a verdict
                 print(f"  {f} seed {seed}: run failed: {type(e).__name__}: {e}", flush=True)
                 row["errors"] += 1

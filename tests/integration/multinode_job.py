@@ -33,18 +33,33 @@ CONTROLS = ("none-hang", "none-straggler")  # no fault: probe-hang / straggler o
 
 
 class MultinodeJob:
-    def __init__(self, nodes, ranks_per_node=2, tp=1, trainer_args=(), job=None, token=None, pg_timeout=600):
+    def __init__(self, nodes, ranks_per_node=2, tp=1, trainer_args=(), job=None, token=None, pg_timeout=600,
+                 observer_store="torchrun"):
+        """observer_store "torchrun": the observers join torchrun's store on node 0; "separate": the last node
+        of `nodes` runs no job and hosts a plain TCPStore for them (a control-plane store)."""
+        if observer_store not in ("torchrun", "separate"):
+            raise ValueError(observer_store)
         self.python = th.require_python("2")
         self.nodes, self.r, self.tp = nodes, ranks_per_node, tp
-        self.world = nodes.n * ranks_per_node
+        self.observer_store = observer_store
+        self.jn = nodes.n - 1 if observer_store == "separate" else nodes.n  # the job's nodes
+        self.world = self.jn * ranks_per_node
+        self.store_proc = None
         self.job = job or f"mn-{nodes.tag}-{random.SystemRandom().randrange(1 << 20):x}"
         self.token = token or f"{random.SystemRandom().randrange(1 << 64):016x}"
         self.port = 29400 + random.SystemRandom().randrange(500)  # each node's namespace is fresh: nothing holds it
         self.trainer_args, self.pg_timeout = list(trainer_args), pg_timeout
         self.procs, self.logs = [], []
         self.logdir = nodes.tmp
-        print(f"multinode_job: job={self.job} nodes={nodes.n} ranks_per_node={ranks_per_node} tp={tp} "
-              f"store=tcp://{self.store_host}:{self.port}", file=sys.stderr, flush=True)
+        print(f"multinode_job: job={self.job} nodes={self.jn} ranks_per_node={ranks_per_node} tp={tp} "
+              f"rendezvous=tcp://{self.store_host}:{self.port} observers' store={self.observer_store_uri}",
+              file=sys.stderr, flush=True)
+
+    @property
+    def observer_store_uri(self):
+        if self.observer_store == "separate":
+            return f"tcp://{self.nodes.hostnames[self.jn]}:{self.port + 1}"
+        return f"tcp://{self.store_host}:{self.port}"
 
     @property
     def store_host(self):
@@ -63,8 +78,15 @@ class MultinodeJob:
         return env
 
     def start(self):
-        for k in range(self.nodes.n):
-            cmd = [self.python, "-m", "torch.distributed.run", "--nnodes", str(self.nodes.n), "--nproc-per-node",
+        if self.observer_store == "separate":
+            serve = ("import sys, time, torch.distributed as d; s = d.TCPStore('0.0.0.0', int(sys.argv[1]), "
+                     "is_master=True, wait_for_workers=False); print('ready', flush=True); time.sleep(1e8)")
+            self.store_proc = self.nodes.popen(self.jn, [self.python, "-c", serve, str(self.port + 1)], job=True,
+                                               stdout=subprocess.PIPE, text=True)
+            if self.store_proc.stdout.readline().strip() != "ready":
+                raise RuntimeError("the observers' store did not start")
+        for k in range(self.jn):
+            cmd = [self.python, "-m", "torch.distributed.run", "--nnodes", str(self.jn), "--nproc-per-node",
                    str(self.r), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{self.store_host}:{self.port}",
                    "--rdzv-id", self.job, "--rdzv-conf", "join_timeout=300", "--max-restarts", "0",
                    "--monitor-interval", "1", "-m", "scout_publisher", TRAINER, "--tp", str(self.tp),
@@ -91,7 +113,7 @@ class MultinodeJob:
         return out
 
     def all_records(self):
-        return [self.records(k) for k in range(self.nodes.n)]
+        return [self.records(k) for k in range(self.jn)]
 
     def rank_nodes(self):
         """rank -> node index, from where each record lives."""
@@ -115,7 +137,7 @@ class MultinodeJob:
 
     def wait_silent(self, quiet_s=3.0, timeout=120, nodes=None):
         """Until no record of `nodes` (default all) advanced for quiet_s seconds."""
-        nodes = range(self.nodes.n) if nodes is None else nodes
+        nodes = range(self.jn) if nodes is None else nodes
         deadline = time.monotonic() + timeout
         last, since = None, time.monotonic()
         while time.monotonic() < deadline:
@@ -136,11 +158,11 @@ class MultinodeJob:
     def observe(self, command, args=(), timeout_s=40, nodes=None):
         """Runs `scout COMMAND --job J --nodes N --node-index k --store tcp://node0:PORT ARGS` in every node
         at once; returns [(rc, verdict JSON or None, stderr)] by node."""
-        nodes = list(range(self.nodes.n)) if nodes is None else nodes
+        nodes = list(range(self.jn)) if nodes is None else nodes
 
         def one(k):
-            cmd = [th.SCOUT_BIN, command, "--job", self.job, "--nodes", str(self.nodes.n), "--node-index", str(k),
-                   "--store", f"tcp://{self.store_host}:{self.port}", "--format", "json", *args]
+            cmd = [th.SCOUT_BIN, command, "--job", self.job, "--nodes", str(self.jn), "--node-index", str(k),
+                   "--store", self.observer_store_uri, "--format", "json", *args]
             env = dict(os.environ, SCOUT_JOB_TOKEN=self.token)
             try:
                 p = self.nodes.run(k, cmd, timeout=timeout_s + 60, env=env)
@@ -165,6 +187,12 @@ class MultinodeJob:
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 print(f"multinode_job: torchrun pid {p.pid} did not end", file=sys.stderr)
+        if self.store_proc is not None:
+            try:
+                self.store_proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                pass
+            self.store_proc.stdout.close()
         for log in self.logs:
             log.close()
 
@@ -251,7 +279,7 @@ RATES = ("8mbit", "16mbit", "32mbit")  # drawn per run; 64 KiB calls at 32 Mbit/
 GROUP_NUMEL = 16384  # 64 KiB per tp / dp all-reduce: at 1 MB/s its node's groups take 60+ ms a call
 
 
-def run_case(nodes_cls, n, r, fault, seed, out=sys.stderr):
+def run_case(nodes_cls, n, r, fault, seed, out=sys.stderr, observer_store="torchrun"):
     """One run: n nodes x r ranks, `fault` on a node (and moment) drawn from `seed`; every node's observer
     decides; returns a dict (fault, seed, culprit, per-observer classes, agree, verdict summaries)."""
     rng = random.Random(seed)
@@ -267,7 +295,9 @@ def run_case(nodes_cls, n, r, fault, seed, out=sys.stderr):
         trainer_args += ["--group-numel", str(GROUP_NUMEL)]
     print(f"multinode: fault={fault} seed={seed} nodes={n} ranks_per_node={r} culprit_node={culprit} "
           f"pause={pause:.2f}" + (f" rate={rate}" if fault == "rate-limit" else ""), file=out, flush=True)
-    with nodes_cls(n) as nodes, MultinodeJob(nodes, ranks_per_node=r, tp=tp, trainer_args=trainer_args) as job:
+    extra = 1 if observer_store == "separate" else 0
+    with nodes_cls(n + extra) as nodes, MultinodeJob(nodes, ranks_per_node=r, tp=tp, trainer_args=trainer_args,
+                                                     observer_store=observer_store) as job:
         job.start()
         job.wait_training()
         time.sleep(pause)
@@ -290,7 +320,7 @@ def run_case(nodes_cls, n, r, fault, seed, out=sys.stderr):
             if fault != "none-hang":  # a clean job keeps training: probed while it runs
                 job.wait_silent(quiet_s=3.0)
             results = job.observe("probe-hang", ["--threshold", "2", "--timeout", "30"], timeout_s=30)
-        per, agree = judge(results, culprit, rank_nodes, nodes.hostnames, fault)
+        per, agree = judge(results, culprit, rank_nodes, nodes.hostnames[:n], fault)
         summaries = []
         for k, (rc, doc, err) in enumerate(results):
             if doc is None:
@@ -299,6 +329,7 @@ def run_case(nodes_cls, n, r, fault, seed, out=sys.stderr):
                 sus = [(s.get("rank"), s.get("node"), s.get("reason")) for s in doc.get("suspects", [])]
                 summaries.append(f"node {k}: exit {rc} {doc.get('status')} suspects={sus} :: {doc.get('summary')}")
         return {"fault": fault, "seed": seed, "nodes": n, "ranks_per_node": r, "culprit": culprit,
+                "observer_store": observer_store,
                 "per_observer": per, "agree": agree, "summaries": summaries, "rank_nodes": rank_nodes,
                 "results": results}
 
@@ -311,13 +342,14 @@ def main():
     p.add_argument("--ranks-per-node", type=int, default=2)
     p.add_argument("--fault", choices=FAULTS + CONTROLS, required=True)
     p.add_argument("--seed", type=int)
+    p.add_argument("--observer-store", choices=("torchrun", "separate"), default="torchrun")
     a = p.parse_args()
     why = unavailable()
     if why:
         print(f"multinode_job: {why}", file=sys.stderr)
         return 5
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 31)
-    res = run_case(NetnsNodes, a.nodes, a.ranks_per_node, a.fault, seed)
+    res = run_case(NetnsNodes, a.nodes, a.ranks_per_node, a.fault, seed, observer_store=a.observer_store)
     for line in res["summaries"]:
         print(line)
     print("per observer:", res["per_observer"], "agree:", res["agree"], "culprit:", res["culprit"],
