@@ -6,6 +6,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+
+#include "lib/transport/tcp_store_dialect.hpp"
+
 namespace scout::session {
 
 std::string host_name() {
@@ -42,7 +46,20 @@ Result<JoinedStore> join_store(const std::string& job, const std::optional<trans
   JoinedStore out;
   out.uri = store ? *store : transport::default_store_uri(job);
   const bool tcp = out.uri.kind == transport::StoreUri::Kind::tcp;
-  const bool try_host = tcp && (host == HostStore::always || (host == HostStore::auto_observer0 && member == 0));
+  bool try_host = tcp && (host == HostStore::always || (host == HostStore::auto_observer0 && member == 0));
+  if (try_host && host == HostStore::auto_observer0) {
+    // A store that already answers there (torchrun's agent on this node, a trainer's) is joined
+    // without trying to host it: hosting loads the default LibTorch module first (1.13's), which then
+    // cannot speak to a torch 2.x store, and observer 0 of a torchrun job went on alone. Nothing
+    // listening is refused at once, so hosting a new store costs no wait here.
+    using namespace std::chrono_literals;
+    auto d = transport::probe_store_dialect(out.uri.host, out.uri.port,
+                                            std::min<std::chrono::milliseconds>(timeout, 1500ms));
+    if (d != transport::StoreDialect::unknown) {
+      spdlog::info("{} already answers ({}): joining it", out.uri.text, transport::store_dialect_name(d));
+      try_host = false;
+    }
+  }
   auto opened = transport::open_store(out.uri, try_host, timeout);
   if (!opened && try_host && host == HostStore::auto_observer0) {
     // Someone (the launcher, or a store-host observer) already serves it: join.

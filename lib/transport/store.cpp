@@ -257,11 +257,27 @@ Result<std::unique_ptr<KeyValueStore>> open_store(const StoreUri& uri, bool host
   if (!host_server) {
     using std::chrono::milliseconds;
     dialect = probe_store_dialect(uri.host, uri.port, std::min(timeout, milliseconds(1500)));
+    auto waited = std::min(timeout, milliseconds(1500));
+    if (dialect == StoreDialect::silent) {  // once more, longer: a server on a loaded host may be slow
+      waited = std::min(timeout, milliseconds(5000));
+      dialect = probe_store_dialect(uri.host, uri.port, waited);
+    }
     spdlog::debug("store {} speaks the TCPStore protocol of {}", uri.text, store_dialect_name(dialect));
+    if (dialect == StoreDialect::silent)
+      // Either torch's client would block in its first reply's recv, past every timeout of ours
+      // (measured: torch 1.13's add() on a SIGSTOPped 2.x server, probe-hang --timeout 5 still there at 120 s).
+      return unavailable_error(
+          fmt::format("the store {} accepted a connection but answered neither torch 1.x's nor 2.x's TCPStore "
+                      "protocol within {} ms",
+                      uri.text, waited.count()),
+          "the process that hosts it is not running (stopped, in a frozen cgroup, under a debugger) or is no "
+          "TCPStore",
+          "check the process that hosts the store (torchrun's agent on that node), or give --store a store "
+          "hosted elsewhere (--store-host on a healthy node, or file://DIR)");
     if (dialect != StoreDialect::unknown) prefer_torch_module(dialect == StoreDialect::torch1 ? 1 : 2);
   }
   auto abi = load_tcp_abi();
-  if (abi && dialect != StoreDialect::unknown) {
+  if (abi && (dialect == StoreDialect::torch1 || dialect == StoreDialect::torch2)) {
     const auto version = torch_module_version();
     const char want = dialect == StoreDialect::torch1 ? '1' : '2';
     if (!version.empty() && version.front() != want)

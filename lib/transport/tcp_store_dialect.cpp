@@ -19,6 +19,8 @@ std::string_view store_dialect_name(StoreDialect d) {
       return "torch 1.x";
     case StoreDialect::torch2:
       return "torch 2.x";
+    case StoreDialect::silent:
+      return "none (connected, no answer)";
     case StoreDialect::unknown:
       break;
   }
@@ -78,11 +80,18 @@ bool send_all(int fd, const unsigned char* data, std::size_t n, Clock::time_poin
   return true;
 }
 
-// Reads exactly n bytes by the deadline; false on timeout, EOF or error.
-bool recv_exact(int fd, unsigned char* out, std::size_t n, Clock::time_point deadline) {
+// What one probe saw: its reply, nothing by its deadline on a connected socket, or anything else
+// (no connection, a reset, an end of stream, a wrong reply).
+enum class Outcome { answered, silent, failed };
+
+// Reads exactly n bytes by the deadline; false on timeout, EOF or error (*timed_out says which).
+bool recv_exact(int fd, unsigned char* out, std::size_t n, Clock::time_point deadline, bool* timed_out) {
+  *timed_out = false;
   while (n > 0) {
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, remaining_ms(deadline)) != 1) return false;
+    int ready = ::poll(&p, 1, remaining_ms(deadline));
+    if (ready == 0) *timed_out = true;
+    if (ready != 1) return false;
     ssize_t r = ::recv(fd, out, n, 0);
     if (r == 0) return false;
     if (r < 0) {
@@ -96,22 +105,23 @@ bool recv_exact(int fd, unsigned char* out, std::size_t n, Clock::time_point dea
 }
 
 // torch 1.13's query numbers start at SET = 0: GETNUMKEYS is 6, answered by an int64.
-bool answers_as_torch1(const std::string& host, std::uint16_t port, std::chrono::milliseconds wait) {
+Outcome answers_as_torch1(const std::string& host, std::uint16_t port, std::chrono::milliseconds wait) {
   const auto deadline = Clock::now() + wait;
   int fd = connect_by(host, port, deadline);
-  if (fd < 0) return false;
+  if (fd < 0) return Outcome::failed;
   const unsigned char query[] = {6};
   unsigned char reply[8];
-  bool ok = send_all(fd, query, sizeof query, deadline) && recv_exact(fd, reply, sizeof reply, deadline);
+  bool timed_out = false;
+  bool ok = send_all(fd, query, sizeof query, deadline) && recv_exact(fd, reply, sizeof reply, deadline, &timed_out);
   ::close(fd);
-  return ok;
+  return ok ? Outcome::answered : timed_out ? Outcome::silent : Outcome::failed;
 }
 
 // torch 2.x: VALIDATE (0) with the magic number, then PING (13) with a nonce it echoes.
-bool answers_as_torch2(const std::string& host, std::uint16_t port, std::chrono::milliseconds wait) {
+Outcome answers_as_torch2(const std::string& host, std::uint16_t port, std::chrono::milliseconds wait) {
   const auto deadline = Clock::now() + wait;
   int fd = connect_by(host, port, deadline);
-  if (fd < 0) return false;
+  if (fd < 0) return Outcome::failed;
   std::uint32_t nonce = std::random_device{}() | 1u;
   const std::uint32_t magic = 0x3C85F7CEu;
   unsigned char msg[10];
@@ -120,10 +130,11 @@ bool answers_as_torch2(const std::string& host, std::uint16_t port, std::chrono:
   msg[5] = 13;
   std::memcpy(msg + 6, &nonce, 4);
   unsigned char reply[4];
-  bool ok = send_all(fd, msg, sizeof msg, deadline) && recv_exact(fd, reply, sizeof reply, deadline) &&
-            std::memcmp(reply, &nonce, 4) == 0;
+  bool timed_out = false;
+  bool got = send_all(fd, msg, sizeof msg, deadline) && recv_exact(fd, reply, sizeof reply, deadline, &timed_out);
   ::close(fd);
-  return ok;
+  if (got) return std::memcmp(reply, &nonce, 4) == 0 ? Outcome::answered : Outcome::failed;
+  return timed_out ? Outcome::silent : Outcome::failed;
 }
 
 }  // namespace
@@ -133,9 +144,13 @@ StoreDialect probe_store_dialect(const std::string& host, std::uint16_t port, st
   // wait is what probing a 2.x store costs. Past it the 2.x handshake is sent, which a slow
   // 1.13 server resets (what a 2.x client does to it anyway): unknown, the default module.
   using std::chrono::milliseconds;
-  if (answers_as_torch1(host, port, std::min(wait, milliseconds(500)))) return StoreDialect::torch1;
-  if (answers_as_torch2(host, port, wait)) return StoreDialect::torch2;
-  return StoreDialect::unknown;
+  // Silent only when both probes connected and waited out their time: a server that resets or
+  // closes either is a server that runs (unknown, as before).
+  const Outcome one = answers_as_torch1(host, port, std::min(wait, milliseconds(500)));
+  if (one == Outcome::answered) return StoreDialect::torch1;
+  const Outcome two = answers_as_torch2(host, port, wait);
+  if (two == Outcome::answered) return StoreDialect::torch2;
+  return one == Outcome::silent && two == Outcome::silent ? StoreDialect::silent : StoreDialect::unknown;
 }
 
 }  // namespace scout::transport

@@ -19,13 +19,17 @@
 
 namespace scout::transport {
 
-enum class StoreDialect { unknown, torch1, torch2 };
+// silent: both probes connected (something listens there) and neither got a reply or an end of
+// stream by its wait: the process that holds the listening socket does not run (SIGSTOP, a frozen
+// cgroup, a debugger) or is no TCPStore that answers. A client of either torch would block there.
+enum class StoreDialect { unknown, torch1, torch2, silent };
 
 std::string_view store_dialect_name(StoreDialect d);
 
 // Probes the server at host:port; the first step waits at most min(`wait`,
 // 500 ms), the second at most `wait`. Never
-// throws; `unknown` when the server cannot be reached or answers neither way.
+// throws; `unknown` when the server cannot be reached or answers neither way, `silent` when both
+// probes connected and waited out their time with no reply.
 StoreDialect probe_store_dialect(const std::string& host, std::uint16_t port, std::chrono::milliseconds wait);
 
 }  // namespace scout::transport

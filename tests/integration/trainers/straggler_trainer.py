@@ -11,6 +11,7 @@ and SCOUT_JOB set (tests/integration/test_straggler.py does). Each step:
   tp        with --tp T > 1: one all_reduce in the rank's tensor-parallel
             group (ranks r - r % T .. + T - 1) and one in its data-parallel
             group (ranks with the same r % T); SCOUT_MESH is dp=W/T,tp=T;
+            (--group-numel N: N floats each, default 4; a slow link shows on large ones)
   world     an all_reduce of the loss over the world.
 
 Slowdowns (as degraded hardware would):
@@ -46,6 +47,7 @@ def main(argv=None):
                    help="calibrate --work on rank 0 to about this many ms (broadcast to every rank), so the fixed work "
                         "dominates the step on any torch")
     p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--group-numel", type=int, default=4)
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--slow-factor", type=float, default=1.0)
     p.add_argument("--slow-at", choices=("each", "end"), default="each")
@@ -149,7 +151,7 @@ def main(argv=None):
         opt.zero_grad()
         burn(factor, started)
         if tp_group is not None:
-            t = torch.ones(4)
+            t = torch.ones(a.group_numel)
             if in_slow_group and slow_group == list(range(rank - rank % a.tp, rank - rank % a.tp + a.tp)):
                 scout_publisher.set_after_enter_hook(delay_inside)
             dist.all_reduce(t, group=tp_group)

@@ -1,0 +1,114 @@
+"""Multi-node fault campaign on one machine: real torch 2.x jobs on namespace
+nodes (tests/integration/netns_nodes.py, multinode_job.py: a network, mount
+and UTS namespace per node, one torchrun per node with a c10d rendezvous on
+node 0, workers under `python -m scout_publisher`, gloo across the nodes'
+veths, one scout observer per node joining torchrun's store).
+
+Per fault kind, runs at random (culprit node, moment and rate drawn from each
+run's seed, printed; `--seed S --runs 1 --faults F` reproduces one run):
+  link-down   the culprit node's veth down (both ends): probe-hang
+  freeze      every process of its job frozen (cgroup v1 freezer): probe-hang
+  kill        every process of its job SIGKILLed: probe-hang
+  rate-limit  its link limited by tc tbf to 8, 16 or 32 Mbit/s (the kernel here has no
+              netem, so no delay), in a layout where its slow groups meet in it only
+              (multinode_job.link_layout): straggler
+  none-hang, none-straggler   controls: no fault, nothing may be named
+Every observer's verdict is classed (multinode_job.judge): right, innocent,
+wrong_reason, missed, cut_off (the culprit's own observer behind its downed
+link, naming no one), unavailable (no verdict: e.g. the store's host is the
+culprit), and whether every observer (the cut-off one aside) agreed.
+
+    python3 bench/multinode_campaign.py --size 3x2 --link-size 4x1 --runs 3 [--faults freeze,kill] [--seed S]
+        [--observer-store separate]
+Needs root, iproute2 and the torch 2.x venv; prints why not and exits 5 otherwise.
+"""
+import argparse
+import collections
+import os
+import random
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+
+import multinode_job as mj  # noqa: E402
+import netns_nodes  # noqa: E402
+
+CLASSES = ("right", "innocent", "wrong_reason", "missed", "cut_off", "unavailable", "clean")
+
+
+def size(text):
+    try:
+        n, r = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NODESxRANKS, e.g. 3x2") from None
+    if not (2 <= n <= 8 and 1 <= r <= 4):
+        raise argparse.ArgumentTypeError(f"{text}: 2 to 8 nodes, 1 to 4 ranks a node")
+    return n, r
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--size", type=size, default=(3, 2), help="nodes x ranks for the hang faults (default 3x2)")
+    p.add_argument("--link-size", type=size, default=(4, 1),
+                   help="nodes x ranks for rate-limit (a layout must exist: 4x1, 6xR, 8x1; default 4x1)")
+    p.add_argument("--runs", type=int, default=3, help="runs per fault kind (default 3)")
+    p.add_argument("--faults", default=",".join(mj.FAULTS + mj.CONTROLS))
+    p.add_argument("--seed", type=int, help="base seed (run i of a kind uses seed + i)")
+    p.add_argument("--observer-store", choices=("torchrun", "separate"), default="torchrun",
+                   help="where the observers meet: torchrun's store on node 0 (default), or a TCPStore on one more "
+                        "node that runs no job (a control-plane store: a fault of node 0 leaves it up)")
+    a = p.parse_args()
+    faults = [f for f in a.faults.split(",") if f]
+    for f in faults:
+        if f not in mj.FAULTS + mj.CONTROLS:
+            p.error(f"unknown fault {f!r}: {', '.join(mj.FAULTS + mj.CONTROLS)}")
+    if mj.link_layout(*a.link_size) is None:
+        p.error(f"--link-size {a.link_size[0]}x{a.link_size[1]}: no layout (see multinode_job.link_layout)")
+    why = netns_nodes.unavailable()
+    if why:
+        print(f"multinode_campaign: namespace nodes unavailable: {why}", file=sys.stderr)
+        return 5
+    base = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 30)
+    print(f"multinode_campaign: base seed {base}; hang faults on {a.size[0]}x{a.size[1]}, rate-limit on "
+          f"{a.link_size[0]}x{a.link_size[1]}; observers' store: {a.observer_store}; netem {'present' if netns_nodes.netem_available() else 'absent (tbf)'}; "
+          f"load {os.getloadavg()[0]:.1f}", flush=True)
+    table = collections.OrderedDict()
+    t_all = time.monotonic()
+    for f in faults:
+        n, r = a.link_size if f in ("rate-limit", "none-straggler") else a.size
+        row = table.setdefault(f, {"runs": 0, "agree": 0, "seeds": [], **{c: 0 for c in CLASSES}, "errors": 0,
+                                   "size": f"{n}x{r}"})
+        for i in range(a.runs):
+            seed = base + i
+            t0 = time.monotonic()
+            try:
+                res = mj.run_case(netns_nodes.NetnsNodes, n, r, f, seed, out=sys.stdout,
+                                  observer_store=a.observer_store)
+            except Exception as e:  # a run that could not be made is reported, not a verdict
+                print(f"  {f} seed {seed}: run failed: {type(e).__name__}: {e}", flush=True)
+                row["errors"] += 1
+                row["seeds"].append(seed)
+                continue
+            row["runs"] += 1
+            row["seeds"].append(seed)
+            row["agree"] += 1 if res["agree"] else 0
+            for c in res["per_observer"]:
+                row[c] += 1
+            print(f"  {f} seed {seed} culprit node {res['culprit']}: {res['per_observer']} agree={res['agree']} "
+                  f"({time.monotonic() - t0:.0f} s, load {os.getloadavg()[0]:.1f})", flush=True)
+            for line in res["summaries"]:
+                print(f"    {line}", flush=True)
+    print(f"\nmultinode_campaign: base seed {base}, {time.monotonic() - t_all:.0f} s; counts are observers' "
+          f"verdicts (a run has one per node), agree counts runs")
+    cols = ("size", "runs", "agree") + CLASSES + ("errors",)
+    print("| fault | " + " | ".join(cols) + " | seeds |")
+    print("|---" * (len(cols) + 2) + "|")
+    for f, row in table.items():
+        print(f"| {f} | " + " | ".join(str(row[c]) for c in cols) + f" | {','.join(map(str, row['seeds']))} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

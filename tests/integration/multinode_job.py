@@ -1,0 +1,361 @@
+"""A real multi-node torch 2.x job on namespace nodes (netns_nodes.NetnsNodes):
+one torchrun per node (`--nnodes N --nproc-per-node R --rdzv-backend c10d
+--rdzv-endpoint node0:PORT`, node 0's agent hosts the rendezvous TCPStore),
+every worker under `python -m scout_publisher` (trainers/straggler_trainer.py,
+gloo on CPU over the nodes' veths), and one scout observer per node inside
+that node (its own /dev/shm, address and host name), all joining tcp://node0:PORT
+(torchrun's store while it lives; observer 0 hosts one there once it is gone).
+
+    with NetnsNodes(3) as nodes, MultinodeJob(nodes, ranks_per_node=2) as job:
+        job.start(); job.wait_training()
+        nodes.freeze(1); job.wait_silent()
+        docs = job.observe("probe-hang", ["--threshold", "2"])   # [(rc, verdict JSON or None, stderr)] per node
+
+Faults and their expected culprit are in FAULTS / judge(): the verdicts are
+compared with the culprit node only after they are made.
+"""
+import concurrent.futures
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+import trainer_harness as th
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRAINER = os.path.join(HERE, "trainers", "straggler_trainer.py")
+
+# hang faults (probe-hang) and the link straggler (straggler)
+FAULTS = ("link-down", "freeze", "kill", "rate-limit")
+CONTROLS = ("none-hang", "none-straggler")  # no fault: probe-hang / straggler on a clean job name no one
+
+
+class MultinodeJob:
+    def __init__(self, nodes, ranks_per_node=2, tp=1, trainer_args=(), job=None, token=None, pg_timeout=600,
+                 observer_store="torchrun"):
+        """observer_store "torchrun": the observers join torchrun's store on node 0; "separate": the last node
+        of `nodes` runs no job and hosts a plain TCPStore for them (a control-plane store)."""
+        if observer_store not in ("torchrun", "separate"):
+            raise ValueError(observer_store)
+        self.python = th.require_python("2")
+        self.nodes, self.r, self.tp = nodes, ranks_per_node, tp
+        self.observer_store = observer_store
+        self.jn = nodes.n - 1 if observer_store == "separate" else nodes.n  # the job's nodes
+        self.world = self.jn * ranks_per_node
+        self.store_proc = None
+        self.job = job or f"mn-{nodes.tag}-{random.SystemRandom().randrange(1 << 20):x}"
+        self.token = token or f"{random.SystemRandom().randrange(1 << 64):016x}"
+        self.port = 29400 + random.SystemRandom().randrange(500)  # each node's namespace is fresh: nothing holds it
+        self.trainer_args, self.pg_timeout = list(trainer_args), pg_timeout
+        self.procs, self.logs = [], []
+        self.logdir = nodes.tmp
+        print(f"multinode_job: job={self.job} nodes={self.jn} ranks_per_node={ranks_per_node} tp={tp} "
+              f"rendezvous=tcp://{self.store_host}:{self.port} observers' store={self.observer_store_uri}",
+              file=sys.stderr, flush=True)
+
+    @property
+    def observer_store_uri(self):
+        if self.observer_store == "separate":
+            return f"tcp://{self.nodes.hostnames[self.jn]}:{self.port + 1}"
+        return f"tcp://{self.store_host}:{self.port}"
+
+    @property
+    def store_host(self):
+        return self.nodes.hostnames[0]
+
+    def env(self):
+        env = dict(os.environ)
+        for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+            env.pop(k, None)
+        env.update({"SCOUT_JOB": self.job, "SCOUT_PUBLISHER_LIB": th.PUBLISHER_LIB, "OMP_NUM_THREADS": "1",
+                    "PYTHONUNBUFFERED": "1", "GLOO_SOCKET_IFNAME": "scv0", "SCOUT_JOB_TOKEN": self.token,
+                    "PYTHONPATH": os.pathsep.join([th.PYTHON_DIR] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH")
+                                                                      else []))})
+        if self.tp > 1:
+            env["SCOUT_MESH"] = f"dp={self.world // self.tp},tp={self.tp}"
+        return env
+
+    def start(self):
+        if self.observer_store == "separate":
+            serve = ("import sys, time, torch.distributed as d; s = d.TCPStore('0.0.0.0', int(sys.argv[1]), "
+                     "is_master=True, wait_for_workers=False); print('ready', flush=True); time.sleep(1e8)")
+            self.store_proc = self.nodes.popen(self.jn, [self.python, "-c", serve, str(self.port + 1)], job=True,
+                                               stdout=subprocess.PIPE, text=True)
+            if self.store_proc.stdout.readline().strip() != "ready":
+                raise RuntimeError("the observers' store did not start")
+        for k in range(self.jn):
+            cmd = [self.python, "-m", "torch.distributed.run", "--nnodes", str(self.jn), "--nproc-per-node",
+                   str(self.r), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{self.store_host}:{self.port}",
+                   "--rdzv-id", self.job, "--rdzv-conf", "join_timeout=300", "--max-restarts", "0",
+                   "--monitor-interval", "1", "-m", "scout_publisher", TRAINER, "--tp", str(self.tp),
+                   "--pg-timeout", str(self.pg_timeout), *self.trainer_args]
+            log = open(os.path.join(self.logdir, f"torchrun{k}.log"), "w")
+            self.logs.append(log)
+            self.procs.append(self.nodes.popen(k, cmd, job=True, env=self.env(), stdout=log,
+                                               stderr=subprocess.STDOUT))
+        return self
+
+    def log(self, k):
+        with open(os.path.join(self.logdir, f"torchrun{k}.log")) as f:
+            return f.read()
+
+    def records(self, k):
+        """Node k's records of the job (`scout records list` inside node k): rank -> entry."""
+        p = self.nodes.run(k, [th.SCOUT_BIN, "records", "list", "--job", self.job, "--format", "json"], timeout=30)
+        if p.returncode != 0:
+            raise RuntimeError(f"node {k}: scout records list failed ({p.returncode}): {p.stderr}")
+        out = {}
+        for r in json.loads(p.stdout)["details"]["records"]:
+            if r["record"] is not None:
+                out[r["record"]["rank"]] = r
+        return out
+
+    def all_records(self):
+        return [self.records(k) for k in range(self.jn)]
+
+    def rank_nodes(self):
+        """rank -> node index, from where each record lives."""
+        out = {}
+        for k, recs in enumerate(self.all_records()):
+            for rank in recs:
+                out[rank] = k
+        return out
+
+    def wait_training(self, min_step=3, timeout=300):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for k, p in enumerate(self.procs):
+                if p.poll() is not None:
+                    raise RuntimeError(f"node {k}: torchrun exited {p.returncode}:\n{self.log(k)[-3000:]}")
+            recs = self.all_records()
+            if all(len(r) == self.r for r in recs) and min(x["record"]["step"] for r in recs for x in r.values()) >= min_step:
+                return recs
+            time.sleep(0.5)
+        raise TimeoutError(f"job {self.job} did not train in {timeout} s; logs in {self.logdir}")
+
+    def wait_silent(self, quiet_s=3.0, timeout=120, nodes=None):
+        """Until no record of `nodes` (default all) advanced for quiet_s seconds."""
+        nodes = range(self.jn) if nodes is None else nodes
+        deadline = time.monotonic() + timeout
+        last, since = None, time.monotonic()
+        while time.monotonic() < deadline:
+            sig = []
+            for k in nodes:
+                try:
+                    sig.append(tuple(sorted((rank, r["record"]["step"], r["record"]["op_seq"],
+                                             r["record"]["collective_state"]) for rank, r in self.records(k).items())))
+                except (RuntimeError, subprocess.TimeoutExpired):
+                    sig.append(None)  # a frozen node's records are still readable; this is a scout failure
+            if sig != last:
+                last, since = sig, time.monotonic()
+            elif time.monotonic() - since >= quiet_s:
+                return
+            time.sleep(0.3)
+        raise TimeoutError(f"records of job {self.job} did not go silent in {timeout} s")
+
+    def observe(self, command, args=(), timeout_s=40, nodes=None):
+        """Runs `scout COMMAND --job J --nodes N --node-index k --store tcp://node0:PORT ARGS` in every node
+        at once; returns [(rc, verdict JSON or None, stderr)] by node."""
+        nodes = list(range(self.jn)) if nodes is None else nodes
+
+        def one(k):
+            cmd = [th.SCOUT_BIN, command, "--job", self.job, "--nodes", str(self.jn), "--node-index", str(k),
+                   "--store", self.observer_store_uri, "--format", "json", *args]
+            env = dict(os.environ, SCOUT_JOB_TOKEN=self.token)
+            try:
+                p = self.nodes.run(k, cmd, timeout=timeout_s + 60, env=env)
+            except subprocess.TimeoutExpired:
+                return (124, None, f"node {k}: scout {command} ran past {timeout_s + 60} s")
+            try:
+                doc = json.loads(p.stdout) if p.stdout.strip() else None
+            except ValueError:
+                doc = None
+            return (p.returncode, doc, p.stderr)
+
+        with concurrent.futures.ThreadPoolExecutor(len(nodes)) as ex:
+            return list(ex.map(one, nodes))
+
+    def teardown(self):
+        for k in range(self.nodes.n):
+            if os.path.isdir(self.nodes.freezers[k]):
+                self.nodes.thaw(k)
+            self.nodes.kill_job(k)
+        for p in self.procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                print(f"multinode_job: torchrun pid {p.pid} did not end", file=sys.stderr)
+        if self.store_proc is not None:
+            try:
+                self.store_proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                pass
+            self.store_proc.stdout.close()
+        for log in self.logs:
+            log.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.teardown()
+        return False
+
+
+def verdict_key(doc):
+    """What observers must agree on: status, and the suspects (rank, node, reason)."""
+    if doc is None:
+        return None
+    sus = sorted((s.get("rank") if s.get("rank") is not None else -1, s.get("node") or "", s.get("reason") or "")
+                 for s in doc.get("suspects", []))
+    return (doc.get("status"), tuple(sus))
+
+
+def suspect_nodes(doc, rank_nodes, hostnames):
+    """The node indices a verdict names: a suspect rank's node, or a suspect node by host name or by the
+    observers' label node<I> (probe-hang names an unreachable observer so); -1 for a name it cannot place."""
+    host_index = {h: i for i, h in enumerate(hostnames)}
+    where = set()
+    for s in doc.get("suspects", []):
+        if s.get("rank") is not None and s["rank"] >= 0:
+            where.add(rank_nodes.get(s["rank"], -1))
+        elif s.get("node"):
+            n = s["node"]
+            if n in host_index:
+                where.add(host_index[n])
+            elif n.startswith("node") and n[4:].isdigit() and int(n[4:]) < len(hostnames):
+                where.add(int(n[4:]))
+            else:
+                where.add(-1)
+    return where
+
+
+def judge(results, culprit, rank_nodes, hostnames, fault):
+    """Classifies each observer's verdict against the culprit node: 'right' (something named, all on the
+    culprit node; for a rate limit with reason communication), 'innocent' (a rank or node elsewhere named),
+    'wrong_reason' (the culprit node's ranks named as compute stragglers), 'missed' (nothing named),
+    'cut_off' (the culprit's own observer behind its downed link, naming no one: it cannot tell),
+    'unavailable' (no verdict); with no fault (CONTROLS) 'clean' or 'innocent'. Returns (classes by observer, agree: every observer with a verdict, the
+    cut-off one aside, printed the same status and suspects)."""
+    per = []
+    for k, (rc, doc, _) in enumerate(results):
+        if doc is None or rc not in (0, 1, 3):
+            per.append("unavailable")
+            continue
+        where = suspect_nodes(doc, rank_nodes, hostnames)
+        reasons = {s.get("reason") for s in doc.get("suspects", [])}
+        if fault in CONTROLS:
+            per.append("innocent" if where else "clean")
+        elif fault == "link-down" and k == culprit and not where:
+            per.append("cut_off")
+        elif not where:
+            per.append("missed")
+        elif where != {culprit}:
+            per.append("innocent")
+        elif fault == "rate-limit" and reasons - {"communication"}:
+            per.append("wrong_reason")
+        else:
+            per.append("right")
+    keys = {verdict_key(doc) for (rc, doc, _), c in zip(results, per) if c not in ("unavailable", "cut_off")}
+    return per, len(keys) <= 1
+
+
+def link_layout(n, r):
+    """The tp size under which one node's slow link shows as slow groups of two kinds meeting in that node
+    only (None: no such layout for n nodes x r ranks). tp groups are r x tp / r consecutive ranks (whole
+    nodes), dp groups take one rank of each tp group: with tp = 3r over n >= 6 nodes (n % 3 == 0) a node's
+    ranks are in r of the 3r dp groups (a strict minority, C3) and in one of n / 3 tp groups; with one rank
+    a node and tp = 2, two dp groups and n / 2 tp groups (the ratio rule where there are two)."""
+    if n >= 6 and n % 3 == 0:
+        return 3 * r
+    if r == 1 and n >= 4 and n % 2 == 0:
+        return 2
+    return None
+
+
+RATES = ("8mbit", "16mbit", "32mbit")  # drawn per run; 64 KiB calls at 32 Mbit/s still take ~16 ms against ~1
+GROUP_NUMEL = 16384  # 64 KiB per tp / dp all-reduce: at 1 MB/s its node's groups take 60+ ms a call
+
+
+def run_case(nodes_cls, n, r, fault, seed, out=sys.stderr, observer_store="torchrun"):
+    """One run: n nodes x r ranks, `fault` on a node (and moment) drawn from `seed`; every node's observer
+    decides; returns a dict (fault, seed, culprit, per-observer classes, agree, verdict summaries)."""
+    rng = random.Random(seed)
+    culprit = rng.randrange(n)
+    pause = rng.uniform(0.0, 2.0)
+    rate = rng.choice(RATES)
+    tp = 1
+    trainer_args = ["--work", "20"]
+    if fault in ("rate-limit", "none-straggler"):
+        tp = link_layout(n, r)
+        if tp is None:
+            raise ValueError(f"rate-limit needs a layout: {n} nodes x {r} ranks has none (link_layout)")
+        trainer_args += ["--group-numel", str(GROUP_NUMEL)]
+    print(f"multinode: fault={fault} seed={seed} nodes={n} ranks_per_node={r} culprit_node={culprit} "
+          f"pause={pause:.2f}" + (f" rate={rate}" if fault == "rate-limit" else ""), file=out, flush=True)
+    extra = 1 if observer_store == "separate" else 0
+    with nodes_cls(n + extra) as nodes, MultinodeJob(nodes, ranks_per_node=r, tp=tp, trainer_args=trainer_args,
+                                                     observer_store=observer_store) as job:
+        job.start()
+        job.wait_training()
+        time.sleep(pause)
+        if fault == "link-down":
+            nodes.link(culprit, "down")
+        elif fault == "freeze":
+            nodes.freeze(culprit)
+        elif fault == "kill":
+            nodes.kill_job(culprit)
+        elif fault == "rate-limit":
+            nodes.rate_limit(culprit, rate)
+        elif fault not in CONTROLS:
+            raise ValueError(fault)
+        rank_nodes = job.rank_nodes()
+        if fault in ("rate-limit", "none-straggler"):
+            time.sleep(2)
+            results = job.observe("straggler", ["--rounds", "3", "--interval", "2", "--timeout", "30"],
+                                  timeout_s=60)
+        else:
+            if fault != "none-hang":  # a clean job keeps training: probed while it runs
+                job.wait_silent(quiet_s=3.0)
+            results = job.observe("probe-hang", ["--threshold", "2", "--timeout", "30"], timeout_s=30)
+        per, agree = judge(results, culprit, rank_nodes, nodes.hostnames[:n], fault)
+        summaries = []
+        for k, (rc, doc, err) in enumerate(results):
+            if doc is None:
+                summaries.append(f"node {k}: exit {rc}, no verdict: {err.strip()[-400:]}")
+            else:
+                sus = [(s.get("rank"), s.get("node"), s.get("reason")) for s in doc.get("suspects", [])]
+                summaries.append(f"node {k}: exit {rc} {doc.get('status')} suspects={sus} :: {doc.get('summary')}")
+        return {"fault": fault, "seed": seed, "nodes": n, "ranks_per_node": r, "culprit": culprit,
+                "observer_store": observer_store,
+                "per_observer": per, "agree": agree, "summaries": summaries, "rank_nodes": rank_nodes,
+                "results": results}
+
+
+def main():
+    import argparse
+    from netns_nodes import NetnsNodes, unavailable
+    p = argparse.ArgumentParser(description="one multi-node fault run on namespace nodes")
+    p.add_argument("--nodes", type=int, default=3)
+    p.add_argument("--ranks-per-node", type=int, default=2)
+    p.add_argument("--fault", choices=FAULTS + CONTROLS, required=True)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--observer-store", choices=("torchrun", "separate"), default="torchrun")
+    a = p.parse_args()
+    why = unavailable()
+    if why:
+        print(f"multinode_job: {why}", file=sys.stderr)
+        return 5
+    seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 31)
+    res = run_case(NetnsNodes, a.nodes, a.ranks_per_node, a.fault, seed, observer_store=a.observer_store)
+    for line in res["summaries"]:
+        print(line)
+    print("per observer:", res["per_observer"], "agree:", res["agree"], "culprit:", res["culprit"],
+          "rank_nodes:", res["rank_nodes"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
