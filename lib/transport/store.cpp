@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -133,6 +134,7 @@ class LeasedStore final : public KeyValueStore {
     return m_store->add(key, delta, timeout);
   }
   void cleanup() override { m_store->cleanup(); }
+  void keep(const std::string& key) override { m_store->keep(key); }
   std::string describe() const override { return m_store->describe(); }
 
  private:
@@ -216,6 +218,7 @@ class TcpKeyValueStore final : public KeyValueStore {
     for (const auto& k : m_keys) m_abi.remove(m_handle, k.c_str());
     m_keys.clear();
   }
+  void keep(const std::string& key) override { std::erase(m_keys, key); }
   std::string describe() const override { return m_text; }
 
  private:
@@ -255,9 +258,28 @@ Result<std::unique_ptr<KeyValueStore>> open_store(const StoreUri& uri, bool host
   // module's client can talk to it (1.13's and 2.x's are incompatible both ways).
   StoreDialect dialect = StoreDialect::unknown;
   if (!host_server) {
+    // Find out first, within the timeout and without LibTorch, whether a store answers there at all:
+    // c10d's client blocks without a bound on a server that accepts but never answers.
     using std::chrono::milliseconds;
-    dialect = probe_store_dialect(uri.host, uri.port, std::min(timeout, milliseconds(1500)));
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    if (auto why = await_listener(uri.host, uri.port, timeout); !why.empty())
+      return unavailable_error(fmt::format("cannot reach the store {}", uri.text),
+                               fmt::format("{} (tried for {:.1f} s)", why, static_cast<double>(timeout.count()) / 1000),
+                               "start the store first (--store-host on one observer, or the launcher's), or check "
+                               "--store's host and port");
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto wait = std::clamp(left, milliseconds(1), milliseconds(5000));
+    bool silent = false;
+    dialect = probe_store_dialect(uri.host, uri.port, wait, &silent);
     spdlog::debug("store {} speaks the TCPStore protocol of {}", uri.text, store_dialect_name(dialect));
+    if (silent)
+      return unavailable_error(
+          fmt::format("the store {} accepted a connection but never answered", uri.text),
+          fmt::format(
+              "neither torch 1.x's nor torch 2.x's TCPStore query got a reply within {:.1f} s: another service, "
+              "or a hung store",
+              static_cast<double>(wait.count()) / 1000),
+          "check --store's host and port (the observers' store, not a trainer's port), or restart the store");
     if (dialect != StoreDialect::unknown) prefer_torch_module(dialect == StoreDialect::torch1 ? 1 : 2);
   }
   auto abi = load_tcp_abi();

@@ -34,13 +34,17 @@ int remaining_ms(Clock::time_point deadline) {
   return left > 0 ? static_cast<int>(left) : 0;
 }
 
-// A connected socket, or -1; the connection itself is bounded by `deadline`.
-int connect_by(const std::string& host, std::uint16_t port, Clock::time_point deadline) {
+// A connected socket, or -1 (with *why, when given, saying why); the connection itself is
+// bounded by `deadline`.
+int connect_by(const std::string& host, std::uint16_t port, Clock::time_point deadline, std::string* why = nullptr) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return -1;
+  if (int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0) {
+    if (why) *why = std::string("cannot resolve ") + host + ": " + ::gai_strerror(rc);
+    return -1;
+  }
   int fd = -1;
   for (auto* a = found; a && fd < 0; a = a->ai_next) {
     fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
@@ -51,9 +55,13 @@ int connect_by(const std::string& host, std::uint16_t port, Clock::time_point de
       pollfd p{fd, POLLOUT, 0};
       int err = 0;
       socklen_t len = sizeof err;
-      ok = ::poll(&p, 1, remaining_ms(deadline)) == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
-           err == 0;
+      const int ready = ::poll(&p, 1, remaining_ms(deadline));
+      ok = ready == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+      if (why && ready == 0) *why = "no answer to the connection (a black-holed address, or a firewall)";
+      if (why && ready == 1 && err != 0) errno = err;
     }
+    if (!ok && why && (why->empty() || errno == ECONNREFUSED))
+      *why = errno == ECONNREFUSED ? "connection refused: nothing listens there" : std::strerror(errno);
     if (!ok) {
       ::close(fd);
       fd = -1;
@@ -78,11 +86,15 @@ bool send_all(int fd, const unsigned char* data, std::size_t n, Clock::time_poin
   return true;
 }
 
-// Reads exactly n bytes by the deadline; false on timeout, EOF or error.
-bool recv_exact(int fd, unsigned char* out, std::size_t n, Clock::time_point deadline) {
+// Reads exactly n bytes by the deadline; false on timeout, EOF or error (*timed_out, when
+// given, says whether it was the deadline: a server that stays silent, not one that refused).
+bool recv_exact(int fd, unsigned char* out, std::size_t n, Clock::time_point deadline, bool* timed_out = nullptr) {
   while (n > 0) {
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, remaining_ms(deadline)) != 1) return false;
+    if (::poll(&p, 1, remaining_ms(deadline)) != 1) {
+      if (timed_out) *timed_out = true;
+      return false;
+    }
     ssize_t r = ::recv(fd, out, n, 0);
     if (r == 0) return false;
     if (r < 0) {
@@ -96,19 +108,19 @@ bool recv_exact(int fd, unsigned char* out, std::size_t n, Clock::time_point dea
 }
 
 // torch 1.13's query numbers start at SET = 0: GETNUMKEYS is 6, answered by an int64.
-bool answers_as_torch1(const std::string& host, std::uint16_t port, std::chrono::milliseconds wait) {
+bool answers_as_torch1(const std::string& host, std::uint16_t port, std::chrono::milliseconds wait, bool* silent) {
   const auto deadline = Clock::now() + wait;
   int fd = connect_by(host, port, deadline);
   if (fd < 0) return false;
   const unsigned char query[] = {6};
   unsigned char reply[8];
-  bool ok = send_all(fd, query, sizeof query, deadline) && recv_exact(fd, reply, sizeof reply, deadline);
+  bool ok = send_all(fd, query, sizeof query, deadline) && recv_exact(fd, reply, sizeof reply, deadline, silent);
   ::close(fd);
   return ok;
 }
 
 // torch 2.x: VALIDATE (0) with the magic number, then PING (13) with a nonce it echoes.
-bool answers_as_torch2(const std::string& host, std::uint16_t port, std::chrono::milliseconds wait) {
+bool answers_as_torch2(const std::string& host, std::uint16_t port, std::chrono::milliseconds wait, bool* silent) {
   const auto deadline = Clock::now() + wait;
   int fd = connect_by(host, port, deadline);
   if (fd < 0) return false;
@@ -120,7 +132,7 @@ bool answers_as_torch2(const std::string& host, std::uint16_t port, std::chrono:
   msg[5] = 13;
   std::memcpy(msg + 6, &nonce, 4);
   unsigned char reply[4];
-  bool ok = send_all(fd, msg, sizeof msg, deadline) && recv_exact(fd, reply, sizeof reply, deadline) &&
+  bool ok = send_all(fd, msg, sizeof msg, deadline) && recv_exact(fd, reply, sizeof reply, deadline, silent) &&
             std::memcmp(reply, &nonce, 4) == 0;
   ::close(fd);
   return ok;
@@ -128,13 +140,33 @@ bool answers_as_torch2(const std::string& host, std::uint16_t port, std::chrono:
 
 }  // namespace
 
-StoreDialect probe_store_dialect(const std::string& host, std::uint16_t port, std::chrono::milliseconds wait) {
+std::string await_listener(const std::string& host, std::uint16_t port, std::chrono::milliseconds wait) {
+  const auto deadline = Clock::now() + wait;
+  for (;;) {
+    std::string why;
+    const int fd = connect_by(host, port, deadline, &why);
+    if (fd >= 0) {
+      ::close(fd);
+      return {};
+    }
+    if (why.empty()) why = "no connection";
+    if (Clock::now() + std::chrono::milliseconds(50) >= deadline) return why;
+    ::poll(nullptr, 0, 50);
+  }
+}
+
+StoreDialect probe_store_dialect(const std::string& host, std::uint16_t port, std::chrono::milliseconds wait,
+                                 bool* silent) {
   // A 1.13 server answers its one-byte query at once; a 2.x libuv server ignores it, so this
   // wait is what probing a 2.x store costs. Past it the 2.x handshake is sent, which a slow
   // 1.13 server resets (what a 2.x client does to it anyway): unknown, the default module.
+  // Silent: neither query got any reaction (no bytes, no close) by its deadline.
   using std::chrono::milliseconds;
-  if (answers_as_torch1(host, port, std::min(wait, milliseconds(500)))) return StoreDialect::torch1;
-  if (answers_as_torch2(host, port, wait)) return StoreDialect::torch2;
+  bool silent1 = false, silent2 = false;
+  if (silent) *silent = false;
+  if (answers_as_torch1(host, port, std::min(wait, milliseconds(500)), &silent1)) return StoreDialect::torch1;
+  if (answers_as_torch2(host, port, wait, &silent2)) return StoreDialect::torch2;
+  if (silent) *silent = silent1 && silent2;
   return StoreDialect::unknown;
 }
 

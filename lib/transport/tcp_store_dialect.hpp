@@ -26,6 +26,15 @@ std::string_view store_dialect_name(StoreDialect d);
 // Probes the server at host:port; the first step waits at most min(`wait`,
 // 500 ms), the second at most `wait`. Never
 // throws; `unknown` when the server cannot be reached or answers neither way.
-StoreDialect probe_store_dialect(const std::string& host, std::uint16_t port, std::chrono::milliseconds wait);
+// `silent` (when given) is set when neither query got any reaction, no bytes
+// and no close, by its deadline: a server that accepts but never answers.
+StoreDialect probe_store_dialect(const std::string& host, std::uint16_t port, std::chrono::milliseconds wait,
+                                 bool* silent = nullptr);
+
+// Whether anything accepts a TCP connection at host:port: tries again (every
+// 50 ms: a store that an observer or the launcher is still starting) until
+// one is accepted or `wait` is over. "" when one was; else why not, in words
+// ("connection refused: nothing listens there", "no answer to the connection").
+std::string await_listener(const std::string& host, std::uint16_t port, std::chrono::milliseconds wait);
 
 }  // namespace scout::transport
