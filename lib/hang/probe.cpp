@@ -484,6 +484,7 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
         observers->close();
         transport_details["generation"] = observers->generation();
         transport_details["rounds"] = observers->rounds();
+        transport_details["connections"] = observers->traffic().connections;
         transport_details["bytes_in"] = observers->traffic().bytes_in;
         transport_details["bytes_out"] = observers->traffic().bytes_out;
         for (const auto& n : observers->notes()) notes.push_back(n);

@@ -206,6 +206,7 @@ class TwoObservers(SeededCase):
                     self.assertEqual(d["world_size"], WORLD)
                     self.assertEqual(d["observers"]["reached"], [0, 1])
                     self.assertEqual(d["transport"]["evidence_from"], [])
+                    self.assertGreaterEqual(d["transport"]["connections"], 1)  # its pair (more if it re-formed)
                     print(f"observer {d['transport']['observer']}: bytes in {d['transport']['bytes_in']}, "
                           f"out {d['transport']['bytes_out']}", file=sys.stderr)
         finally:
