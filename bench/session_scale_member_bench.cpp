@@ -134,6 +134,7 @@ class CountingStore final : public transport::KeyValueStore {
     ++ops;
     return m_inner.add(k, d, t);
   }
+  void keep(const std::string& k) override { m_inner.keep(k); }
   void cleanup() override { m_inner.cleanup(); }
   std::string describe() const override { return m_inner.describe(); }
   std::uint64_t ops = 0;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <thread>
 
 #include "lib/common/clock.hpp"
 #include "lib/common/proc.hpp"
@@ -241,8 +242,28 @@ Result<Verdict> decode_decision(const session::Bytes& bytes) {
   return err;
 }
 
+namespace {
+
+// The error of an observer that met no other observer while the job's observers of another
+// key id (`others`, from the presence keys) ran: a wrong token or attempt, not peers down.
+Error met_nobody_error(const ProbeOptions& o, std::int64_t index, const std::vector<session::Rejection>& others) {
+  std::string who;
+  for (std::size_t i = 0; i < others.size() && i < 3; ++i)
+    who += fmt::format("{}observer {} on {} (pid {})", i ? ", " : "", others[i].member, others[i].host, others[i].pid);
+  if (others.size() > 3) who += fmt::format(" and {} more", others.size() - 3);
+  const bool attempt = others.front().why.find("attempt") != std::string::npos;
+  return input_error(
+      fmt::format("observer {} of job '{}' met no other observer", index, o.job),
+      fmt::format("the job's observers that ran meanwhile ({}) could not admit it: {}", who, others.front().why),
+      attempt ? "give every observer the same --attempt (the launcher's restart id)"
+              : "give every observer of the job the same $SCOUT_JOB_TOKEN or --token-file");
+}
+
+}  // namespace
+
 Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
   const auto start = std::chrono::steady_clock::now();
+  const std::int64_t started_ns = realtime_ns();
   auto reads = source();
   if (!reads) return reads.error();
   NodeEvidence local = collect_evidence(*reads, o, -1, realtime_ns());
@@ -287,9 +308,9 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
     std::unique_ptr<session::Session> observers;
     std::unique_ptr<session::Hierarchy> hierarchy;
     if (!store) {
-      // No store: no other node can be reached, but this node's evidence still decides what it can.
-      notes.push_back(store.error().message());
-      spdlog::warn("{}", store.error().message());
+      // No store, no other observer: an error (exit 5), not a verdict that would name every
+      // other node unreachable when it is the store that is.
+      return store.error();
     } else {
       elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
       const auto gather_timeout =
@@ -305,10 +326,13 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
       // Announce this observer where any observer of the job looks, whatever its token: one
       // that was kept out of the session by its token is still seen, and reported.
       const auto self = session::presence_of(*token, *index, session::host_name());
+      std::string presence_key;
       if (auto a = session::announce(*store->store, *token, self,
                                      std::min(gather_timeout / 4, std::chrono::milliseconds(2000)));
           !a)
         notes.push_back(fmt::format("presence: {}", a.error().message()));
+      else
+        presence_key = *a;
       // Every node's compact position first; where the positions do not prove the job healthy
       // (a stall), every node's compact evidence (rings by digest), then the full evidence of one
       // node per distinct ring (position.hpp).
@@ -436,10 +460,31 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
         for (auto& n : scan->notes) notes.push_back(n);
         for (const auto& r : scan->rejections) in.rejected.push_back(adapt(r));
       }
+      // Met nobody: peers that are down, or peers that hold another token or probe another
+      // attempt? The latter announced themselves meanwhile (their entries stay, marked ended).
+      std::optional<Error> kept_out;
+      const bool met_another = (observers && gathered &&
+                                std::any_of(gathered->positions_from.begin(), gathered->positions_from.end(),
+                                            [&](const session::Contribution& c) {
+                                              return &c - gathered->positions_from.data() != *index &&
+                                                     c.state == session::Contribution::State::ok;
+                                            })) ||
+                               (hierarchy && (hierarchy->group().members().size() > 1 ||
+                                              (hierarchy->leaders() && hierarchy->leaders()->members().size() > 1)));
+      // Read until the probe's own deadline: such an observer may start a little after this one.
+      const auto look_until = start + o.timeout - std::chrono::milliseconds(100);
+      while (!met_another && !kept_out) {
+        auto others =
+            session::scan_strays(*store->store, *token, self, std::chrono::milliseconds(1000), max_age, started_ns);
+        if (others && !others->rejections.empty()) kept_out = met_nobody_error(o, *index, others->rejections);
+        if (std::chrono::steady_clock::now() + std::chrono::milliseconds(300) >= look_until) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
       if (observers) {
         observers->close();
         transport_details["generation"] = observers->generation();
         transport_details["rounds"] = observers->rounds();
+        transport_details["connections"] = observers->traffic().connections;
         transport_details["bytes_in"] = observers->traffic().bytes_in;
         transport_details["bytes_out"] = observers->traffic().bytes_out;
         for (const auto& n : observers->notes()) notes.push_back(n);
@@ -455,6 +500,10 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
         transport_details["bytes_out"] = hierarchy->traffic().bytes_out;
         for (const auto& n : hierarchy->notes()) notes.push_back(n);
       }
+      if (!presence_key.empty())
+        if (auto e = session::end_announcement(*store->store, presence_key, self); !e)
+          notes.push_back(fmt::format("presence: {}", e.error().message()));
+      if (kept_out) return *kept_out;
     }
     if (leaders_verdict && !*leaders_verdict && leaders_verdict->error().code != ExitCode::usage) {
       // A decision that does not decode: this observer decides on what it has.

@@ -30,19 +30,25 @@ transport::PresenceEntry presence_of(const transport::JobToken& token, std::int6
           .written_ns = realtime_ns()};
 }
 
-Status announce(transport::KeyValueStore& store, const transport::JobToken& token, const transport::PresenceEntry& self,
-                std::chrono::milliseconds timeout) {
+Result<std::string> announce(transport::KeyValueStore& store, const transport::JobToken& token,
+                             const transport::PresenceEntry& self, std::chrono::milliseconds timeout) {
   return transport::announce_presence(store, token.presence_prefix(), self, timeout);
+}
+
+Status end_announcement(transport::KeyValueStore& store, const std::string& key, const transport::PresenceEntry& self) {
+  return transport::end_presence(store, key, self);
 }
 
 Result<StrayScan> scan_strays(transport::KeyValueStore& store, const transport::JobToken& token,
                               const transport::PresenceEntry& self, std::chrono::milliseconds timeout,
-                              std::chrono::nanoseconds max_age) {
+                              std::chrono::nanoseconds max_age, std::int64_t since_ns) {
   auto scan = transport::read_presence(store, token.presence_prefix(), timeout);
   if (!scan) return scan.error();
   StrayScan out;
   out.notes = scan->notes;
-  auto strays = transport::find_strays(*scan, self, realtime_ns(), max_age.count(), alive_for_scan);
+  auto strays = since_ns >= 0 ? transport::find_contemporaries(*scan, self, since_ns, realtime_ns(), max_age.count(),
+                                                               alive_for_scan)
+                              : transport::find_strays(*scan, self, realtime_ns(), max_age.count(), alive_for_scan);
   if (strays.size() > k_max_listed_strays)
     out.notes.push_back(fmt::format("presence: {} observers of another key id; the first {} are listed", strays.size(),
                                     k_max_listed_strays));
@@ -54,6 +60,7 @@ Result<StrayScan> scan_strays(transport::KeyValueStore& store, const transport::
     r.host = strays[i].entry.host;
     r.pid = strays[i].entry.pid;
     r.attempt = strays[i].entry.attempt;
+    r.why = strays[i].why;
     out.rejections.push_back(std::move(r));
   }
   return out;

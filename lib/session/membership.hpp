@@ -36,6 +36,7 @@ struct Rejection {
   std::string host;      // presence only: where it runs
   std::int64_t pid = 0;  // presence only
   std::string attempt;   // presence only: the attempt it probes
+  std::string why;       // presence only: why it was kept out, short ("it holds another job token")
 };
 
 // How many strays a scan lists at most (a flood of announcements must not flood a verdict).
@@ -44,9 +45,13 @@ inline constexpr std::size_t k_max_listed_strays = 16;
 // This member as it announces itself under the job's presence keys.
 transport::PresenceEntry presence_of(const transport::JobToken& token, std::int64_t member, const std::string& host);
 
-// Announces `self` where every observer of the job looks, whatever its token.
-Status announce(transport::KeyValueStore& store, const transport::JobToken& token, const transport::PresenceEntry& self,
-                std::chrono::milliseconds timeout);
+// Announces `self` where every observer of the job looks, whatever its token; returns the key
+// of its entry, for end_announcement.
+Result<std::string> announce(transport::KeyValueStore& store, const transport::JobToken& token,
+                             const transport::PresenceEntry& self, std::chrono::milliseconds timeout);
+
+// Marks `self`'s entry at `key` ended (it stays, for observers that met nobody: see scan_strays).
+Status end_announcement(transport::KeyValueStore& store, const std::string& key, const transport::PresenceEntry& self);
 
 struct StrayScan {
   std::vector<Rejection> rejections;  // at most k_max_listed_strays, ordered by (member, host, pid)
@@ -54,10 +59,12 @@ struct StrayScan {
 };
 // Reads the presence keys once and lists the observers of another key id that
 // could not have joined `self`'s session (see transport::find_strays): written
-// within `max_age` of now and not known dead on this host.
+// within `max_age` of now and not known dead on this host. With `since_ns` >= 0 it lists
+// instead every observer of another key id whose probe overlapped [since_ns, now], ended or
+// not (transport::find_contemporaries): what an observer that met nobody reports.
 Result<StrayScan> scan_strays(transport::KeyValueStore& store, const transport::JobToken& token,
                               const transport::PresenceEntry& self, std::chrono::milliseconds timeout,
-                              std::chrono::nanoseconds max_age);
+                              std::chrono::nanoseconds max_age, std::int64_t since_ns = -1);
 
 // Whether `pid` is a live process on this host.
 bool pid_alive(std::int64_t pid);

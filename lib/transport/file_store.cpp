@@ -6,8 +6,10 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <stdexcept>
 #include <thread>
 
 #include "lib/common/parse.hpp"
@@ -28,6 +30,24 @@ class CheckableFileStore : public gloo::rendezvous::FileStore {
     for (const auto& p : getAllKeyFilePaths()) ::unlink(p.c_str());
     keyFilePaths_.clear();
   }
+  void forget(const std::string& key) { std::erase(keyFilePaths_, objectPath(key)); }
+  // Gloo's set() refuses a key that exists: replace its file (raw bytes, as Gloo writes
+  // them) through a temporary name and a rename, so a reader sees the old or the new value.
+  void replace(const std::string& key, const std::vector<char>& value) {
+    const std::string path = objectPath(key);
+    const std::string tmp = fmt::format("{}.replace.{}", path, ::getpid());
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", tmp, std::strerror(errno)));
+    const bool written = ::write(fd, value.data(), value.size()) == static_cast<ssize_t>(value.size());
+    ::close(fd);
+    if (!written || ::rename(tmp.c_str(), path.c_str()) != 0) {
+      const std::string why = std::strerror(errno);
+      ::unlink(tmp.c_str());
+      throw std::runtime_error(fmt::format("cannot replace {}: {}", path, why));
+    }
+    if (std::find(keyFilePaths_.begin(), keyFilePaths_.end(), path) == keyFilePaths_.end())
+      keyFilePaths_.push_back(path);
+  }
 };
 
 class FileKeyValueStore final : public KeyValueStore {
@@ -36,7 +56,10 @@ class FileKeyValueStore final : public KeyValueStore {
 
   Status set(const std::string& key, const std::vector<char>& value) override {
     try {
-      m_store.set(key, value);
+      if (m_store.exists(key))
+        m_store.replace(key, value);  // a presence slot reused, an entry marked ended
+      else
+        m_store.set(key, value);
       return Ok{};
     } catch (const std::exception& e) {
       return unavailable_error(fmt::format("cannot write key {} to the store {}", key, describe()), e.what());
@@ -101,6 +124,7 @@ class FileKeyValueStore final : public KeyValueStore {
     return value;
   }
   void cleanup() override { m_store.remove_own(); }
+  void keep(const std::string& key) override { m_store.forget(key); }
   std::string describe() const override { return "file://" + m_dir; }
 
  private:

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -133,6 +134,7 @@ class LeasedStore final : public KeyValueStore {
     return m_store->add(key, delta, timeout);
   }
   void cleanup() override { m_store->cleanup(); }
+  void keep(const std::string& key) override { m_store->keep(key); }
   std::string describe() const override { return m_store->describe(); }
 
  private:
@@ -216,6 +218,7 @@ class TcpKeyValueStore final : public KeyValueStore {
     for (const auto& k : m_keys) m_abi.remove(m_handle, k.c_str());
     m_keys.clear();
   }
+  void keep(const std::string& key) override { std::erase(m_keys, key); }
   std::string describe() const override { return m_text; }
 
  private:
@@ -255,11 +258,20 @@ Result<std::unique_ptr<KeyValueStore>> open_store(const StoreUri& uri, bool host
   // module's client can talk to it (1.13's and 2.x's are incompatible both ways).
   StoreDialect dialect = StoreDialect::unknown;
   if (!host_server) {
+    // Find out first, within the timeout and without LibTorch, whether a store answers there at all:
+    // c10d's client blocks without a bound on a server that accepts but never answers.
     using std::chrono::milliseconds;
-    dialect = probe_store_dialect(uri.host, uri.port, std::min(timeout, milliseconds(1500)));
-    auto waited = std::min(timeout, milliseconds(1500));
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    if (auto why = await_listener(uri.host, uri.port, timeout); !why.empty())
+      return unavailable_error(fmt::format("cannot reach the store {}", uri.text),
+                               fmt::format("{} (tried for {:.1f} s)", why, static_cast<double>(timeout.count()) / 1000),
+                               "start the store first (--store-host on one observer, or the launcher's), or check "
+                               "--store's host and port");
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto waited = std::clamp(left, milliseconds(1), milliseconds(1500));
+    dialect = probe_store_dialect(uri.host, uri.port, waited);
     if (dialect == StoreDialect::silent) {  // once more, longer: a server on a loaded host may be slow
-      waited = std::min(timeout, milliseconds(5000));
+      waited = std::clamp(left - waited, milliseconds(1), milliseconds(5000));
       dialect = probe_store_dialect(uri.host, uri.port, waited);
     }
     spdlog::debug("store {} speaks the TCPStore protocol of {}", uri.text, store_dialect_name(dialect));
@@ -267,13 +279,14 @@ Result<std::unique_ptr<KeyValueStore>> open_store(const StoreUri& uri, bool host
       // Either torch's client would block in its first reply's recv, past every timeout of ours
       // (measured: torch 1.13's add() on a SIGSTOPped 2.x server, probe-hang --timeout 5 still there at 120 s).
       return unavailable_error(
-          fmt::format("the store {} accepted a connection but answered neither torch 1.x's nor 2.x's TCPStore "
-                      "protocol within {} ms",
-                      uri.text, waited.count()),
-          "the process that hosts it is not running (stopped, in a frozen cgroup, under a debugger) or is no "
-          "TCPStore",
-          "check the process that hosts the store (torchrun's agent on that node), or give --store a store "
-          "hosted elsewhere (--store-host on a healthy node, or file://DIR)");
+          fmt::format("the store {} accepted a connection but never answered", uri.text),
+          fmt::format("it answered neither torch 1.x's nor torch 2.x's TCPStore query within {:.1f} s: the process "
+                      "that hosts it is not running (stopped, in a frozen cgroup, under a debugger), or it is "
+                      "another service",
+                      static_cast<double>(waited.count()) / 1000),
+          "check --store's host and port (the observers' store, not a trainer's port) and the process that hosts "
+          "it (torchrun's agent on that node), or give --store a store hosted elsewhere (--store-host on a healthy "
+          "node, or file://DIR)");
     if (dialect != StoreDialect::unknown) prefer_torch_module(dialect == StoreDialect::torch1 ? 1 : 2);
   }
   auto abi = load_tcp_abi();

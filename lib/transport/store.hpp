@@ -34,7 +34,8 @@ Result<StoreUri> parse_store_uri(const std::string& text);
 class KeyValueStore {
  public:
   virtual ~KeyValueStore() = default;
-  // Sets `key` to `value` (non-empty). Keys are written once per probe.
+  // Sets `key` to `value` (non-empty). Session keys are written once per probe; a key set
+  // again is replaced (presence entries: a ring slot reused, an entry marked ended).
   virtual Status set(const std::string& key, const std::vector<char>& value) = 0;
   // Value of `key`, waiting up to `timeout` for it to appear.
   virtual Result<std::vector<char>> get(const std::string& key, std::chrono::milliseconds timeout) = 0;
@@ -47,6 +48,8 @@ class KeyValueStore {
   virtual void cleanup() = 0;
   // "file:///dir" or "tcp://host:port (hosted)": for messages.
   virtual std::string describe() const = 0;
+  // cleanup() leaves `key` (set by this process, last set before this call) where it is.
+  virtual void keep(const std::string& key) = 0;
 };
 
 // Opens the store of `uri`. `host_server`: for tcp://, host the TCPStore in

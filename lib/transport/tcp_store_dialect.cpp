@@ -36,13 +36,17 @@ int remaining_ms(Clock::time_point deadline) {
   return left > 0 ? static_cast<int>(left) : 0;
 }
 
-// A connected socket, or -1; the connection itself is bounded by `deadline`.
-int connect_by(const std::string& host, std::uint16_t port, Clock::time_point deadline) {
+// A connected socket, or -1 (with *why, when given, saying why); the connection itself is
+// bounded by `deadline`.
+int connect_by(const std::string& host, std::uint16_t port, Clock::time_point deadline, std::string* why = nullptr) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return -1;
+  if (int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0) {
+    if (why) *why = std::string("cannot resolve ") + host + ": " + ::gai_strerror(rc);
+    return -1;
+  }
   int fd = -1;
   for (auto* a = found; a && fd < 0; a = a->ai_next) {
     fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
@@ -53,9 +57,13 @@ int connect_by(const std::string& host, std::uint16_t port, Clock::time_point de
       pollfd p{fd, POLLOUT, 0};
       int err = 0;
       socklen_t len = sizeof err;
-      ok = ::poll(&p, 1, remaining_ms(deadline)) == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
-           err == 0;
+      const int ready = ::poll(&p, 1, remaining_ms(deadline));
+      ok = ready == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+      if (why && ready == 0) *why = "no answer to the connection (a black-holed address, or a firewall)";
+      if (why && ready == 1 && err != 0) errno = err;
     }
+    if (!ok && why && (why->empty() || errno == ECONNREFUSED))
+      *why = errno == ECONNREFUSED ? "connection refused: nothing listens there" : std::strerror(errno);
     if (!ok) {
       ::close(fd);
       fd = -1;
@@ -138,6 +146,21 @@ Outcome answers_as_torch2(const std::string& host, std::uint16_t port, std::chro
 }
 
 }  // namespace
+
+std::string await_listener(const std::string& host, std::uint16_t port, std::chrono::milliseconds wait) {
+  const auto deadline = Clock::now() + wait;
+  for (;;) {
+    std::string why;
+    const int fd = connect_by(host, port, deadline, &why);
+    if (fd >= 0) {
+      ::close(fd);
+      return {};
+    }
+    if (why.empty()) why = "no connection";
+    if (Clock::now() + std::chrono::milliseconds(50) >= deadline) return why;
+    ::poll(nullptr, 0, 50);
+  }
+}
 
 StoreDialect probe_store_dialect(const std::string& host, std::uint16_t port, std::chrono::milliseconds wait) {
   // A 1.13 server answers its one-byte query at once; a 2.x libuv server ignores it, so this

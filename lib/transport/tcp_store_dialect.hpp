@@ -32,4 +32,10 @@ std::string_view store_dialect_name(StoreDialect d);
 // probes connected and waited out their time with no reply.
 StoreDialect probe_store_dialect(const std::string& host, std::uint16_t port, std::chrono::milliseconds wait);
 
+// Whether anything accepts a TCP connection at host:port: tries again (every
+// 50 ms: a store that an observer or the launcher is still starting) until
+// one is accepted or `wait` is over. "" when one was; else why not, in words
+// ("connection refused: nothing listens there", "no answer to the connection").
+std::string await_listener(const std::string& host, std::uint16_t port, std::chrono::milliseconds wait);
+
 }  // namespace scout::transport

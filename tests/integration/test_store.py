@@ -88,14 +88,19 @@ class DefaultStoreLeavesNothing(ScoutTestCase):
         self.assertEqual(doc["details"]["unreachable"], ["node1"], err)
 
     def test_observer_kept_out_by_its_token_leaves_nothing(self):
-        # Node 1 holds another job's token: the session forms without it (it times out);
-        # both exit, and the last one out removes the directory.
+        # Node 1 holds another job's token: neither observer meets the other, so each ends in the
+        # error that says so (test_observer_errors.py), and the last one out removes the directory.
         first = start_probe(self.job, "--nodes", "2", "--node-index", "0", "--local-ranks", "0-1", timeout_s=4,
                             env={"SCOUT_JOB_TOKEN": "right"})
         stray = start_probe(self.job, "--nodes", "2", "--node-index", "1", "--local-ranks", "2-3", timeout_s=4,
                             env={"SCOUT_JOB_TOKEN": "wrong"})
-        docs = self.finish([first, stray])
-        self.assertEqual(docs[0][1]["details"]["unreachable"], ["node1"], docs[0][2])
+        for p in (first, stray):
+            out, err = p.communicate(timeout=90)
+            self.assertEqual(p.returncode, EXIT["bad_input"], err)
+            self.assertEqual(out, "", err)
+            self.assertIn("another job token", err)
+        self.assertEqual(leftovers(self.job), [])
+        self.assertFalse(os.path.exists(store_dir(self.job)))
 
     def test_consecutive_probes_each_leave_nothing(self):
         for _ in range(2):

@@ -212,7 +212,7 @@ class Modules(ScoutTestCase):
         """A TCPStore hosted by `py`'s torch: with SCOUT_TORCH_MODULE unset scout probes the store's
         protocol (torch 1.x and 2.x clients and servers cannot talk to each other) and loads the
         module whose client speaks it; the other module, chosen explicitly, is refused at once with
-        the hint, and each observer decides from its own node alone."""
+        the hint (an error, exit 5: no other node can be reached through it)."""
         port = th.free_port()
         host = subprocess.Popen([py, "-c", (
             "import sys, time, datetime, torch.distributed as d\n"

@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "lib/common/clock.hpp"
 #include "lib/transport/auth.hpp"
 
 namespace scout::transport {
@@ -145,7 +146,8 @@ TEST(Presence, StraysAreFoundWithTheirReasons) {
   auto peer_store = dir.open();
   const auto prefix = mine.presence_prefix();
   ASSERT_TRUE(announce_presence(*store, prefix, entry(mine, 0, 100), milliseconds(1000)).ok());
-  ASSERT_TRUE(announce_presence(*peer_store, prefix, entry(mine, 1, 101), milliseconds(1000)).ok());
+  auto peer_key = announce_presence(*peer_store, prefix, entry(mine, 1, 101), milliseconds(1000));
+  ASSERT_TRUE(peer_key.ok());
   {
     auto s1 = dir.open(), s2 = dir.open(), s3 = dir.open();
     ASSERT_TRUE(announce_presence(*s1, prefix, entry(other_token, 1, 200), milliseconds(1000)).ok());
@@ -162,12 +164,13 @@ TEST(Presence, StraysAreFoundWithTheirReasons) {
     std::string junk = "{\"key_id\": 5}";
     ASSERT_TRUE(s3->set(prefix + "/" + std::to_string(*slot - 1), std::vector<char>(junk.begin(), junk.end())).ok());
   }
-  // One peer finished: its slot is gone.
+  // One peer finished: its entry stays (cleanup leaves it), marked ended.
+  ASSERT_TRUE(end_presence(*peer_store, *peer_key, entry(mine, 1, 101)).ok());
   peer_store->cleanup();
 
   auto scan = read_presence(*store, prefix, milliseconds(2000));
   ASSERT_TRUE(scan.ok()) << scan.error().message();
-  EXPECT_EQ(scan->entries.size(), 6u);
+  EXPECT_EQ(scan->entries.size(), 7u);
   ASSERT_EQ(scan->notes.size(), 1u);
   EXPECT_NE(scan->notes[0].find("key_id"), std::string::npos) << scan->notes[0];
 
@@ -187,6 +190,77 @@ TEST(Presence, StraysAreFoundWithTheirReasons) {
   EXPECT_TRUE(found);
   // Processes known dead on this host are not reported.
   EXPECT_TRUE(find_strays(*scan, entry(mine, 0, 100), k_now + k_s, 60 * k_s, none_alive).empty());
+}
+
+TEST(Presence, AnObserverThatMetNobodyFindsTheJobsObserversOfAnotherKeyThatRanMeanwhile) {
+  TempDir dir;
+  auto mine = JobToken::from_secret("job", "a1", "s", true);
+  auto other_token = JobToken::from_secret("job", "a1", "x", true);
+  auto other_attempt = JobToken::from_secret("job", "a0", "s", true);
+  const auto prefix = mine.presence_prefix();
+  // Real times: end_presence stamps ended_ns with the real clock.
+  const std::int64_t now = realtime_ns();
+  const std::int64_t since = now - 10 * k_s;  // when the lone observer's probe began
+  auto at = [&](const JobToken& t, std::int64_t observer, std::int64_t pid) {
+    auto e = entry(t, observer, pid);
+    e.written_ns = now - 5 * k_s;
+    return e;
+  };
+  {
+    auto s1 = dir.open(), s2 = dir.open(), s3 = dir.open();
+    // Ended after `since`: a contemporary, though no longer a stray of anyone's probe.
+    auto ended_late = at(other_token, 0, 300);
+    auto k1 = announce_presence(*s1, prefix, ended_late, milliseconds(1000));
+    ASSERT_TRUE(k1.ok());
+    ASSERT_TRUE(end_presence(*s1, *k1, ended_late).ok());
+    // Ended long before `since` (a probe of an hour ago): not a contemporary.
+    auto ended_early = at(other_token, 1, 301);
+    ended_early.written_ns = now - 3600 * k_s;
+    ended_early.ended_ns = now - 3590 * k_s;
+    const std::string text = encode_presence(ended_early);
+    auto slot = s2->add(prefix + "/n", 1, milliseconds(1000));
+    ASSERT_TRUE(slot.ok());
+    const std::string key = prefix + "/" + std::to_string(*slot - 1);
+    ASSERT_TRUE(s2->set(key, std::vector<char>(text.begin(), text.end())).ok());
+    s2->keep(key);
+    // Still running, another attempt.
+    ASSERT_TRUE(announce_presence(*s3, prefix, at(other_attempt, 2, 302), milliseconds(1000)).ok());
+    s1->cleanup();
+    s2->cleanup();
+    s3->cleanup();
+  }
+  auto store = dir.open();
+  auto scan = read_presence(*store, prefix, milliseconds(2000));
+  ASSERT_TRUE(scan.ok()) << scan.error().message();
+  ASSERT_EQ(scan->entries.size(), 3u);  // cleanup() leaves presence entries
+  const auto self = at(mine, 3, 100);
+  auto met = find_contemporaries(*scan, self, since, now + k_s, 60 * k_s, all_alive);
+  std::map<std::int64_t, std::string> why;
+  for (const auto& s : met) why[s.entry.pid] = s.why;
+  EXPECT_EQ(why.size(), 2u);
+  EXPECT_EQ(why[300], "it holds another job token");
+  EXPECT_EQ(why[302], "it probes attempt 'a0', this probe attempt 'a1'");
+  EXPECT_FALSE(why.count(301));
+  // A stray is an observer still running: the ended ones are not.
+  auto strays = find_strays(*scan, self, now + k_s, 60 * k_s, all_alive);
+  ASSERT_EQ(strays.size(), 1u);
+  EXPECT_EQ(strays[0].entry.pid, 302);
+}
+
+TEST(Presence, EntriesLiveInARingOfSlots) {
+  TempDir dir;
+  auto mine = JobToken::from_secret("job", "a1", "s", true);
+  const auto prefix = mine.presence_prefix();
+  auto store = dir.open();
+  for (std::int64_t i = 0; i < k_presence_max_slots + 3; ++i)
+    ASSERT_TRUE(announce_presence(*store, prefix, entry(mine, i, 1000 + i), milliseconds(1000)).ok());
+  auto scan = read_presence(*store, prefix, milliseconds(5000));
+  ASSERT_TRUE(scan.ok());
+  EXPECT_EQ(scan->entries.size(), static_cast<std::size_t>(k_presence_max_slots));  // the oldest were overwritten
+  std::set<std::int64_t> pids;
+  for (const auto& e : scan->entries) pids.insert(e.pid);
+  EXPECT_FALSE(pids.count(1000));
+  EXPECT_TRUE(pids.count(1000 + k_presence_max_slots + 2));
 }
 
 }  // namespace
