@@ -17,6 +17,7 @@
 #include "lib/common/clock.hpp"
 #include "lib/common/file.hpp"
 #include "lib/hang/silence.hpp"
+#include "lib/trace/sources.hpp"
 
 namespace scout {
 
@@ -25,6 +26,9 @@ CommandRunner register_observe(CLI::App& cmd, const GlobalOptions& globals) {
   add_hang_probe_flags(cmd, o->probe);
   cmd.add_option("--verdict-dir", o->verdict_dir,
                  "Directory the verdicts are written to, one file each, atomically (default: stdout only)");
+  cmd.add_option("--trace-out", o->trace_dir,
+                 "Directory for a timeline trace per verdict (trace-<time>-<n>.json beside verdict-<time>-<n>.json; "
+                 "Chrome / Perfetto trace-event JSON)");
   cmd.add_option("--interval", o->interval_s, "Seconds between reads of the local records")->default_str("1");
   cmd.add_option("--max-verdicts", o->max_verdicts, "Stop after this many verdicts (0: never)")->default_str("0");
   cmd.add_option("--duration", o->duration_s, "Stop after this many seconds (0: never)")->default_str("0");
@@ -81,6 +85,10 @@ int run_observe(const ObserveOptions& o) {
       throw FatalError(
           unavailable_error(fmt::format("--verdict-dir {} is not writable", o.verdict_dir), std::strerror(errno)));
   }
+  if (!o.trace_dir.empty() &&
+      ((::mkdir(o.trace_dir.c_str(), 0755) != 0 && errno != EEXIST) || ::access(o.trace_dir.c_str(), W_OK | X_OK) != 0))
+    throw FatalError(unavailable_error(fmt::format("--trace-out {} is not a writable directory", o.trace_dir),
+                                       std::strerror(errno)));
   auto source = make_record_source(o.probe);
 
   g_stop.store(false);
@@ -99,13 +107,17 @@ int run_observe(const ObserveOptions& o) {
   std::int64_t verdicts = 0;
   StragglerWatch watch(o.straggler, po.job, o.probe.observer.attempt, o.probe.mesh, o.probe.order, o.probe.local_ranks,
                        o.probe.shm_dir, o.probe.allow_other_owner);
-  auto report = [&](Verdict& v) {
+  auto report = [&](Verdict& v, const trace::TraceInput& trace_input) {
     ++verdicts;
     v.created_at = now_rfc3339();
+    std::string stamp = v.created_at;
+    std::erase_if(stamp, [](char c) { return c == ':' || c == '-'; });
+    if (!o.trace_dir.empty())  // a daemon keeps going: the error is logged and in details.trace
+      if (auto e = trace::write_for_verdict(trace_input,
+                                            fmt::format("{}/trace-{}-{}.json", o.trace_dir, stamp, verdicts), v))
+        spdlog::error("{}", e->message());
     std::string text = to_json(v).dump(2) + "\n";
     if (!o.verdict_dir.empty()) {
-      std::string stamp = v.created_at;
-      std::erase_if(stamp, [](char c) { return c == ':' || c == '-'; });
       auto w = atomic_write_file(fmt::format("{}/verdict-{}-{}.json", o.verdict_dir, stamp, verdicts), text);
       if (!w) spdlog::error("{}", w.error().message());
     }
@@ -130,12 +142,14 @@ int run_observe(const ObserveOptions& o) {
       if (!silent) {
         last_stall.clear();  // progress resumed (or nothing to watch): the next stall is a new one
         if (auto sv = watch.poll()) {
-          report(*sv);
+          report(*sv, trace::from_straggler(watch.last_rounds(), *sv));
           if (o.max_verdicts > 0 && verdicts >= o.max_verdicts) break;
         }
       } else if (view.signature != last_stall && settled) {
         auto cached = std::move(*reads);
-        auto v = hang::run_probe(po, [cached]() -> Result<std::vector<records::RecordRead>> { return cached; });
+        hang::ProbeEvidence seen;
+        auto v = hang::run_probe(
+            po, [cached]() -> Result<std::vector<records::RecordRead>> { return cached; }, &seen);
         if (!v) {
           spdlog::warn("probe failed: {}", v.error().message());
         } else if (v->status == VerdictStatus::healthy) {
@@ -143,7 +157,7 @@ int run_observe(const ObserveOptions& o) {
           last_stall = view.signature;
         } else {
           last_stall = view.signature;
-          report(*v);
+          report(*v, trace::from_hang(seen.nodes, *v, seen.now_ns));
           if (o.max_verdicts > 0 && verdicts >= o.max_verdicts) break;
         }
       }

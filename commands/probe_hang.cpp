@@ -8,6 +8,7 @@
 #include "lib/common/parse.hpp"
 #include "lib/hang/flight_recorder.hpp"
 #include "lib/records/reader.hpp"
+#include "lib/trace/sources.hpp"
 
 namespace scout {
 
@@ -75,11 +76,15 @@ CommandRunner register_probe_hang(CLI::App& cmd, const GlobalOptions& globals) {
   cmd.add_option("--flight-recorder", o->flight_recorder,
                  "Directory of torch Flight Recorder dumps, pickled (dump on timeout) or JSON, one per rank with the "
                  "rank at the end of the name, to use as the evidence instead of scout's records");
+  cmd.add_option("--trace-out", o->trace_out,
+                 "Also write the evidence decided on as a timeline trace (Chrome / Perfetto trace-event JSON): a "
+                 "track per rank, a slice per collective, the suspect and its stalled call marked");
   cmd.footer(
       "Examples:\n"
       "  scout probe-hang --job J --threshold 5\n"
       "  scout probe-hang --job J --nodes 4 --store tcp://node0:29600 --mesh dp=8,tp=4\n"
-      "  scout probe-hang --job J --flight-recorder /tmp/fr-dumps");
+      "  scout probe-hang --job J --flight-recorder /tmp/fr-dumps\n"
+      "  scout probe-hang --job J --trace-out hang.trace.json   # open in ui.perfetto.dev");
   return make_runner(o, globals, run_probe_hang);
 }
 
@@ -103,8 +108,14 @@ int run_probe_hang(const ProbeHangOptions& options) {
     auto cached = std::move(*reads);
     source = [cached]() -> Result<std::vector<records::RecordRead>> { return cached; };
   }
-  Verdict v = value_or_throw(hang::run_probe(po, source));
-  return emit_verdict(v, options.format);
+  hang::ProbeEvidence seen;
+  Verdict v = value_or_throw(hang::run_probe(po, source, options.trace_out.empty() ? nullptr : &seen));
+  std::optional<Error> trace_error;
+  if (!options.trace_out.empty())
+    trace_error = trace::write_for_verdict(trace::from_hang(seen.nodes, v, seen.now_ns), options.trace_out, v);
+  const int code = emit_verdict(v, options.format);
+  if (trace_error) throw FatalError(*trace_error);  // the verdict is out; the missing trace is exit 5
+  return code;
 }
 
 }  // namespace scout

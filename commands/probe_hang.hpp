@@ -26,6 +26,7 @@ struct HangProbeFlags {
 struct ProbeHangOptions {
   HangProbeFlags probe;
   std::string flight_recorder;  // --flight-recorder DIR: torch Flight Recorder dumps instead of records
+  std::string trace_out;        // --trace-out FILE: the timeline trace of the evidence decided on
   OutputFormat format = OutputFormat::json;
 };
 

@@ -9,6 +9,7 @@
 #include "lib/records/json.hpp"
 #include "lib/records/reader.hpp"
 #include "lib/tensor/dtype.hpp"
+#include "lib/trace/sources.hpp"
 
 namespace scout {
 
@@ -30,7 +31,14 @@ CommandRunner register_records(CLI::App& cmd, const GlobalOptions& globals) {
   add_common(*gc);
   gc->add_flag("--dry-run", opts->dry_run, "Only report what would be removed");
   gc->callback([opts] { opts->action = RecordsAction::gc; });
-  cmd.footer("Examples:\n  scout records list --job J\n  scout records gc --job J --dry-run");
+  CLI::App* trace = cmd.add_subcommand(
+      "trace", "Write every rank's collective ring as a timeline trace (Chrome / Perfetto trace-event JSON)");
+  add_common(*trace);
+  trace->add_option("--out", opts->trace_out, "The trace file (written atomically)")->required();
+  trace->callback([opts] { opts->action = RecordsAction::trace; });
+  cmd.footer(
+      "Examples:\n  scout records list --job J\n  scout records gc --job J --dry-run\n"
+      "  scout records trace --job J --out J.trace.json   # open in ui.perfetto.dev");
   return make_runner(opts, globals, run_records);
 }
 
@@ -137,6 +145,25 @@ int run_records(const RecordsOptions& o) {
     }
     v.summary = fmt::format("{} record(s){}, {} refused or unreadable", reads.size(),
                             o.job.empty() ? "" : fmt::format(" of job {}", o.job), refused);
+  } else if (o.action == RecordsAction::trace) {
+    auto reads = value_or_throw(records::read_records(ro));
+    trace::TraceInput in = trace::from_records(reads, o.job, now);
+    if (in.tracks.empty())
+      throw FatalError(unavailable_error(
+          fmt::format("no readable progress record{} in {}", o.job.empty() ? "" : fmt::format(" of job '{}'", o.job),
+                      o.shm_dir),
+          "there is nothing to trace", "check `scout records list`, or the job id the publisher was given"));
+    v.details = {{"action", "trace"}, {"records_read", reads.size()}};
+    auto error = trace::write_for_verdict(in, o.trace_out, v);
+    v.summary = error ? fmt::format("could not write the trace of {} rank(s) to {}", in.tracks.size(), o.trace_out)
+                      : fmt::format("trace of {} rank(s), {} call(s) written to {}", in.tracks.size(),
+                                    v.details["trace"].value("slices", 0), o.trace_out);
+    if (o.format == OutputFormat::text)
+      write_stdout(v.summary + "\n");
+    else
+      emit_verdict(v, o.format);
+    if (error) throw FatalError(*error);  // the verdict is out; the missing trace is exit 5
+    return to_int(ExitCode::healthy);
   } else {
     auto entries =
         value_or_throw(records::gc_records(ro, o.dry_run ? records::GcMode::dry_run : records::GcMode::remove));

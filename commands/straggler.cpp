@@ -8,6 +8,7 @@
 
 #include "lib/common/parse.hpp"
 #include "lib/records/reader.hpp"
+#include "lib/trace/sources.hpp"
 
 namespace scout {
 
@@ -50,6 +51,9 @@ void add_straggler_flags(CLI::App& cmd, StragglerFlags& f) {
                  "Also write the rounds' ring evidence to this file (JSON, for --evidence-in and benchmarks)");
   cmd.add_option("--evidence-in", f.evidence_in,
                  "Decide on evidence recorded by --evidence-out instead of reading records");
+  cmd.add_option("--trace-out", f.trace_out,
+                 "Also write the rounds as a timeline trace (Chrome / Perfetto trace-event JSON): a track per rank, "
+                 "a slice per collective, the named rank's flagged rounds marked");
   add_straggler_decision_flags(cmd, f, "");
 }
 
@@ -137,7 +141,8 @@ StragglerWatch::StragglerWatch(const StragglerWatchFlags& w, const std::string& 
 std::optional<Verdict> StragglerWatch::poll() {
   if (!m_enabled || std::chrono::steady_clock::now() < m_next) return std::nullopt;
   auto ro = m_reader;
-  auto v = straggler::run_straggler(m_options, [ro]() { return records::read_records(ro); });
+  auto v = straggler::run_straggler(
+      m_options, [ro]() { return records::read_records(ro); }, &m_rounds);
   m_next = std::chrono::steady_clock::now() + m_every;
   if (!v) {
     spdlog::warn("straggler check: {}", v.error().message());
@@ -179,8 +184,15 @@ int run_straggler(const StragglerOptions& options) {
   ro.job = options.flags.observer.job;
   ro.shm_dir = options.flags.shm_dir;
   ro.owner = options.flags.allow_other_owner ? records::OwnerPolicy::any_user : records::OwnerPolicy::same_user;
-  Verdict v = value_or_throw(straggler::run_straggler(o, [ro]() { return records::read_records(ro); }));
-  return emit_verdict(v, options.format);
+  const std::string& trace_out = options.flags.trace_out;
+  std::vector<straggler::RoundEvidence> rounds;
+  Verdict v = value_or_throw(straggler::run_straggler(
+      o, [ro]() { return records::read_records(ro); }, trace_out.empty() ? nullptr : &rounds));
+  std::optional<Error> trace_error;
+  if (!trace_out.empty()) trace_error = trace::write_for_verdict(trace::from_straggler(rounds, v), trace_out, v);
+  const int code = emit_verdict(v, options.format);
+  if (trace_error) throw FatalError(*trace_error);  // the verdict is out; the missing trace is exit 5
+  return code;
 }
 
 }  // namespace scout

@@ -27,6 +27,7 @@ struct StragglerFlags {
   std::string history;
   std::string evidence_in;
   std::string evidence_out;
+  std::string trace_out;    // --trace-out FILE: the rounds' timeline trace
   double min_ratio = 1.12;  // compute straggler: at least this times the peers' median
   double link_ratio = 1.5;  // slow group: at least this times the other groups' median
   double drift = 0.3;       // fleet slowdown: at least this fraction above the history's median
@@ -67,6 +68,8 @@ class StragglerWatch {
   // (suspects, a slow group, a fleet slowdown) other than the last one reported.
   std::optional<Verdict> poll();
   bool enabled() const { return m_enabled; }
+  // The rounds the last check decided on (for observe --trace-out).
+  const std::vector<straggler::RoundEvidence>& last_rounds() const { return m_rounds; }
 
  private:
   bool m_enabled = false;
@@ -75,6 +78,7 @@ class StragglerWatch {
   straggler::LiveOptions m_options;
   records::ReaderOptions m_reader;
   std::string m_last;  // signature of the last finding reported
+  std::vector<straggler::RoundEvidence> m_rounds;
 };
 
 CommandRunner register_straggler(CLI::App& command, const GlobalOptions& globals);

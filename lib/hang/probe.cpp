@@ -161,7 +161,7 @@ void absorb_details(DecisionInput& in, session::TwoPhaseResult& g, std::int64_t 
 // details are the compact evidence of every node and `rings` the full evidence of the
 // nodes select_ring_holders() named (position.hpp); the other rings are rebuilt from theirs.
 Result<Verdict> decide_gathered(DecisionInput in, session::TwoPhaseResult& g, std::int64_t self, std::int64_t nodes,
-                                session::TwoPhaseResult* rings, RingRestore* restored) {
+                                session::TwoPhaseResult* rings, RingRestore* restored, ProbeEvidence* seen = nullptr) {
   if (g.selected.empty() && g.table) {
     // The positions proved the job healthy: no rank's record was gathered.
     std::vector<NodePosition> positions;
@@ -177,6 +177,11 @@ Result<Verdict> decide_gathered(DecisionInput in, session::TwoPhaseResult& g, st
   }
   absorb_details(in, g, self, nodes);
   if (rings) absorb_details(in, *rings, self, nodes);
+  if (seen) {
+    seen->nodes = in.nodes;
+    seen->now_ns = agreed_now(in.nodes);
+    seen->local_only = false;
+  }
   const RingRestore r = restore_rings(in.nodes);
   if (restored) *restored = r;
   in.now_ns = agreed_now(in.nodes);
@@ -261,7 +266,7 @@ Error met_nobody_error(const ProbeOptions& o, std::int64_t index, const std::vec
 
 }  // namespace
 
-Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
+Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, ProbeEvidence* seen) {
   const auto start = std::chrono::steady_clock::now();
   const std::int64_t started_ns = realtime_ns();
   auto reads = source();
@@ -282,6 +287,7 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
     if (!round_trip) return internal_error("own evidence does not round-trip", round_trip.error().message());
     local = std::move(*round_trip);
   }
+  if (seen) *seen = ProbeEvidence{{local}, local.collected_ns, o.nodes > 1};
 
   DecisionInput in;
   in.job = o.job;
@@ -528,7 +534,7 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
       if (rings_gathered) transport_details["rings_from"] = rings_gathered->selected;
       RingRestore restored;
       auto v = decide_gathered(std::move(in), *gathered, *index, o.nodes, rings_gathered ? &*rings_gathered : nullptr,
-                               &restored);
+                               &restored, seen);
       if (v) {
         if (!gathered->selected.empty())
           transport_details["rings_restored"] = {{"ranks", restored.restored}, {"lost", restored.lost}};
@@ -540,6 +546,7 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source) {
   }
   in.now_ns = agreed_now(in.nodes);
   if (auto checked = check_decision_input(in); !checked) return checked.error();
+  if (seen) *seen = ProbeEvidence{in.nodes, in.now_ns, false};
   Verdict v = decide(in);
   v.details["transport"] = transport_details;
   return v;

@@ -68,8 +68,19 @@ Result<std::int64_t> resolve_node_index(const ProbeOptions& options, const NodeE
 // all of the evidence).
 std::vector<std::int64_t> select_evidence(const session::PositionTable& table, std::int64_t threshold_ns);
 
+// What a probe decided on, for its timeline trace (lib/trace): one slot per observer, as the
+// decision held them (a stall gathered from other nodes: their compact evidence, rings only where
+// the rings' gather brought them, before restore_rings() lends them); where the positions alone
+// decided, or a hierarchy's leaders did, this node's evidence alone (`local_only`).
+struct ProbeEvidence {
+  std::vector<std::optional<NodeEvidence>> nodes;
+  std::int64_t now_ns = 0;  // the decision's time
+  bool local_only = false;
+};
+
 // Runs one probe and returns the verdict every observer agrees on.
 // Errors only when nothing can be decided at all (bad options, no store).
-Result<Verdict> run_probe(const ProbeOptions& options, const RecordSource& source);
+// `evidence`, when given, receives what the decision was made on.
+Result<Verdict> run_probe(const ProbeOptions& options, const RecordSource& source, ProbeEvidence* evidence = nullptr);
 
 }  // namespace scout::hang

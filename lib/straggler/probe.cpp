@@ -148,7 +148,8 @@ nlohmann::json comm_bench_json(const CommBenchResult& r, const CommBenchOptions&
 
 }  // namespace
 
-Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) {
+Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source,
+                              std::vector<RoundEvidence>* rounds_out) {
   if (o.rounds < 1 || o.rounds > 1000) return usage_error("--rounds must be between 1 and 1000");
   const auto start = std::chrono::steady_clock::now();
   std::vector<RoundEvidence> evidence;
@@ -276,6 +277,7 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source) 
                              "the trainers did not publish on this host, or the job id differs",
                              "check `scout records list`, or the job id the publisher was given");
   for (auto& e : evidence) e.world = world;
+  if (rounds_out) *rounds_out = evidence;
   std::string mesh_source = "--mesh";
   Mesh mesh = *Mesh::parse(fmt::format("dp={}", world));
   if (o.mesh) {

@@ -64,7 +64,9 @@ RoundEvidence local_evidence(const std::vector<records::RecordRead>& reads, cons
                              std::int64_t now_ns, std::vector<std::string>* notes,
                              const std::map<std::int64_t, StopSampler::Counts>* states = nullptr);
 
-// Runs the rounds and returns the verdict.
-Result<Verdict> run_straggler(const LiveOptions& options, const RecordSource& source);
+// Runs the rounds and returns the verdict. `rounds`, when given, receives the evidence decided on
+// (the baseline read first, every node's ranks merged per round), for a timeline trace (lib/trace).
+Result<Verdict> run_straggler(const LiveOptions& options, const RecordSource& source,
+                              std::vector<RoundEvidence>* rounds = nullptr);
 
 }  // namespace scout::straggler

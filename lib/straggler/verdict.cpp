@@ -112,8 +112,13 @@ Verdict make_verdict(const std::string& command, const std::string& job, const D
   for (const auto& r : rounds) {
     std::int64_t flagged = 0, slow_n = 0, contended = 0;
     std::vector<double> share;
+    std::vector<std::int64_t> flagged_list;
     for (const auto& p : r.peers) {
-      for (const auto& rr : p.ranks) flagged += rr.flagged ? 1 : 0;
+      for (const auto& rr : p.ranks)
+        if (rr.flagged) {
+          ++flagged;
+          flagged_list.push_back(rr.rank);
+        }
       contended += p.contended ? 1 : 0;
       share.push_back(p.cpu_wait_share);
     }
@@ -121,6 +126,7 @@ Verdict make_verdict(const std::string& command, const std::string& job, const D
     per_round.push_back({{"calls", r.calls},
                          {"has_data", r.has_data},
                          {"flagged_ranks", flagged},
+                         {"flagged", flagged_list},
                          {"slow_groups", slow_n},
                          {"contended_peer_groups", contended},
                          {"cpu_wait_share", std::round(median(share) * 1000) / 1000}});

@@ -98,7 +98,7 @@ class Completions(ScoutTestCase):
     def test_nested_subcommands_and_shells(self):
         self.assertEqual(sorted(bash_complete(["scout", "completion", ""])), ["bash", "fish", "zsh"])
         self.assertEqual(sorted(bash_complete(["scout", "verify-ckpt", "manifest", ""])), ["check", "write"])
-        self.assertEqual(sorted(bash_complete(["scout", "records", ""])), ["gc", "list"])
+        self.assertEqual(sorted(bash_complete(["scout", "records", ""])), ["gc", "list", "trace"])
         self.assertIn("--dry-run", bash_complete(["scout", "records", "gc", "--"]))
         self.assertNotIn("--dry-run", bash_complete(["scout", "records", "list", "--"]))
         self.assertEqual(bash_complete(["scout", "he"]), ["help"])
