@@ -209,6 +209,50 @@ print(json.dumps({"before": before[2], "after": after[2], "ran": ran, "again": a
         self.assertEqual(len(glob.glob(f"/dev/shm/scout-autoprobe.{job}.*")), 1)
         print(read(self.logs()[0]))
 
+    def test_flight_recorder_dump_of_the_rank_triggers(self):
+        # NCCL's dump on timeout writes <TORCH_FR_DUMP_TEMP_FILE><rank> before it aborts: the
+        # monitor's next poll sees it (a dump older than the process would not count).
+        script = r"""
+import os
+import scout_publisher
+from scout_publisher import _autoprobe
+pub = scout_publisher.enable(hook_torch=False, heartbeat_s=0)
+m = _autoprobe.monitor()
+m.stop()
+m.poll()
+quiet = not os.listdir(os.environ["SCOUT_AUTOPROBE_DIR"])
+with open(os.environ["TORCH_FR_DUMP_TEMP_FILE"] + os.environ["RANK"], "wb") as f:
+    f.write(b"dump")
+m.poll()
+print("quiet" if quiet else "early")
+"""
+        job = f"autoprobe-fr-{os.getpid()}-{random.SystemRandom().randrange(1 << 30)}"
+        self.jobs.append(job)
+        out_dir = os.path.join(self.dir, "out")
+        os.makedirs(out_dir)
+        env = dict(os.environ, PYTHONPATH=th.PYTHON_DIR, SCOUT_PUBLISHER_LIB=th.PUBLISHER_LIB, SCOUT_JOB=job, RANK="1",
+                   WORLD_SIZE="2", SCOUT_AUTOPROBE_DELAY="0", SCOUT_AUTOPROBE_DIR=out_dir, SCOUT_BIN=th.SCOUT_BIN,
+                   TORCH_FR_DUMP_TEMP_FILE=os.path.join(self.dumps, "rank_"))
+        try:
+            p = subprocess.run([th.SYSTEM_PYTHON, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+        finally:
+            try:
+                os.unlink(f"/dev/shm/scout.{job}.1")
+            except OSError:
+                pass
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.strip(), "quiet", p.stderr)
+        self.assertIn("fr_dump: probing incident 0", p.stderr)
+        deadline = time.monotonic() + 60
+        logs = []
+        while time.monotonic() < deadline:
+            logs = glob.glob(os.path.join(out_dir, "scout-autoprobe.*.log"))
+            if logs and "scout exited" in read(logs[0]):
+                break
+            time.sleep(0.2)
+        self.assertEqual(len(logs), 1, os.listdir(out_dir))
+        self.assertIn("trigger fr_dump on rank 1", read(logs[0]))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -278,9 +278,12 @@ class Monitor:
                 continue
             self._abort_pgs.add(key)
             try:
-                if hasattr(pg, "supports_abort_hooks") and pg.supports_abort_hooks():
+                supports = getattr(pg, "supports_abort_hooks", False)  # a property on torch 2.15
+                if callable(supports):
+                    supports = supports()
+                if supports:
                     pg.register_abort_hook(_ABORT_HOOK_ID, lambda: self.trigger("abort"))
-            except Exception:
+            except Exception:  # gloo: none ("does not support registerAbortHook")
                 pass
 
     def _check_incident_over(self, step):
