@@ -16,6 +16,7 @@
 
 #include "lib/common/clock.hpp"
 #include "lib/common/file.hpp"
+#include "lib/hang/observe_metrics.hpp"
 #include "lib/hang/silence.hpp"
 
 namespace scout {
@@ -25,6 +26,9 @@ CommandRunner register_observe(CLI::App& cmd, const GlobalOptions& globals) {
   add_hang_probe_flags(cmd, o->probe);
   cmd.add_option("--verdict-dir", o->verdict_dir,
                  "Directory the verdicts are written to, one file each, atomically (default: stdout only)");
+  cmd.add_option("--prometheus", o->prometheus,
+                 "node_exporter textfile of the daemon's state (up, stalls, last verdict, silence), rewritten "
+                 "atomically every round");
   cmd.add_option("--interval", o->interval_s, "Seconds between reads of the local records")->default_str("1");
   cmd.add_option("--max-verdicts", o->max_verdicts, "Stop after this many verdicts (0: never)")->default_str("0");
   cmd.add_option("--duration", o->duration_s, "Stop after this many seconds (0: never)")->default_str("0");
@@ -48,6 +52,7 @@ struct LocalView {
   hang::Silence silence;
   std::string signature;
   std::size_t records = 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> last_progress;  // (rank, last progress ns)
 };
 
 LocalView look(const std::vector<records::RecordRead>& reads, const hang::ProbeOptions& po) {
@@ -56,6 +61,7 @@ LocalView look(const std::vector<records::RecordRead>& reads, const hang::ProbeO
   v.silence = hang::silence_of(e);
   for (const auto& r : e.ranks) {
     const auto& s = r.snapshot;
+    v.last_progress.emplace_back(s.rank, hang::last_progress_ns(s));
     v.signature += fmt::format("{}:{}:{}:{}:{}:{};", s.rank, s.step, s.op_seq, s.pending.group_seq,
                                static_cast<int>(s.collective_state), static_cast<int>(r.process.state));
   }
@@ -82,6 +88,11 @@ int run_observe(const ObserveOptions& o) {
           unavailable_error(fmt::format("--verdict-dir {} is not writable", o.verdict_dir), std::strerror(errno)));
   }
   auto source = make_record_source(o.probe);
+  hang::ObserveMetricsFile metrics(o.prometheus, po.job);
+  if (!metrics.write())
+    throw FatalError(unavailable_error(fmt::format("cannot write --prometheus {}", o.prometheus),
+                                       "its directory is missing or not writable",
+                                       "give a file in a writable directory (node_exporter's textfile directory)"));
 
   g_stop.store(false);
   struct sigaction sa {};
@@ -101,6 +112,7 @@ int run_observe(const ObserveOptions& o) {
                        o.probe.shm_dir, o.probe.allow_other_owner);
   auto report = [&](Verdict& v) {
     ++verdicts;
+    metrics.verdict(v);
     v.created_at = now_rfc3339();
     std::string text = to_json(v).dump(2) + "\n";
     if (!o.verdict_dir.empty()) {
@@ -121,6 +133,7 @@ int run_observe(const ObserveOptions& o) {
     } else {
       LocalView view = look(*reads, po);
       const std::int64_t now = realtime_ns();
+      metrics.round(view.silence, view.last_progress, view.records, now);
       const bool silent = view.records > 0 && view.silence.stalled(now, threshold_ns);
       // Probe only a settled picture: when one rank stops or dies, its peers on
       // this node may still be on their way into the collective; probing at once
@@ -135,8 +148,10 @@ int run_observe(const ObserveOptions& o) {
         }
       } else if (view.signature != last_stall && settled) {
         auto cached = std::move(*reads);
+        metrics.stall(view.signature);
         auto v = hang::run_probe(po, [cached]() -> Result<std::vector<records::RecordRead>> { return cached; });
         if (!v) {
+          metrics.probe_failed();
           spdlog::warn("probe failed: {}", v.error().message());
         } else if (v->status == VerdictStatus::healthy) {
           spdlog::info("probe: healthy ({})", v->summary);
@@ -148,10 +163,12 @@ int run_observe(const ObserveOptions& o) {
         }
       }
     }
+    metrics.write();
     // Sleep in small steps so SIGTERM is answered promptly.
     auto wake = Clock::now() + interval;
     while (!g_stop.load() && Clock::now() < wake) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  metrics.stopped();
   spdlog::info("observe stopped after {} verdict(s)", verdicts);
   return 0;
 }

@@ -13,6 +13,7 @@ namespace scout {
 struct ObserveOptions {
   HangProbeFlags probe;
   std::string verdict_dir;        // "" = stdout only
+  std::string prometheus;         // --prometheus FILE: node_exporter textfile, rewritten each round ("" = none)
   double interval_s = 1;          // how often the records are read
   std::int64_t max_verdicts = 0;  // stop after this many verdicts (0 = never)
   double duration_s = 0;          // stop after this long (0 = never)
