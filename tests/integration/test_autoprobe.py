@@ -253,6 +253,45 @@ print("quiet" if quiet else "early")
         self.assertEqual(len(logs), 1, os.listdir(out_dir))
         self.assertIn("trigger fr_dump on rank 1", read(logs[0]))
 
+    def test_a_recovered_job_is_armed_again(self):
+        # Incident 0 probed (by another local rank: its lock exists); this rank's step then
+        # advances twice (the job recovered from a false alarm): the next trigger is incident 1.
+        # One step is not enough (a rank that skipped a collective moves one step, then hangs).
+        script = r"""
+import json
+import scout_publisher
+from scout_publisher import _autoprobe
+pub = scout_publisher.enable(hook_torch=False, heartbeat_s=0)
+m = _autoprobe.monitor()
+m.stop()
+open(m.lock_path(0), "w").close()
+out = {"first": m.trigger("silence")}
+m.poll()
+pub.begin_step()
+m.poll()
+out["one_step"] = m.incident
+pub.begin_step()
+m.poll()
+out["two_steps"] = m.incident
+out["second"] = m.trigger("silence")
+print(json.dumps(out))
+"""
+        job = f"autoprobe-rearm-{os.getpid()}-{random.SystemRandom().randrange(1 << 30)}"
+        self.jobs.append(job)
+        env = dict(os.environ, PYTHONPATH=th.PYTHON_DIR, SCOUT_PUBLISHER_LIB=th.PUBLISHER_LIB, SCOUT_JOB=job, RANK="0",
+                   WORLD_SIZE="1", SCOUT_AUTOPROBE_DELAY="0", SCOUT_AUTOPROBE_DIR=self.dumps, SCOUT_BIN=th.SCOUT_BIN)
+        try:
+            p = subprocess.run([th.SYSTEM_PYTHON, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+        finally:
+            try:
+                os.unlink(f"/dev/shm/scout.{job}.0")
+            except OSError:
+                pass
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = json.loads(p.stdout.strip().splitlines()[-1])
+        self.assertEqual(out, {"first": False, "one_step": 0, "two_steps": 1, "second": True}, p.stderr)
+        self.assertEqual(len(glob.glob(f"/dev/shm/scout-autoprobe.{job}.*")), 2)
+
 
 if __name__ == "__main__":
     unittest.main()
