@@ -292,6 +292,26 @@ print(json.dumps(out))
         self.assertEqual(out, {"first": False, "one_step": 0, "two_steps": 1, "second": True}, p.stderr)
         self.assertEqual(len(glob.glob(f"/dev/shm/scout-autoprobe.{job}.*")), 2)
 
+    def test_the_monitors_record_offsets_are_the_layouts(self):
+        # _autoprobe reads its own record from Python: its word offsets must be layout.hpp's.
+        import re
+        import sys
+        sys.path.insert(0, th.PYTHON_DIR)
+        from scout_publisher import _autoprobe as ap
+        with open(os.path.join(th.SOURCE_DIR, "lib", "records", "layout.hpp")) as f:
+            layout = f.read()
+        self.assertIn(f"k_magic = {ap._MAGIC:#x}ull", layout.lower())
+        self.assertIn(f"offsetof(Record, latch) == {ap._W_LATCH} * 8", layout)
+        self.assertIn(f"offsetof(Record, progress) == {ap._W_PROGRESS} * 8", layout)
+        self.assertIn(f"sizeof(Progress) == {ap._PROGRESS_WORDS} * 8", layout)
+        progress = re.search(r"struct Progress \{(.*?)\};", layout, re.S).group(1)
+        fields = re.findall(r"Word (\w+);", progress)
+        self.assertEqual([fields.index(n) for n in ("step", "op_seq", "small", "progress_ns")],
+                         [ap._P_STEP, ap._P_OP_SEQ, ap._P_SMALL, ap._P_PROGRESS_NS])
+        with open(os.path.join(th.SOURCE_DIR, "lib", "records", "snapshot.hpp")) as f:
+            self.assertIn("failed = 4", f.read())
+        self.assertEqual(ap._STATE_FAILED, 4)
+
 
 if __name__ == "__main__":
     unittest.main()
