@@ -16,6 +16,7 @@
 
 #include "lib/common/clock.hpp"
 #include "lib/common/file.hpp"
+#include "lib/hang/observe_metrics.hpp"
 #include "lib/hang/silence.hpp"
 #include "lib/trace/sources.hpp"
 
@@ -29,6 +30,9 @@ CommandRunner register_observe(CLI::App& cmd, const GlobalOptions& globals) {
   cmd.add_option("--trace-out", o->trace_dir,
                  "Directory for a timeline trace per verdict (trace-<time>-<n>.json beside verdict-<time>-<n>.json; "
                  "Chrome / Perfetto trace-event JSON)");
+  cmd.add_option("--prometheus", o->prometheus,
+                 "node_exporter textfile of the daemon's state (up, stalls, last verdict, silence), rewritten "
+                 "atomically every round");
   cmd.add_option("--interval", o->interval_s, "Seconds between reads of the local records")->default_str("1");
   cmd.add_option("--max-verdicts", o->max_verdicts, "Stop after this many verdicts (0: never)")->default_str("0");
   cmd.add_option("--duration", o->duration_s, "Stop after this many seconds (0: never)")->default_str("0");
@@ -52,6 +56,7 @@ struct LocalView {
   hang::Silence silence;
   std::string signature;
   std::size_t records = 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> last_progress;  // (rank, last progress ns)
 };
 
 LocalView look(const std::vector<records::RecordRead>& reads, const hang::ProbeOptions& po) {
@@ -60,6 +65,7 @@ LocalView look(const std::vector<records::RecordRead>& reads, const hang::ProbeO
   v.silence = hang::silence_of(e);
   for (const auto& r : e.ranks) {
     const auto& s = r.snapshot;
+    v.last_progress.emplace_back(s.rank, hang::last_progress_ns(s));
     v.signature += fmt::format("{}:{}:{}:{}:{}:{};", s.rank, s.step, s.op_seq, s.pending.group_seq,
                                static_cast<int>(s.collective_state), static_cast<int>(r.process.state));
   }
@@ -90,6 +96,11 @@ int run_observe(const ObserveOptions& o) {
     throw FatalError(unavailable_error(fmt::format("--trace-out {} is not a writable directory", o.trace_dir),
                                        std::strerror(errno)));
   auto source = make_record_source(o.probe);
+  hang::ObserveMetricsFile metrics(o.prometheus, po.job);
+  if (!metrics.write())
+    throw FatalError(unavailable_error(fmt::format("cannot write --prometheus {}", o.prometheus),
+                                       "its directory is missing or not writable",
+                                       "give a file in a writable directory (node_exporter's textfile directory)"));
 
   g_stop.store(false);
   struct sigaction sa {};
@@ -109,6 +120,7 @@ int run_observe(const ObserveOptions& o) {
                        o.probe.shm_dir, o.probe.allow_other_owner);
   auto report = [&](Verdict& v, const trace::TraceInput& trace_input) {
     ++verdicts;
+    metrics.verdict(v);
     v.created_at = now_rfc3339();
     std::string stamp = v.created_at;
     std::erase_if(stamp, [](char c) { return c == ':' || c == '-'; });
@@ -133,6 +145,7 @@ int run_observe(const ObserveOptions& o) {
     } else {
       LocalView view = look(*reads, po);
       const std::int64_t now = realtime_ns();
+      metrics.round(view.silence, view.last_progress, view.records, now);
       const bool silent = view.records > 0 && view.silence.stalled(now, threshold_ns);
       // Probe only a settled picture: when one rank stops or dies, its peers on
       // this node may still be on their way into the collective; probing at once
@@ -148,9 +161,11 @@ int run_observe(const ObserveOptions& o) {
       } else if (view.signature != last_stall && settled) {
         auto cached = std::move(*reads);
         hang::ProbeEvidence seen;
+        metrics.stall(view.signature);
         auto v = hang::run_probe(
             po, [cached]() -> Result<std::vector<records::RecordRead>> { return cached; }, &seen);
         if (!v) {
+          metrics.probe_failed();
           spdlog::warn("probe failed: {}", v.error().message());
         } else if (v->status == VerdictStatus::healthy) {
           spdlog::info("probe: healthy ({})", v->summary);
@@ -162,10 +177,12 @@ int run_observe(const ObserveOptions& o) {
         }
       }
     }
+    metrics.write();
     // Sleep in small steps so SIGTERM is answered promptly.
     auto wake = Clock::now() + interval;
     while (!g_stop.load() && Clock::now() < wake) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  metrics.stopped();
   spdlog::info("observe stopped after {} verdict(s)", verdicts);
   return 0;
 }

@@ -14,6 +14,7 @@ struct ObserveOptions {
   HangProbeFlags probe;
   std::string verdict_dir;        // "" = stdout only
   std::string trace_dir;          // --trace-out DIR: a timeline trace per verdict ("" = none)
+  std::string prometheus;         // --prometheus FILE: node_exporter textfile, rewritten each round ("" = none)
   double interval_s = 1;          // how often the records are read
   std::int64_t max_verdicts = 0;  // stop after this many verdicts (0 = never)
   double duration_s = 0;          // stop after this long (0 = never)

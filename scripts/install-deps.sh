@@ -19,6 +19,9 @@ packages=(
 packages+=(clang libclang-rt-14-dev)
 # The format check (scripts/check-format.sh, run by scripts/test.sh): clang-format 14.
 packages+=(clang-format)
+# The deployment examples' test (tests/integration/test_deploy.py): YAML parsing of
+# docs/deploy/k8s-sidecar.yaml, systemd-analyze verify of docs/deploy/scout-observe@.service.
+packages+=(python3-yaml systemd)
 
 missing=()
 for p in "${packages[@]}"; do

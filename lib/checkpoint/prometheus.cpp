@@ -6,47 +6,28 @@
 #include <chrono>
 #include <utility>
 
-#include "lib/common/file.hpp"
-
 namespace scout::checkpoint {
 
-std::string prometheus_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\\')
-      out += "\\\\";
-    else if (c == '"')
-      out += "\\\"";
-    else if (c == '\n')
-      out += "\\n";
-    else
-      out += c;
-  }
-  return out;
-}
-
 std::string prometheus_text(const Ledger& l, const std::optional<RunStats>& run, std::int64_t now_unix_seconds) {
-  const std::string job = prometheus_escape(l.job);
-  std::string t;
-  auto metric = [&](const char* name, const char* help, double value) {
-    t += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{}{{job=\"{}\"}} {}\n", name, help, name, name, job, value);
-  };
+  PrometheusText t;
+  const PrometheusLabels job{{"job", l.job}};
+  auto metric = [&](const char* name, const char* help, double value) { t.metric(name, "gauge", help, job, value); };
   metric("scout_ckpt_ledger_revision", "Revision of the verify-ckpt ledger.", static_cast<double>(l.revision));
-  t += "# HELP scout_ckpt_checkpoints Checkpoints in the ledger by state.\n# TYPE scout_ckpt_checkpoints gauge\n";
+  t.family("scout_ckpt_checkpoints", "gauge", "Checkpoints in the ledger by state.");
   for (auto s :
        {CheckpointState::pending, CheckpointState::verified, CheckpointState::superseded, CheckpointState::rejected,
         CheckpointState::corrupt, CheckpointState::inconclusive, CheckpointState::invalid}) {
     auto n = std::count_if(l.checkpoints.begin(), l.checkpoints.end(),
                            [s](const LedgerCheckpoint& c) { return c.state == s; });
-    t += fmt::format("scout_ckpt_checkpoints{{job=\"{}\",state=\"{}\"}} {}\n", job, checkpoint_state_name(s), n);
+    t.sample("scout_ckpt_checkpoints", {{"job", l.job}, {"state", std::string(checkpoint_state_name(s))}},
+             static_cast<double>(n));
   }
-  t += "# HELP scout_ckpt_info The latest, candidate and verified checkpoints (value: ledger sequence number).\n# TYPE "
-       "scout_ckpt_info gauge\n";
+  t.family("scout_ckpt_info", "gauge",
+           "The latest, candidate and verified checkpoints (value: ledger sequence number).");
   for (auto [role, c] :
        {std::pair{"latest", l.latest()}, std::pair{"candidate", l.candidate()}, std::pair{"verified", l.verified()}})
     if (c)
-      t += fmt::format("scout_ckpt_info{{job=\"{}\",role=\"{}\",checkpoint=\"{}\"}} {}\n", job, role,
-                       prometheus_escape(c->id), c->seq);
+      t.sample("scout_ckpt_info", {{"job", l.job}, {"role", role}, {"checkpoint", c->id}}, static_cast<double>(c->seq));
   metric("scout_ckpt_verified_present", "1 when a verified checkpoint exists.", l.verified() ? 1 : 0);
   metric("scout_ckpt_candidate_clean_cycles", "Consecutive clean replay cycles after the candidate (2 verifies it).",
          l.candidate() ? static_cast<double>(l.candidate()->clean_cycles) : 0.0);
@@ -60,13 +41,13 @@ std::string prometheus_text(const Ledger& l, const std::optional<RunStats>& run,
     metric("scout_ckpt_last_run_bytes", "Bytes hashed by the last run.", static_cast<double>(run->bytes));
     metric("scout_ckpt_last_run_seconds", "Duration of the last run's hashing.", run->seconds);
   }
-  return t;
+  return t.text();
 }
 
 Status write_prometheus(const std::string& file, const Ledger& l, const std::optional<RunStats>& run) {
   const auto now =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  return atomic_write_file(file, prometheus_text(l, run, now));
+  return write_prometheus_textfile(file, prometheus_text(l, run, now));
 }
 
 }  // namespace scout::checkpoint

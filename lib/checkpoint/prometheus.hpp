@@ -1,6 +1,6 @@
 // The verify-ckpt ledger and the last run as a node_exporter textfile
 // (gauges labelled by job; written atomically so the collector never reads
-// half a file).
+// half a file), through lib/common/prometheus.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 
 #include "lib/checkpoint/ledger.hpp"
 #include "lib/common/error.hpp"
+#include "lib/common/prometheus.hpp"
 
 namespace scout::checkpoint {
 
@@ -19,9 +20,6 @@ struct RunStats {
   std::uint64_t bytes = 0;
   double seconds = 0;
 };
-
-// A Prometheus label value: backslash, double quote and newline escaped.
-std::string prometheus_escape(const std::string& text);
 
 // The textfile: the ledger's gauges, and the last run's when `run` is given
 // (its timestamp is `now_unix_seconds`).

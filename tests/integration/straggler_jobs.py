@@ -179,7 +179,7 @@ class StragglerJob:
             env = dict(os.environ)
             env.update({"RANK": str(rank), "WORLD_SIZE": str(self.world), "LOCAL_RANK": str(rank),
                         "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "SCOUT_JOB": self.job,
-                        "SCOUT_PUBLISHER_LIB": PUBLISHER_LIB, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
+                        "SCOUT_PUBLISHER_LIB": PUBLISHER_LIB, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "SCOUT_AUTOPROBE": "0",
                         "PYTHONPATH": PYTHON_DIR})
             if self.ranks_per_host:
                 env["SCOUT_HOST"] = self.host_of(rank)

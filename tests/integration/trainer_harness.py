@@ -169,7 +169,10 @@ class TrainerJob:
         env = dict(os.environ)
         env.update({"RANK": str(rank), "WORLD_SIZE": str(self.world), "LOCAL_RANK": str(rank),
                     "MASTER_ADDR": self.master_addr, "MASTER_PORT": str(port), "SCOUT_JOB": self.job,
-                    "SCOUT_PUBLISHER_LIB": PUBLISHER_LIB, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
+                    "SCOUT_PUBLISHER_LIB": PUBLISHER_LIB, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
+                    # The publisher's automatic probe stays off unless a test asks for it
+                    # (extra_env SCOUT_AUTOPROBE=1, test_autoprobe): tests run scout by hand.
+                    "SCOUT_AUTOPROBE": "0"})
         paths = [PYTHON_DIR]
         if self.publisher == "env":
             env["SCOUT_PUBLISH"] = "1"

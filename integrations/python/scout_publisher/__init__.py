@@ -34,6 +34,13 @@ SCOUT_HOST (default gethostname); heartbeat period SCOUT_HEARTBEAT_S (1.0, 0 off
 capture SCOUT_PUBLISHER_HOOKS=auto|native|python|wrappers (auto: native hooks
 when libscout_torch_hooks.so built for this torch is found, SCOUT_TORCH_HOOKS_LIB
 names it; Python hooks on other torch >= 2.15; wrappers on older torch).
+
+Automatic probe (on unless SCOUT_AUTOPROBE=0; needs the scout binary, SCOUT_BIN
+or PATH): a collective that fails or times out, an abort hook (NCCL's
+watchdog), a Flight Recorder dump of this rank, or SCOUT_AUTOPROBE_SILENCE
+seconds without progress make one rank per node run `scout probe-hang` in a
+detached child and write the verdict beside the Flight Recorder dumps; see
+_autoprobe.py.
 """
 import atexit
 import os
@@ -95,6 +102,8 @@ def _install_excepthook(pub):
         try:
             if _state["publisher"] is pub and is_comm_error(exc):
                 pub.record.phase("comm_error")
+                from . import _autoprobe
+                _autoprobe.on_comm_error()
         except Exception:  # never hide the user's traceback
             pass
         previous(exc_type, exc, tb)
@@ -214,6 +223,8 @@ def enable(job=None, rank=None, world_size=None, mesh=None, coords=None, host=No
         atexit.register(pub._stop.set)
         _install_excepthook(pub)
         os.register_at_fork(after_in_child=lambda: _state.update(publisher=None))
+    from . import _autoprobe
+    _autoprobe.install(pub)  # SCOUT_AUTOPROBE: probe-hang once per node when the job hangs
     if hook_torch:
         from . import _torch
         _torch.install(pub)
