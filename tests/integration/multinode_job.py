@@ -71,6 +71,8 @@ class MultinodeJob:
             env.pop(k, None)
         env.update({"SCOUT_JOB": self.job, "SCOUT_PUBLISHER_LIB": th.PUBLISHER_LIB, "OMP_NUM_THREADS": "1",
                     "PYTHONUNBUFFERED": "1", "GLOO_SOCKET_IFNAME": "scv0", "SCOUT_JOB_TOKEN": self.token,
+                    # the observers here are the test's own (the automatic probe has test_autoprobe)
+                    "SCOUT_AUTOPROBE": "0",
                     "PYTHONPATH": os.pathsep.join([th.PYTHON_DIR] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH")
                                                                       else []))})
         if self.tp > 1:
