@@ -130,6 +130,8 @@ void name_pooled(Decision& d, const std::vector<PooledPair>& pooled, const std::
                  const DecideOptions& o);
 // A pair's cpu suspect stays named only outside the other pairs' noise.
 void pair_noise_check(Decision& d, const PairRatios& pair_ratios, const DecideOptions& o);
+// A contended pair's cpu suspect stays named only above the cpu floor in every round (its noise over time).
+void pair_persistence_check(Decision& d, const std::vector<RoundResult>& rounds, const DecideOptions& o);
 // What the verdict could not see: unconfirmed ranks, the rounds' noise, an oversubscribed host.
 void noise_notes(Decision& d, const std::vector<RoundResult>& rounds, const Flagged& flagged, const DecideOptions& o);
 // A rank named for its CPU whose time barely exceeds its peers': why the steps hardly show it.
