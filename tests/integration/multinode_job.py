@@ -28,7 +28,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TRAINER = os.path.join(HERE, "trainers", "straggler_trainer.py")
 
 # hang faults (probe-hang) and the link straggler (straggler)
-FAULTS = ("link-down", "freeze", "kill", "rate-limit")
+# kill: the node's job processes killed, its observer alive; power-off: every process of the node killed, its
+# observer never runs (a machine that lost power); freeze-link: the node frozen and its link down.
+FAULTS = ("link-down", "freeze", "kill", "power-off", "freeze-link", "rate-limit")
 CONTROLS = ("none-hang", "none-straggler")  # no fault: probe-hang / straggler on a clean job name no one
 
 
@@ -243,6 +245,9 @@ def judge(results, culprit, rank_nodes, hostnames, fault):
     cut-off one aside, printed the same status and suspects)."""
     per = []
     for k, (rc, doc, _) in enumerate(results):
+        if rc is None:
+            per.append("dead")  # the culprit's own observer died with its node (power-off)
+            continue
         if doc is None or rc not in (0, 1, 3):
             per.append("unavailable")
             continue
@@ -250,7 +255,7 @@ def judge(results, culprit, rank_nodes, hostnames, fault):
         reasons = {s.get("reason") for s in doc.get("suspects", [])}
         if fault in CONTROLS:
             per.append("innocent" if where else "clean")
-        elif fault == "link-down" and k == culprit and not where:
+        elif fault in ("link-down", "freeze-link") and k == culprit and not where:
             per.append("cut_off")
         elif not where:
             per.append("missed")
@@ -260,7 +265,7 @@ def judge(results, culprit, rank_nodes, hostnames, fault):
             per.append("wrong_reason")
         else:
             per.append("right")
-    keys = {verdict_key(doc) for (rc, doc, _), c in zip(results, per) if c not in ("unavailable", "cut_off")}
+    keys = {verdict_key(doc) for (rc, doc, _), c in zip(results, per) if c not in ("unavailable", "cut_off", "dead")}
     return per, len(keys) <= 1
 
 
@@ -307,8 +312,11 @@ def run_case(nodes_cls, n, r, fault, seed, out=sys.stderr, observer_store="torch
             nodes.link(culprit, "down")
         elif fault == "freeze":
             nodes.freeze(culprit)
-        elif fault == "kill":
+        elif fault in ("kill", "power-off"):
             nodes.kill_job(culprit)
+        elif fault == "freeze-link":
+            nodes.freeze(culprit)
+            nodes.link(culprit, "down")
         elif fault == "rate-limit":
             nodes.rate_limit(culprit, rate)
         elif fault not in CONTROLS:
@@ -321,7 +329,13 @@ def run_case(nodes_cls, n, r, fault, seed, out=sys.stderr, observer_store="torch
         else:
             if fault != "none-hang":  # a clean job keeps training: probed while it runs
                 job.wait_silent(quiet_s=3.0)
-            results = job.observe("probe-hang", ["--threshold", "2", "--timeout", "30"], timeout_s=30)
+            alive = [k for k in range(n) if not (fault == "power-off" and k == culprit)]
+            started = time.monotonic()
+            got = job.observe("probe-hang", ["--threshold", "2", "--timeout", "30"], timeout_s=30, nodes=alive)
+            results = [(None, None, "node lost with its observer")] * n
+            for k, res in zip(alive, got):
+                results[k] = res
+            print(f"multinode: observers done in {time.monotonic() - started:.1f} s", file=out, flush=True)
         per, agree = judge(results, culprit, rank_nodes, nodes.hostnames[:n], fault)
         summaries = []
         for k, (rc, doc, err) in enumerate(results):

@@ -5,7 +5,7 @@ rendezvous on node 0, every worker under `python -m scout_publisher`, gloo
 across the nodes' veths, and one scout observer per node inside it, all
 joining torchrun's store. A fault on a node drawn at random (seed printed;
 SCOUT_TEST_SEED reproduces it): its link down, the node frozen (cgroup v1
-freezer), its processes killed, and its link rate-limited (tc tbf: this
+freezer), its processes killed (its observer alive, or dead with them: power-off), and its link rate-limited (tc tbf: this
 kernel has no netem) on 4 nodes x 1 rank in a dp=2 x tp=2 layout. Every
 observer's verdict is compared with the others and with the culprit node:
 nothing innocent is ever named.
@@ -54,6 +54,8 @@ class MultiNode(ScoutTestCase):
         for k, (rc, doc, err) in enumerate(res["results"]):
             if k == 0 and why == "cannot reach":
                 continue  # node 0 itself reaches its own store, but no peer
+            if rc is None:
+                continue  # node 0's observer died with it
             if doc is None:
                 # No store, no other observer: one line and exit 5 (unavailable), saying why
                 # (test_observer_errors), never a verdict naming every other node unreachable.
@@ -87,12 +89,22 @@ class MultiNode(ScoutTestCase):
                 self.assertEqual(c, "right", msg)
         self.assertTrue(res["agree"], msg)
 
-    def test_killed_node_names_no_innocent(self):
-        # Every rank ends (the killed node's by SIGKILL, the others on a communication error or by their own
-        # torchrun agent): scout names no one (inconclusive) or the killed node, alike on every node.
+    def test_killed_node_is_named_by_every_observer(self):
+        # The node's processes killed at once (its observer alive): its ranks died with nothing in their records,
+        # before every other rank recorded its failed call; every observer names that node (first_failed_node).
         res, msg = self.case("kill")
-        for c in res["per_observer"]:
-            self.assertIn(c, ("right", "missed"), msg)
+        self.assertEqual(res["per_observer"], ["right"] * 3, msg)
+        self.assertTrue(res["agree"], msg)
+
+    def test_node_lost_with_its_observer_is_named(self):
+        # Every process of the node killed, its observer too (a machine that lost power): the others name it
+        # (lost_node). Where it hosted torchrun's store, no observer can meet there: each says so.
+        res, msg = self.case("power-off")
+        if res["culprit"] == 0:
+            self.assert_store_host_gone(res, msg, "cannot reach")
+            return
+        for k, c in enumerate(res["per_observer"]):
+            self.assertEqual(c, "dead" if k == res["culprit"] else "right", msg)
         self.assertTrue(res["agree"], msg)
 
     # Not in CI's suite: on one shared 2-core host, CPU starvation of one "node" inside its calls

@@ -49,13 +49,32 @@ HangKind conclude(const DecisionInput& in, const Views& views, const Positions& 
 
   if (!v.suspects.empty()) {
     v.status = VerdictStatus::attributed;
-    v.scope = Scope::rank;
     const bool divergence = kind == HangKind::control_flow_divergence || kind == HangKind::argument_divergence;
     v.action = divergence ? "escalate" : "restart_in_place";
     std::vector<std::string> names;
-    for (const auto& s : v.suspects) names.push_back(fmt::format("{} ({})", s.rank, s.reason));
-    v.summary =
-        fmt::format("{}: rank{} {}", hang_kind_name(kind), v.suspects.size() > 1 ? "s" : "", fmt::join(names, ", "));
+    for (const auto& s : v.suspects)
+      if (s.rank >= 0) names.push_back(fmt::format("{} ({})", s.rank, s.reason));
+    if (!names.empty()) {
+      v.scope = Scope::rank;
+      v.summary =
+          fmt::format("{}: rank{} {}", hang_kind_name(kind), v.suspects.size() > 1 ? "s" : "", fmt::join(names, ", "));
+    } else {
+      // Whole nodes: every rank of one died together (first_failed_node), or its observer and ranks
+      // went silent together (lost_node).
+      v.scope = Scope::node;
+      v.action = "replace_node";
+      for (const auto& s : v.suspects) {
+        std::vector<std::int64_t> ranks;
+        for (const auto& r : s.evidence.value("ranks", json::array())) ranks.push_back(r.value("rank", -1));
+        names.push_back(
+            fmt::format("{} ({}: rank{} {})", s.node, s.reason, ranks.size() > 1 ? "s" : "", fmt::join(ranks, ", ")));
+      }
+      const bool lost = kind == HangKind::node_unreachable;
+      v.summary = fmt::format("{}: node{} {}, {}", hang_kind_name(kind), v.suspects.size() > 1 ? "s" : "",
+                              fmt::join(names, "; "),
+                              lost ? "lost with its observer while every rank the other observers see failed or waits"
+                                   : "whose ranks died first and together");
+    }
     if (!ex.victim_ranks.empty())
       v.summary +=
           fmt::format("; victim{} {}", ex.victim_ranks.size() > 1 ? "s" : "", fmt::join(ex.victim_ranks, ", "));

@@ -7,11 +7,14 @@
 //   wait_chain_end: in a stall, the end of a chain of waits that cannot move
 //     (a dead rank inside a call only when that call did not keep it);
 //   died_inside: the one rank that died inside a call, away from its peers;
-//   process_stopped; torn_record (a strict minority); first_failure
-//     (first_failures.cpp); uninterruptible_sleep (a strict minority, in a stall).
+//   process_stopped; torn_record (a strict minority); first_failure, then
+//     first_failed_node (a whole node, first_failures.cpp), lost_node (the one
+//     silent observer's node); uninterruptible_sleep
+//     (a strict minority, in a stall).
 // Every other dead or failed rank is a victim, with how it died and where.
 // Thresholds: k_victim_abort_signal, strict_minority, k_max_group_values.
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "lib/hang/decide/stages.hpp"
@@ -188,10 +191,17 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
       out.suspects.emplace(
           r, Finding{"writer_died_mid_write", HangKind::dead_rank, {{"record_problem", "torn"}}, Measure::torn_record});
   if (out.suspects.empty()) name_first_failures(pos, views, out.suspects);
+  if (out.suspects.empty())
+    if (auto node = first_failed_node(pos, cmp, views))
+      out.nodes.push_back(std::move(*node));
+    else if (auto lost = lost_node(pos, cmp, views))
+      out.nodes.push_back(std::move(*lost));
+  std::set<std::int64_t> on_named_node;
+  for (const auto& n : out.nodes) on_named_node.insert(n.ranks.begin(), n.ranks.end());
   // Uninterruptible sleep: a minority stuck in the kernel, when nothing else explains the stall. A rank
   // whose record ends on a communication error is a victim on its way out (a process tearing down is in
   // D for a moment: CI, HSDP 2x2 seed 392301511, a peer of the rank that exited named).
-  if (out.suspects.empty() && stalled) {
+  if (out.suspects.empty() && out.nodes.empty() && stalled) {
     std::vector<std::int64_t> ds;
     for (std::int64_t r = 0; r < world; ++r)
       if (R[r].dsleep && !R[r].comm_error && !R[r].failed) ds.push_back(r);
@@ -202,10 +212,12 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
   }
   for (const auto& [r, f] : out.suspects)
     if (out.kind == HangKind::healthy) out.kind = f.kind;
+  for (const auto& n : out.nodes)
+    if (out.kind == HangKind::healthy) out.kind = n.finding.kind;
 
   // Victims: dead or failed ranks that are not suspects, with how they died and where.
   for (std::int64_t r = 0; r < world; ++r) {
-    if (out.suspects.count(r)) continue;
+    if (out.suspects.count(r) || on_named_node.count(r)) continue;
     const auto& p = R[r];
     if (!(p.dead || p.failed || p.torn_dead)) continue;
     if (p.s && !p.failed && views.ranks[r].evidence->process.exit_code == 0 &&

@@ -57,6 +57,10 @@ std::string_view measure_name(Measure m) {
       return "torn_record";
     case Measure::first_failure:
       return "first_failure";
+    case Measure::first_failed_node:
+      return "first_failed_node";
+    case Measure::lost_node:
+      return "lost_node";
     case Measure::uninterruptible_sleep:
       return "uninterruptible_sleep";
     case Measure::unreachable_observer:
@@ -79,6 +83,8 @@ std::string_view measure_stage(Measure m) {
     case Measure::process_stopped:
     case Measure::torn_record:
     case Measure::first_failure:
+    case Measure::first_failed_node:
+    case Measure::lost_node:
     case Measure::uninterruptible_sleep:
       return "explain";
     case Measure::unreachable_observer:

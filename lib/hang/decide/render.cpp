@@ -146,6 +146,33 @@ void render_findings(const DecisionInput& in, const Views& views, const Position
     s.evidence = std::move(evidence);
     v.suspects.push_back(std::move(s));
   }
+  // Whole nodes: the node's ranks with how each ended.
+  for (auto& n : ex.nodes) {
+    Suspect s;
+    s.node = n.node;
+    s.reason = n.finding.reason;
+    json evidence = std::move(n.finding.evidence);
+    evidence["measure"] = measure_name(n.finding.measure);
+    evidence["stage"] = measure_stage(n.finding.measure);
+    json ranks = json::array();
+    for (auto r : n.ranks) {
+      if (ranks.size() >= k_max_group_values) break;
+      const auto* e = views.ranks[r].evidence;
+      if (!e) {
+        ranks.push_back({{"rank", r}, {"record", views.ranks[r].unreachable ? "unreachable" : "missing"}});
+        continue;
+      }
+      const auto& snap = e->snapshot;
+      ranks.push_back({{"rank", r},
+                       {"process", process_json(e->process, snap.pid)},
+                       {"silent_s", seconds(std::max<std::int64_t>(in.now_ns - last_progress(snap), 0))},
+                       {"step", snap.step},
+                       {"pending", fingerprint_json(snap.pending)}});
+    }
+    evidence["ranks"] = std::move(ranks);
+    s.evidence = std::move(evidence);
+    v.suspects.push_back(std::move(s));
+  }
   v.details["victims"] = ex.victims;
   // The waits: who is inside which call, waiting for which members (small worlds: every one).
   json wait_rows = json::array();
@@ -173,6 +200,7 @@ void render_rows(const DecisionInput& in, const Views& views, const Positions& p
   for (const auto& s : v.suspects)
     if (s.rank >= 0) notable.insert(s.rank);
   for (auto r : ex.victim_ranks) notable.insert(r);
+  for (const auto& n : ex.nodes) notable.insert(n.ranks.begin(), n.ranks.end());
   json rank_rows = json::array();
   for (std::int64_t r = 0; r < world; ++r) {
     const auto& view = views.ranks[r];

@@ -70,6 +70,8 @@ enum class Measure {
   process_stopped,        // 5: a stopped process
   torn_record,            // 5: a torn record whose writer died
   first_failure,          // 5: the one death no failure was recorded for
+  first_failed_node,      // 5: a node whose every rank died unrecorded, before every other rank's failure
+  lost_node,              // 5: the one silent observer's node, every visible rank failed or waiting
   uninterruptible_sleep,  // 5: a minority stuck in the kernel
   unreachable_observer,   // 6: the ranks no observer could see, the visible ones all waiting
 };
@@ -278,8 +280,16 @@ Waits follow_waits(const Positions& pos, std::int64_t world);
 // Stage 5: explain
 // ---------------------------------------------------------------------------
 
+// A whole node named (its ranks died together: which of them failed first cannot be told).
+struct NodeFinding {
+  std::string node;                 // its host name, as its records give it
+  std::vector<std::int64_t> ranks;  // ascending
+  Finding finding;
+};
+
 struct Explanation {
   std::map<std::int64_t, Finding> suspects;  // by rank
+  std::vector<NodeFinding> nodes;            // whole nodes (first_failed_node), when no rank is named
   json victims = json::array();
   std::vector<std::int64_t> victim_ranks;
   HangKind kind = HangKind::healthy;
@@ -291,6 +301,10 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
 
 // The first-failure rule (first_failures.cpp), when nothing else named anyone.
 void name_first_failures(const Positions& pos, const Views& views, std::map<std::int64_t, Finding>& suspects);
+// The first-failed-node rule (first_failures.cpp), when nothing named anyone, not even a first failure.
+std::optional<NodeFinding> first_failed_node(const Positions& pos, const Comparison& cmp, const Views& views);
+// The lost-node rule (first_failures.cpp): one observer silent, every visible rank failed or waiting.
+std::optional<NodeFinding> lost_node(const Positions& pos, const Comparison& cmp, const Views& views);
 // A death by a signal a peer's failure kills with (k_cascade_signals).
 bool cascade_form_signal(int sig);
 

@@ -501,6 +501,177 @@ TEST_F(CascadeTest, DeathAtTheMajoritysPositionWithNoFailureRecordedIsTheFirstFa
   }
 }
 
+// The evidence of `ranks` as `per_node` ranks per node (node0, node1, ...), each node's observer
+// its own: a multi-node job.
+DecisionInput input_by_node(std::vector<RankEvidence> ranks, std::int64_t per_node) {
+  DecisionInput in = input_of({});
+  in.nodes.clear();
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const auto k = static_cast<std::int64_t>(r) / per_node;
+    if (static_cast<std::int64_t>(in.nodes.size()) <= k) {
+      NodeEvidence n;
+      n.observer = k;
+      n.node = fmt::format("node{}", k);
+      n.job = "j";
+      n.collected_ns = k_now;
+      in.nodes.push_back(std::move(n));
+    }
+    ranks[r].snapshot.host = in.nodes[k]->node;
+    in.nodes[k]->ranks.push_back(std::move(ranks[r]));
+  }
+  return in;
+}
+
+// A node's processes killed together (its launcher tore them down, the kernel, an operator) inside
+// the call every rank was at: every rank elsewhere recorded the failed call after they last showed
+// life; every process reaped (its form unknown). Which of the node's ranks failed first cannot be
+// told: the node is named, never one of its ranks, and every other rank is a victim (campaign
+// 3x2 seed 31000, kill: node 1's ranks 2, 3 killed; it was inconclusive).
+TEST_F(CascadeTest, ANodeWhoseRanksAllDiedUnrecordedBeforeEveryOtherFailureIsNamed) {
+  for (int trial = 0; trial < 8; ++trial) {
+    const std::int64_t nodes = pick(3, 6), per = pick(1, 4) == 1 ? 1 : pick(2, 4);
+    const std::int64_t world = nodes * per, bad = pick(0, nodes - 1);
+    const auto at = static_cast<std::size_t>(pick(2, 6));
+    SCOPED_TRACE(testing::Message() << nodes << "x" << per << " node " << bad << " at " << at << " seed " << seed);
+    Sim sim(fmt::format("dp={}", world), 8, {"world"});
+    for (std::int64_t r = bad * per; r < (bad + 1) * per; ++r) sim.faults[r] = {Fault::die_inside, at};
+    auto ev = sim.run(true, true);
+    // Their last signs of life: the node's ranks before any other rank's.
+    for (std::int64_t r = 0; r < world; ++r) {
+      const bool on_node = r / per == bad;
+      ev[r].snapshot.heartbeat_ns = ev[r].snapshot.progress_ns = k_now - (on_node ? 12 : 10) * k_s + pick(0, k_s);
+    }
+    std::set<std::int64_t> node_ranks;
+    for (std::int64_t r = bad * per; r < (bad + 1) * per; ++r) node_ranks.insert(r);
+    Verdict v = decide(input_by_node(ev, per));
+    if (per == 1) {
+      // One rank per node: its lone death of unknown form at the one call is the first failure.
+      EXPECT_EQ(suspects(v), node_ranks) << v.summary;
+      ASSERT_EQ(v.suspects.size(), 1u);
+      EXPECT_EQ(v.suspects[0].evidence.value("measure", ""), "first_failure");
+    } else {
+      ASSERT_EQ(v.suspects.size(), 1u) << v.summary;
+      const auto& s = v.suspects[0];
+      EXPECT_EQ(s.rank, -1);
+      EXPECT_EQ(s.node, fmt::format("node{}", bad));
+      EXPECT_EQ(v.scope, Scope::node);
+      EXPECT_EQ(s.evidence.value("measure", ""), "first_failed_node");
+      std::set<std::int64_t> listed;
+      for (const auto& x : s.evidence["ranks"]) listed.insert(x["rank"].get<std::int64_t>());
+      EXPECT_EQ(listed, node_ranks);
+      EXPECT_NE(v.summary.find(s.node), std::string::npos) << v.summary;
+    }
+    EXPECT_EQ(v.status, VerdictStatus::attributed);
+    EXPECT_EQ(v.details["kind"], "dead_rank");
+    auto vic = victims(v);
+    for (std::int64_t r = 0; r < world; ++r) EXPECT_EQ(vic.count(r), node_ranks.count(r) ? 0u : 1u) << r;
+
+    // Not when a rank of the node lived on after a failure elsewhere was recorded.
+    {
+      auto late = ev;
+      late[bad * per + pick(0, per - 1)].snapshot.heartbeat_ns = k_now - 5 * k_s;
+      Verdict l = decide(input_by_node(late, per));
+      EXPECT_TRUE(l.suspects.empty()) << l.summary;
+    }
+    // Not when a rank elsewhere died unrecorded too (two nodes' deaths), nor when a rank of the node
+    // died the way a victim dies (an uncaught communication exception: SIGABRT).
+    for (int variant = 0; variant < 2; ++variant) {
+      auto other = ev;
+      if (variant == 0) {
+        std::int64_t r = pick(0, world - 1);
+        while (r / per == bad) r = pick(0, world - 1);
+        other[r].snapshot.collective_state = CollectiveState::inside;
+        other[r].snapshot.recent.back().failed = false;
+        other[r].snapshot.recent.back().exit_ns = 0;
+        other[r].process = {ProcessState::gone, '?', -1, 0, false, "gone"};
+      } else {
+        other[bad * per + pick(0, per - 1)].process = {ProcessState::exited, 'Z', -1, SIGABRT, false, "aborted"};
+      }
+      Verdict o = decide(input_by_node(other, per));
+      for (const auto& s : o.suspects) EXPECT_NE(s.rank, -1) << variant << " " << o.summary;
+      auto named = suspects(o);
+      for (auto r : named) EXPECT_TRUE(node_ranks.count(r) || other[r].process.state == ProcessState::gone) << r;
+    }
+    // Not when the ranks were at different calls (a wrong-sized message may have aborted a victim).
+    {
+      auto differ = ev;
+      std::int64_t r = pick(0, world - 1);
+      while (r / per == bad) r = pick(0, world - 1);
+      differ[r].snapshot.pending.count += 3;
+      differ[r].snapshot.recent.back().fingerprint.count += 3;
+      Verdict d = decide(input_by_node(differ, per));
+      for (const auto& s : d.suspects) EXPECT_NE(s.rank, -1) << d.summary;
+      for (auto x : suspects(d)) EXPECT_TRUE(x == r || node_ranks.count(x)) << x << " " << d.summary;
+    }
+  }
+  // Never half the world: two nodes, one of them dead, is one against one.
+  Sim sim("dp=4", 8, {"world"});
+  sim.faults[2] = sim.faults[3] = {Fault::die_inside, 3};
+  auto ev = sim.run(true, true);
+  for (std::int64_t r = 0; r < 4; ++r) ev[r].snapshot.heartbeat_ns = k_now - (r >= 2 ? 12 : 10) * k_s;
+  Verdict v = decide(input_by_node(ev, 2));
+  EXPECT_TRUE(v.suspects.empty()) << v.summary;
+  EXPECT_EQ(v.status, VerdictStatus::inconclusive);
+}
+
+// A node lost with its observer (power gone: its processes and its observer at once): the other
+// observers see every rank of theirs fail its call, and nothing of that node. Its node is named by its
+// observer's label, with the ranks no observer saw; never with two observers silent, never where a
+// visible rank died with nothing in its record (it may be the first failure), never with one observer
+// reached alone (a store it lost looks the same).
+TEST_F(CascadeTest, ANodeLostWithItsObserverIsNamedWhereEveryVisibleRankFailed) {
+  for (int trial = 0; trial < 8; ++trial) {
+    const std::int64_t nodes = pick(3, 6), per = pick(1, 3);
+    const std::int64_t world = nodes * per, bad = pick(0, nodes - 1);
+    const auto at = static_cast<std::size_t>(pick(2, 6));
+    SCOPED_TRACE(testing::Message() << nodes << "x" << per << " node " << bad << " at " << at << " seed " << seed);
+    Sim sim(fmt::format("dp={}", world), 8, {"world"});
+    for (std::int64_t r = bad * per; r < (bad + 1) * per; ++r) sim.faults[r] = {Fault::die_inside, at};
+    auto ev = sim.run(true, true);
+    std::set<std::int64_t> node_ranks;
+    for (std::int64_t r = bad * per; r < (bad + 1) * per; ++r) node_ranks.insert(r);
+    auto lost = [&](const std::vector<RankEvidence>& e, std::vector<std::int64_t> silent) {
+      auto in = input_by_node(e, per);
+      for (auto k : silent) in.nodes[k] = std::nullopt;
+      return decide(in);
+    };
+    Verdict v = lost(ev, {bad});
+    ASSERT_EQ(v.suspects.size(), 1u) << v.summary;
+    const auto& s = v.suspects[0];
+    EXPECT_EQ(s.rank, -1);
+    EXPECT_EQ(s.node, fmt::format("node{}", bad));
+    EXPECT_EQ(s.reason, "node_lost");
+    EXPECT_EQ(s.evidence.value("measure", ""), "lost_node");
+    std::set<std::int64_t> listed;
+    for (const auto& x : s.evidence["ranks"]) listed.insert(x["rank"].get<std::int64_t>());
+    EXPECT_EQ(listed, node_ranks);
+    EXPECT_EQ(v.scope, Scope::node);
+    EXPECT_EQ(v.action, "replace_node");
+    auto vic = victims(v);
+    for (std::int64_t r = 0; r < world; ++r) EXPECT_EQ(vic.count(r), node_ranks.count(r) ? 0u : 1u) << r;
+    // Two observers silent: which node failed first cannot be told.
+    std::int64_t other_node = pick(0, nodes - 1);
+    while (other_node == bad) other_node = pick(0, nodes - 1);
+    for (const auto& x : lost(ev, {bad, other_node}).suspects) EXPECT_NE(x.reason, "node_lost");
+    // A visible rank that died with nothing in its record.
+    auto quiet = ev;
+    std::int64_t r = pick(0, world - 1);
+    while (r / per == bad) r = pick(0, world - 1);
+    quiet[r].snapshot.collective_state = CollectiveState::inside;
+    quiet[r].snapshot.recent.back().failed = false;
+    quiet[r].snapshot.recent.back().exit_ns = 0;
+    quiet[r].process = {ProcessState::gone, '?', -1, 0, false, "gone"};
+    for (const auto& x : lost(quiet, {bad}).suspects) EXPECT_NE(x.reason, "node_lost") << r;
+  }
+  // One observer reached alone (two nodes, the other silent): its store may be what it lost.
+  Sim sim("dp=4", 8, {"world"});
+  sim.faults[2] = sim.faults[3] = {Fault::die_inside, 3};
+  auto in = input_by_node(sim.run(true, true), 2);
+  in.nodes[1] = std::nullopt;
+  Verdict v = decide(in);
+  for (const auto& x : v.suspects) EXPECT_NE(x.reason, "node_lost") << v.summary;
+}
+
 TEST_F(CascadeTest, DeathAfterACallEveryPeerFinishedIsNamedThoughItsRecordShowsItInside) {
   // HSDP: a rank exits right after its replica all-reduce, before its completion is published;
   // its dp peer finished that call and waits with everyone else in the next world call. Its
