@@ -673,6 +673,13 @@ Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::str
     docs.emplace_back(rank, std::move(*doc));
     paths.push_back(path);
   }
+  // A world this reader can hold: a pg_config naming a rank beyond it is not a torch dump of a real job
+  // (every rank's view, group and coordinates are sized by the world; an impossible one ran out of memory).
+  constexpr std::int64_t k_max_dump_world = std::int64_t{1} << 20;
+  if (known.world > k_max_dump_world)
+    return input_error(fmt::format("--flight-recorder {}: a dump's pg_config names rank {}, beyond {} ranks", dir,
+                                   known.world - 1, k_max_dump_world),
+                       "", "give the dumps torch's Flight Recorder wrote for the job");
   known.complete = static_cast<std::int64_t>(docs.size()) == known.world;
   std::vector<records::RecordRead> out;
   std::vector<char> retired;

@@ -147,3 +147,14 @@ TEST(FlightRecorderDir, TruncatedDumpsAreBadInputNamingTheFile) {
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST(FlightRecorderDir, AWorldNoJobHasIsBadInputNotAnAllocation) {
+  const std::string dir = ::testing::TempDir() + "/scout_fr_world";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/rank_0.json") << R"({"entries": [], "pg_config": {"x": {"ranks": "[0, 99999999]"}}})";
+  auto r = hang::read_flight_recorder_dir(dir, "job");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ExitCode::bad_input) << r.error().message();
+  std::filesystem::remove_all(dir);
+}
