@@ -8,11 +8,14 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 #include <span>
 #include <sstream>
 
 #include "lib/pickle/pickle.hpp"
 #include "lib/records/layout.hpp"
+#include "lib/topology/mesh.hpp"
 
 namespace scout::hang {
 
@@ -240,14 +243,26 @@ void renumber_twins(const std::vector<const json*>& entries, std::vector<records
     if (take[i]) events[i].fingerprint.group_seq = merged[i];
 }
 
-Result<records::RankSnapshot> snapshot_from_document(const json& doc, std::int64_t rank, const std::string& job) {
+// What all the dumps together say of each pg: its members by name, where no dump's pg_config
+// lists them (gloo's recorder lists one config, keyed by ""), taken from the ranks whose dumps
+// hold entries of that pg (pg names are agreed by every member: torch numbers new groups in
+// creation order on every rank). `complete`: every rank of the world left a dump, so the
+// members seen are all the members.
+struct KnownGroups {
+  std::map<std::string, std::vector<std::int64_t>> seen;  // pg name -> ranks whose dump holds its entries
+  std::int64_t world = 0;                                 // the largest any dump names
+  bool complete = false;
+};
+
+Result<records::RankSnapshot> snapshot_from_document(const json& doc, std::int64_t rank, const std::string& job,
+                                                     const KnownGroups* known = nullptr) {
   if (!doc.is_object() || !doc.contains("entries") || !doc["entries"].is_array())
     return input_error("the Flight Recorder dump has no \"entries\" list", "",
                        "give a dump made by torch's Flight Recorder");
   // Process groups: name and desc -> member ranks.
   std::map<std::string, std::vector<std::int64_t>> by_name, by_desc;
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> configured;  // (pg name, members) per pg_config entry
-  std::int64_t world = rank + 1;
+  std::int64_t world = std::max(rank + 1, known ? known->world : 0);
   if (doc.contains("pg_config") && doc["pg_config"].is_object()) {
     for (auto& [key, cfg] : doc["pg_config"].items()) {
       if (!cfg.is_object() || !cfg.contains("ranks")) continue;
@@ -276,7 +291,21 @@ Result<records::RankSnapshot> snapshot_from_document(const json& doc, std::int64
     }
     if (auto it = by_name.find(name); it != by_name.end() && !name.empty()) return it->second;
     if (auto it = by_desc.find(desc); it != by_desc.end() && !desc.empty()) return it->second;
-    if (name == "0" || desc == "default_pg" || by_name.size() <= 2) {
+    if (name == "0" || desc == "default_pg") {
+      std::vector<std::int64_t> all(static_cast<std::size_t>(world));
+      for (std::int64_t i = 0; i < world; ++i) all[static_cast<std::size_t>(i)] = i;
+      return all;
+    }
+    if (known) {
+      // Seen in every dump: its members are the ranks that called it. With a dump missing, a pg
+      // seen on fewer ranks than the world may lack the missing one: its own id, compared with nothing
+      // it is not.
+      auto it = known->seen.find(name);
+      if (it != known->seen.end() && (known->complete || it->second.size() == static_cast<std::size_t>(world)))
+        return it->second;
+      return {-1, static_cast<std::int64_t>(std::hash<std::string>{}(name)&0x7fffffff)};
+    }
+    if (by_name.size() <= 2) {
       std::vector<std::int64_t> all(static_cast<std::size_t>(world));
       for (std::int64_t i = 0; i < world; ++i) all[static_cast<std::size_t>(i)] = i;
       return all;
@@ -376,6 +405,215 @@ Result<records::RankSnapshot> snapshot_from_flight_recorder(const std::string& t
   }
 }
 
+namespace {
+
+// The world a dump names: its own rank, and every rank its pg_config lists. `configured` gets the
+// member lists of its named pgs (gloo's one config keyed by "" names a pg it does not say).
+std::int64_t world_named(const json& doc, std::int64_t rank, std::vector<std::vector<std::int64_t>>* configured) {
+  std::int64_t world = rank + 1;
+  if (!doc.contains("pg_config") || !doc["pg_config"].is_object()) return world;
+  for (const auto& [key, cfg] : doc["pg_config"].items()) {
+    if (!cfg.is_object() || !cfg.contains("ranks")) continue;
+    Result<std::vector<std::int64_t>> ranks = std::vector<std::int64_t>{};
+    if (cfg["ranks"].is_string()) {
+      ranks = parse_ranks(cfg["ranks"].get<std::string>());
+    } else if (cfg["ranks"].is_array()) {
+      for (const auto& r : cfg["ranks"])
+        if (r.is_number_integer()) ranks->push_back(r.get<std::int64_t>());
+    }
+    if (!ranks) continue;
+    for (auto r : *ranks) world = std::max(world, r + 1);
+    if (!key.empty() && !ranks->empty()) configured->push_back(*ranks);
+  }
+  return world;
+}
+
+// The dump's newest entry (by record_id) was retired: completed, or (gloo) timed out.
+bool last_retired(const json& doc) {
+  const json* last = nullptr;
+  for (const auto& e : doc["entries"])
+    if (e.is_object() && (!last || int_field(e, "record_id") >= int_field(*last, "record_id"))) last = &e;
+  return last && (last->value("retired", false) || last->value("state", std::string()) == "completed");
+}
+
+// A rank's newest call counts as inside because gloo retires a timed-out op like a completed one.
+// But an op every member of its group issued, with the same arguments, and every member retired (or
+// went past) did complete: nobody was missing from it. So a retired newest call is done when each
+// member's dump holds it, the same call, retired; a clean job's dumps then read as finished, not
+// as every rank inside its last barrier. `groups`: scout group id -> members, where the dumps tell.
+void settle_completed(std::vector<records::RecordRead>& reads, const std::vector<char>& retired,
+                      const std::map<std::uint64_t, std::vector<std::int64_t>>& groups) {
+  std::map<std::int64_t, std::size_t> at;
+  for (std::size_t i = 0; i < reads.size(); ++i) at[reads[i].snapshot->rank] = i;
+  std::vector<char> done(reads.size(), 0);
+  for (std::size_t i = 0; i < reads.size(); ++i) {
+    const auto& s = *reads[i].snapshot;
+    if (!retired[i] || s.recent.empty() || s.collective_state != records::CollectiveState::inside) continue;
+    const auto& f = s.recent.back().fingerprint;
+    auto g = groups.find(f.group);
+    if (g == groups.end()) continue;
+    bool all = true;
+    for (auto m : g->second) {
+      auto it = at.find(m);
+      if (it == at.end()) {
+        all = false;
+        break;
+      }
+      const auto& ms = *reads[it->second].snapshot;
+      bool made = false;
+      for (std::size_t k = 0; k < ms.recent.size() && !made; ++k) {
+        const auto& e = ms.recent[k].fingerprint;
+        if (e.group != f.group || e.group_seq != f.group_seq) continue;
+        made = e.type == f.type && e.count == f.count && e.dtype == f.dtype &&
+               (k + 1 < ms.recent.size() || retired[it->second]);
+      }
+      all = all && made;
+      if (!all) break;
+    }
+    done[i] = all;
+  }
+  for (std::size_t i = 0; i < reads.size(); ++i) {
+    if (!done[i]) continue;
+    auto& s = *reads[i].snapshot;
+    auto& last = s.recent.back();
+    last.exit_ns = last.enter_ns + 1;
+    s.collective_state = records::CollectiveState::done;
+    s.phase = records::Phase::unknown;
+  }
+}
+
+// The mesh dim a DeviceMesh group's description names ("mesh_tp" -> tp), if any.
+std::optional<Dim> dim_of_desc(const std::string& desc) {
+  if (!desc.starts_with("mesh_")) return std::nullopt;
+  static const std::map<std::string, Dim> k = {
+      {"dp", Dim::dp},         {"dp_replicate", Dim::dp}, {"ddp", Dim::dp},     {"replicate", Dim::dp},
+      {"dp_shard", Dim::fsdp}, {"fsdp", Dim::fsdp},       {"shard", Dim::fsdp}, {"tp", Dim::tp},
+      {"pp", Dim::pp},         {"cp", Dim::cp},           {"ep", Dim::ep}};
+  auto it = k.find(desc.substr(5));
+  return it == k.end() ? std::nullopt : std::optional<Dim>(it->second);
+}
+
+// Each rank's coordinates from the pgs' structure, so that the decision compares ranks only with their
+// true equivalents. The pgs of one family (one DeviceMesh dim by its description, else a run of
+// unnamed pgs in creation order, torch's pg names) must partition the world; each family is a dim and a
+// rank's coordinate in it is its index in its pg.
+// Only a family named dp (DeviceMesh's dp, dp_replicate) makes replicas: an unnamed family becomes
+// tp, cp or ep, whose ranks are compared only within one pg, since the dumps cannot tell which of
+// two families holds replicas. Ranks alike in every family are apart in one more such dim. Where the
+// dumps cannot tell the structure (a pg's members unknown, families that do not partition the world
+// or fit no row-major mesh), every rank is its own stage (pp = world): compared only within one
+// pg, never as a replica. Only the world's pgs: every rank a replica (dp = world), as before.
+void place_by_groups(std::vector<records::RecordRead>& reads, std::int64_t world,
+                     const std::map<std::string, std::vector<std::int64_t>>& members,
+                     const std::map<std::string, std::string>& desc_of, bool unknown_members) {
+  // (unknown_members: a pg whose members the dumps do not tell)
+  // "dim:<d>" or "new:<i>" (the i-th run of unnamed pgs, in creation order, that partitions the world) ->
+  // member sets. torch names pgs by a counter in creation order, and a family of pgs is created together.
+  std::map<std::string, std::set<std::vector<std::int64_t>>> families;
+  std::vector<std::pair<std::int64_t, const std::vector<std::int64_t>*>> unnamed;  // (creation number, members)
+  bool unordered = false;
+  std::set<std::vector<std::int64_t>> distinct;
+  for (const auto& [name, m] : members) {
+    if (m.size() <= 1 || static_cast<std::int64_t>(m.size()) >= world || !distinct.insert(m).second) continue;
+    auto d = desc_of.count(name) ? dim_of_desc(desc_of.at(name)) : std::nullopt;
+    if (d) {
+      families[fmt::format("dim:{}", static_cast<int>(*d))].insert(m);
+      continue;
+    }
+    const bool number = !name.empty() && name.size() < 10 && std::all_of(name.begin(), name.end(), [](char c) {
+      return std::isdigit(static_cast<unsigned char>(c));
+    });
+    if (!number) unordered = true;
+    unnamed.emplace_back(number ? std::stoll(name) : 0, &m);
+  }
+  std::sort(unnamed.begin(), unnamed.end());
+  {
+    std::set<std::int64_t> covered;
+    int index = 0;
+    for (const auto& [n, m] : unnamed) {
+      bool disjoint = true;
+      for (auto r : *m) disjoint = disjoint && !covered.count(r);
+      if (!disjoint) {
+        unordered = true;  // a run that does not partition the world
+        break;
+      }
+      covered.insert(m->begin(), m->end());
+      families[fmt::format("new:{}", index)].insert(*m);
+      if (static_cast<std::int64_t>(covered.size()) == world) {
+        covered.clear();
+        ++index;
+      }
+    }
+    if (!covered.empty()) unordered = true;
+  }
+  if (unordered) unknown_members = true;
+  auto set_all = [&](auto&& coords_of) {
+    for (auto& r : reads) r.snapshot->coords = coords_of(r.snapshot->rank);
+  };
+  auto alone = [&]() {
+    set_all([](std::int64_t r) {
+      Coords c{0, 0, 0, 0, 0, 0};
+      c[static_cast<int>(Dim::pp)] = r;
+      return c;
+    });
+  };
+  if (families.empty() && !unknown_members) return;  // every rank a replica (the default coordinates)
+  if (families.empty() || unknown_members || world <= 0 || world > (std::int64_t{1} << 20)) return alone();
+  std::vector<Coords> coords(static_cast<std::size_t>(world), Coords{0, 0, 0, 0, 0, 0});
+  Coords sizes{1, 1, 1, 1, 1, 1};
+  std::set<Dim> used;
+  std::vector<Dim> free_dims = {Dim::tp, Dim::cp, Dim::ep};
+  auto take_free = [&]() -> std::optional<Dim> {
+    for (Dim d : free_dims)
+      if (!used.count(d)) return d;
+    return std::nullopt;
+  };
+  std::vector<std::pair<std::optional<Dim>, const std::set<std::vector<std::int64_t>>*>> order;
+  for (const auto& [key, sets] : families)
+    if (key.starts_with("dim:")) order.emplace_back(static_cast<Dim>(std::stoi(key.substr(4))), &sets);
+  for (const auto& [key, sets] : families)
+    if (key.starts_with("new:")) order.emplace_back(std::nullopt, &sets);
+  for (auto& [dim, sets] : order) {
+    if (!dim) dim = take_free();
+    if (!dim || used.count(*dim)) return alone();
+    used.insert(*dim);
+    std::vector<char> seen(static_cast<std::size_t>(world), 0);
+    std::size_t size = sets->begin()->size(), covered = 0;
+    for (const auto& m : *sets) {
+      if (m.size() != size) return alone();
+      for (std::size_t i = 0; i < m.size(); ++i) {
+        if (m[i] < 0 || m[i] >= world || seen[m[i]]) return alone();
+        seen[m[i]] = 1;
+        coords[m[i]][static_cast<int>(*dim)] = static_cast<std::int64_t>(i);
+        ++covered;
+      }
+    }
+    if (static_cast<std::int64_t>(covered) != world) return alone();
+    sizes[static_cast<int>(*dim)] = static_cast<std::int64_t>(size);
+  }
+  std::int64_t product = 1;
+  for (auto z : sizes) product *= z;
+  if (product > world || world % product != 0) return alone();
+  if (product < world) {
+    auto d = take_free();
+    if (!d) return alone();
+    std::map<Coords, std::int64_t> next;
+    for (std::int64_t r = 0; r < world; ++r) coords[r][static_cast<int>(*d)] = next[coords[r]]++;
+    sizes[static_cast<int>(*d)] = world / product;
+    for (const auto& [c, n] : next)
+      if (n != world / product) return alone();
+  }
+  auto mesh = mesh_from_coordinates(sizes, [&](const Mesh& m) {
+    for (std::int64_t r = 0; r < world; ++r)
+      if (m.rank(coords[r]) != r) return false;
+    return true;
+  });
+  if (!mesh) return alone();
+  set_all([&](std::int64_t r) { return coords[static_cast<std::size_t>(r)]; });
+}
+
+}  // namespace
+
 Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::string& dir, const std::string& job) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -401,28 +639,115 @@ Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::str
   if (files.empty())
     return input_error(fmt::format("--flight-recorder {}: no dump (a file whose name ends in its rank)", dir), "",
                        "point it at the dumps (TORCH_FR_DUMP_TEMP_FILE<rank>)");
-  std::vector<records::RecordRead> out;
+  // Every dump first: what they say together (the world, each pg's members) shapes each snapshot.
+  std::vector<std::pair<std::int64_t, json>> docs;
+  std::vector<std::string> paths;
+  KnownGroups known;
+  std::vector<std::vector<std::int64_t>> configured;  // every pg_config's member lists
+  std::map<std::string, std::string> desc_of;         // pg name -> its description
   for (const auto& [rank, path] : files) {
     std::ifstream in(path, std::ios::binary);
     std::stringstream buf;
     buf << in.rdbuf();
     if (!in.good() && !in.eof()) return input_error(fmt::format("cannot read {}", path));
-    auto snap = snapshot_from_flight_recorder(buf.str(), rank, job);
-    if (!snap) {
-      Error e = snap.error();
+    auto doc = parse_dump(buf.str());
+    if (doc && (!doc->is_object() || !doc->contains("entries") || !(*doc)["entries"].is_array()))
+      doc = input_error("the Flight Recorder dump has no \"entries\" list", "",
+                        "give a dump made by torch's Flight Recorder");
+    if (!doc) {
+      Error e = doc.error();
       e.what = fmt::format("{}: {}", path, e.what);
       return e;
     }
+    known.world = std::max(known.world, world_named(*doc, rank, &configured));
+    for (const auto& e : (*doc)["entries"]) {
+      if (!e.is_object() || !e.contains("process_group") || !e["process_group"].is_array() ||
+          e["process_group"].empty() || !e["process_group"][0].is_string())
+        continue;
+      const auto& name = e["process_group"][0].get<std::string>();
+      if (e["process_group"].size() >= 2 && e["process_group"][1].is_string())
+        desc_of[name] = e["process_group"][1].get<std::string>();
+      auto& ranks = known.seen[name];
+      if (ranks.empty() || ranks.back() != rank) ranks.push_back(rank);
+    }
+    docs.emplace_back(rank, std::move(*doc));
+    paths.push_back(path);
+  }
+  // A world this reader can hold: a pg_config naming a rank beyond it is not a torch dump of a real job
+  // (every rank's view, group and coordinates are sized by the world; an impossible one ran out of memory).
+  constexpr std::int64_t k_max_dump_world = std::int64_t{1} << 20;
+  if (known.world > k_max_dump_world)
+    return input_error(fmt::format("--flight-recorder {}: a dump's pg_config names rank {}, beyond {} ranks", dir,
+                                   known.world - 1, k_max_dump_world),
+                       "", "give the dumps torch's Flight Recorder wrote for the job");
+  known.complete = static_cast<std::int64_t>(docs.size()) == known.world;
+  std::vector<records::RecordRead> out;
+  std::vector<char> retired;
+  for (std::size_t i = 0; i < docs.size(); ++i) {
+    const auto& [rank, doc] = docs[i];
+    Result<records::RankSnapshot> snap = input_error("");
+    try {
+      snap = snapshot_from_document(doc, rank, job, &known);
+    } catch (const nlohmann::json::exception& e) {
+      snap = input_error("the Flight Recorder dump has a field of an unexpected type", e.what(),
+                         "give a dump made by torch's Flight Recorder");
+    }
+    if (!snap) {
+      Error e = snap.error();
+      e.what = fmt::format("{}: {}", paths[i], e.what);
+      return e;
+    }
     records::RecordRead r;
-    r.segment = fs::path(path).filename().string();
+    r.segment = fs::path(paths[i]).filename().string();
     r.writer_alive = false;
     r.snapshot = std::move(*snap);
     out.push_back(std::move(r));
+    retired.push_back(last_retired(doc));
   }
   // One world for all: the largest any dump names (or the highest dump rank + 1).
-  std::int64_t world = 0;
+  std::int64_t world = known.world;
   for (const auto& r : out) world = std::max({world, r.snapshot->world_size, r.snapshot->rank + 1});
   for (auto& r : out) r.snapshot->world_size = world;
+  // The groups whose members the dumps tell: the world, and every pg seen in a complete set of dumps.
+  std::map<std::uint64_t, std::vector<std::int64_t>> groups;
+  {
+    std::vector<std::int64_t> all(static_cast<std::size_t>(world));
+    for (std::int64_t i = 0; i < world; ++i) all[static_cast<std::size_t>(i)] = i;
+    groups[records::layout::group_id(all.data(), all.size())] = all;
+    for (const auto& [name, ranks] : known.seen)
+      if (known.complete) groups[records::layout::group_id(ranks.data(), ranks.size())] = ranks;
+    for (auto& ranks : configured) {
+      std::sort(ranks.begin(), ranks.end());
+      groups[records::layout::group_id(ranks.data(), ranks.size())] = ranks;
+    }
+  }
+  settle_completed(out, retired, groups);
+  // Each pg's members (its config's, else the dumps that called it when all are here); the world's apart.
+  std::map<std::string, std::vector<std::int64_t>> members;
+  bool unknown_members = false;
+  for (const auto& [rank, doc] : docs)
+    if (doc.contains("pg_config") && doc["pg_config"].is_object())
+      for (const auto& [key, cfg] : doc["pg_config"].items()) {
+        if (key.empty() || !cfg.is_object() || !cfg.contains("ranks")) continue;
+        std::vector<std::int64_t> m;
+        if (cfg["ranks"].is_string()) {
+          if (auto p = parse_ranks(cfg["ranks"].get<std::string>())) m = *p;
+        } else if (cfg["ranks"].is_array()) {
+          for (const auto& r : cfg["ranks"])
+            if (r.is_number_integer()) m.push_back(r.get<std::int64_t>());
+        }
+        std::sort(m.begin(), m.end());
+        members[key] = m;
+        if (cfg.contains("desc") && cfg["desc"].is_string()) desc_of.try_emplace(key, cfg["desc"].get<std::string>());
+      }
+  for (const auto& [name, ranks] : known.seen) {
+    if (members.count(name) || name == "0" || (desc_of.count(name) && desc_of[name] == "default_pg")) continue;
+    if (known.complete || static_cast<std::int64_t>(ranks.size()) == world)
+      members[name] = ranks;
+    else
+      unknown_members = true;
+  }
+  place_by_groups(out, world, members, desc_of, unknown_members);
   return out;
 }
 

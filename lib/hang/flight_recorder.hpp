@@ -35,8 +35,14 @@ Result<records::RankSnapshot> snapshot_from_flight_recorder(const std::string& j
                                                             const std::string& job);
 
 // Every dump in `dir` as a record read (one per file whose name ends in a rank
-// number). Input error when the directory cannot be read, has no dump, or two
-// files claim one rank; a malformed dump is an error too (never skipped).
+// number), read together: a pg's members are its pg_config's, else (gloo) the
+// ranks whose dumps call it when every rank left one; a newest call every
+// member made with the same arguments and retired is done (a clean job reads
+// finished); each rank's coordinates come from the pgs' families (DeviceMesh
+// descriptions name dp/tp/...; unnamed families are never replicas; where the
+// dumps cannot tell, every rank stands alone: pp = world). Input error when
+// the directory cannot be read, has no dump, or two files claim one rank; a
+// malformed or truncated dump is an error too, naming its file (never skipped).
 Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::string& dir, const std::string& job);
 
 }  // namespace scout::hang

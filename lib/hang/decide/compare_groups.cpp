@@ -288,10 +288,13 @@ Comparison compare_groups(const Positions& pos, const Views& views, const Mesh& 
     // A stage's ranks at different tp (cp, ep) coordinates hold shards of other sizes: where
     // their whole calls leave no majority, the order and types of their calls still must agree.
     auto outliers = history_outliers(pos, hmembers);
-    if (hkind == "stage" && mesh.peer_kind() == PeerKind::replica) {
+    if (hkind == "stage") {
       // By whole calls, a stage's majority may be one coordinate's (the tp1 ranks' shards, once a
       // diverged tp0 rank left the references): a rank apart from it is an outlier only when one of
-      // its own replicas, which share its coordinates, parts from it too.
+      // its own peers, which share its coordinates, parts from it too. Without replicas (a mesh of
+      // tp, cp, ep only: Flight Recorder dumps whose pgs do not say which dim holds replicas) a rank
+      // has no such peer and whole calls name nobody (a cp1 rank's uneven shard was named against
+      // the cp0 ranks', fr_mesh_job skip at the last step).
       std::set<std::int64_t> refs(hmembers.begin(), hmembers.end());
       std::erase_if(outliers, [&](const auto& o) {
         const auto& p = pos.ranks[o.first];

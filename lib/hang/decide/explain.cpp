@@ -7,10 +7,10 @@
 //   wait_chain_end: in a stall, the end of a chain of waits that cannot move
 //     (a dead rank inside a call only when that call did not keep it);
 //   died_inside: the one rank that died inside a call, away from its peers;
-//   process_stopped; torn_record (a strict minority); first_failure, then
-//     first_failed_node (a whole node, first_failures.cpp), lost_node (the one
-//     silent observer's node); uninterruptible_sleep
-//     (a strict minority, in a stall).
+//   process_stopped; torn_record (a strict minority); with post-mortem dumps only, the ranks that left
+//     none where every call the others wait in misses only them (wait_chain_end); first_failure, then
+//     first_failed_node (a whole node, first_failures.cpp), lost_node (the one silent observer's
+//     node); uninterruptible_sleep (a strict minority, in a stall).
 // Every other dead or failed rank is a victim, with how it died and where.
 // Thresholds: k_victim_abort_signal, strict_minority, k_max_group_values.
 #include <map>
@@ -190,6 +190,49 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
     for (auto r : torn)
       out.suspects.emplace(
           r, Finding{"writer_died_mid_write", HangKind::dead_rank, {{"record_problem", "torn"}}, Measure::torn_record});
+  // Post-mortem dumps only (Flight Recorder: no pid, no process evidence) with ranks that left none: when
+  // every rank that did is inside a call, each such call entered with one call by every member that left
+  // a dump, the members without one are where the waits end (a rank that exited or stopped dumps nothing:
+  // test_torch2_fr_mesh exit). Not when the members that dumped disagree (gloo aborts a peer that
+  // received another size, and that peer leaves no dump), nor beyond a strict minority.
+  if (out.suspects.empty() && stalled && !views.missing.empty() && !waits.calls.empty()) {
+    bool ok = true;
+    for (std::int64_t r = 0; r < world && ok; ++r) {
+      if (!R[r].s) continue;
+      ok = R[r].s->pid == 0 && views.ranks[r].evidence->process.state == ProcessState::unknown && R[r].entered &&
+           waits.call_of[r] >= 0;
+    }
+    std::map<std::int64_t, std::vector<std::int64_t>> no_dump;  // rank -> ranks waiting for it
+    for (std::size_t c = 0; c < waits.calls.size() && ok; ++c) {
+      const auto& cw = waits.calls[c];
+      auto it = pos.roles.by_id.find(cw.group);
+      if (!cw.blockers.empty() || cw.unseen == 0 || it == pos.roles.by_id.end()) {
+        ok = false;
+        break;
+      }
+      std::vector<std::int64_t> in;
+      for (std::int64_t r = 0; r < world; ++r)
+        if (waits.call_of[r] == static_cast<std::int64_t>(c)) in.push_back(r);
+      for (auto r : in) ok = ok && same_call(R[r].pending, R[in.front()].pending);
+      for (auto m : it->second.members)
+        if (m >= 0 && m < world && !R[m].s && !views.ranks[m].issue && !views.ranks[m].unreachable)
+          for (auto r : in)
+            if (no_dump[m].size() < k_max_group_values) no_dump[m].push_back(r);
+    }
+    if (ok && !no_dump.empty() && strict_minority(static_cast<std::int64_t>(no_dump.size()), world))
+      for (const auto& [m, ws] : no_dump) {
+        json blocked = json::array();
+        for (auto w : ws)
+          blocked.push_back({{"rank", w},
+                             {"group", Roles::name(R[w].role, R[w].s->pending.group)},
+                             {"group_id", hex_id(R[w].s->pending.group)},
+                             {"group_seq", R[w].s->pending.group_seq}});
+        out.suspects.emplace(m, Finding{"never_entered_collective",
+                                        HangKind::rank_local_divergence,
+                                        {{"record_problem", "missing"}, {"blocks", std::move(blocked)}},
+                                        Measure::wait_chain_end});
+      }
+  }
   if (out.suspects.empty()) name_first_failures(pos, views, out.suspects);
   if (out.suspects.empty())
     if (auto node = first_failed_node(pos, cmp, views))

@@ -133,7 +133,25 @@ Positions find_positions(const DecisionInput& in, const Views& views, const Mesh
     all_final = true;
     any_inside |= p.entered;
   }
-  out.stalled = silence.stalled(in.now_ns, in.threshold_ns) || any_failed || (all_final && any_inside);
+  // A job that ended is not stalled, however long ago its last progress: every rank of the world has a
+  // final record and either exited with code 0 (the publisher may still show it inside its last call, a
+  // barrier whose completion it never published: CI, HSDP 2x2, every rank exit 0, read inconclusive) or
+  // left a post-mortem record (a Flight Recorder dump: no pid) in no call (every call it made, its
+  // group's members all made and finished: flight_recorder.cpp).
+  bool ended = all_final && !any_failed && views.missing.empty();
+  for (std::int64_t r = 0; r < world && ended; ++r) {
+    const auto& p = out.ranks[r];
+    if (!p.s) {
+      ended = false;
+      break;
+    }
+    const auto& proc = views.ranks[r].evidence->process;
+    const bool exited_ok = proc.state == ProcessState::exited && proc.exit_code == 0 && proc.signal == 0;
+    const bool dump_done =
+        proc.state == ProcessState::unknown && views.ranks[r].evidence->snapshot.pid == 0 && !p.entered;
+    ended = exited_ok || dump_done;
+  }
+  out.stalled = !ended && (silence.stalled(in.now_ns, in.threshold_ns) || any_failed || (all_final && any_inside));
 
   std::unordered_map<PosKey, std::uint64_t, PosKeyHash> ids;
   for (std::int64_t r = 0; r < world; ++r) {
