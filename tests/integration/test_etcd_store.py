@@ -1,5 +1,5 @@
 """--store etcd://: the observers' rendezvous on a real etcd v3 cluster that the test starts on
-loopback (random free ports, a temporary data directory; every member killed in tearDown).
+loopback (random free ports, a temporary data directory; every member killed when a test ends, however).
 
 The store (lib/transport/etcd_store.cpp) through a client that opens it as an observer does
 (tests/tools/store_client.cpp): set/get/check/add from several processes, get timing out within
@@ -54,11 +54,9 @@ class EtcdStore(ScoutTestCase):
 
     def setUp(self):
         self.cluster = etcd_cluster.EtcdCluster(1).start()
+        self.addCleanup(self.cluster.stop)  # runs even when setUp fails later
         self.uri = self.cluster.uri()
         self.ns = f"t{os.getpid()}-{random.randrange(1 << 30)}"
-
-    def tearDown(self):
-        self.cluster.stop()
 
     def test_processes_meet_and_count(self):
         procs = []
@@ -122,10 +120,8 @@ class EtcdMemberLoss(ScoutTestCase):
 
     def setUp(self):
         self.cluster = etcd_cluster.EtcdCluster(3).start()
+        self.addCleanup(self.cluster.stop)
         self.ns = f"t{os.getpid()}-{random.randrange(1 << 30)}"
-
-    def tearDown(self):
-        self.cluster.stop()
 
     def ops_through(self, lost, what):
         """Runs set/get/check/add with the lost member listed first; returns the first call's ms."""
@@ -184,13 +180,14 @@ class ObserversMeetOnEtcd(ScoutTestCase):
         print(f"etcd probe seed {seed}", file=sys.stderr)
         self.job = f"etcd-{os.getpid()}-{seed}"
         self.cluster = etcd_cluster.EtcdCluster(3).start()
+        self.addCleanup(self.cluster.stop)  # runs even when writing the records fails
+        self.addCleanup(self.remove_records)
         writer = os.path.join(HERE, "trainers", "record_writer.py")
         for r in range(self.WORLD):
             subprocess.run(["/usr/bin/python3", writer, self.job, str(r), str(self.WORLD), "once"], check=True,
                            timeout=60, env=dict(os.environ, SCOUT_ATTEMPT="0"))
 
-    def tearDown(self):
-        self.cluster.stop()
+    def remove_records(self):
         for name in os.listdir("/dev/shm"):
             if name.startswith(f"scout.{self.job}."):
                 os.unlink(os.path.join("/dev/shm", name))
