@@ -13,8 +13,8 @@ void add_observer_flags(CLI::App& cmd, ObserverFlags& f, const std::string& time
   cmd.add_option("--job", f.job, "Job id whose records are probed (as the trainers' publisher names it)")->required();
   cmd.add_option("--attempt", f.attempt, "Launcher attempt / restart id; records of other attempts are stale");
   cmd.add_option("--store", f.store,
-                 "Rendezvous store of the observers: file://DIR or tcp://HOST:PORT (default with --nodes > 1: a "
-                 "per-job directory under /dev/shm)");
+                 "Rendezvous store of the observers: file://DIR, tcp://HOST:PORT or etcd://HOST:PORT[,HOST:PORT...] "
+                 "(an etcd cluster's members; default with --nodes > 1: a per-job directory under /dev/shm)");
   cmd.add_flag("--store-host", f.store_host,
                "tcp://: host the store in this process (default: observer 0 hosts it unless one answers)");
   cmd.add_flag("--no-store-host", f.no_store_host, "tcp://: never host the store, only join a running one");
@@ -24,9 +24,9 @@ void add_observer_flags(CLI::App& cmd, ObserverFlags& f, const std::string& time
   cmd.add_option(
       "--token-file", f.token_file,
       "File holding the job token (default: $SCOUT_JOB_TOKEN; without either, evidence is not authenticated)");
-  cmd.add_option(
-      "--listen", f.listen,
-      "Address the observer's Gloo device binds (default: this host's name, or the route to a tcp:// store)");
+  cmd.add_option("--listen", f.listen,
+                 "Address the observer's Gloo device binds (default: this host's name, or the route to a tcp:// or "
+                 "etcd:// store)");
 }
 
 ObserverSettings to_observer_settings(const ObserverFlags& f) {

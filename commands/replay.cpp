@@ -193,11 +193,12 @@ struct PeersOutcome {
 
 // The address this node's replay peers (and its recipe exchange) bind Gloo
 // to: loopback on one node; across nodes the local address that reaches a
-// tcp:// store's host, or for a shared file:// store the host name's (Gloo's
+// tcp:// store's host (an etcd:// store's first member), or for a shared file:// store the host name's (Gloo's
 // automatic choice), so that peers on other machines can connect.
 std::string peer_listen_address(const std::optional<transport::StoreUri>& shared, std::int64_t nodes) {
   if (!shared || nodes <= 1) return "127.0.0.1";
-  if (shared->kind == transport::StoreUri::Kind::tcp) return session::address_towards(shared->host, shared->port);
+  if (shared->kind == transport::StoreUri::Kind::tcp || shared->kind == transport::StoreUri::Kind::etcd)
+    return session::address_towards(shared->host, shared->port);  // etcd: its first member
   return {};
 }
 
@@ -236,7 +237,9 @@ PeersOutcome run_local_peers(const ReplayOptions& o, const std::vector<replay::R
       ps.uri = *shared;
       ps.host = shared->kind == transport::StoreUri::Kind::tcp && node_index == 0 && i == 0 && !parent_hosts;
     } else {
-      ps.uri = transport::StoreUri{transport::StoreUri::Kind::file, dir + "/store", "", 0, "file://" + dir + "/store"};
+      ps.uri = transport::StoreUri{};  // file://
+      ps.uri.path = dir + "/store";
+      ps.uri.text = "file://" + ps.uri.path;
     }
     const pid_t pid = fork();
     if (pid < 0) {

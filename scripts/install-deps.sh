@@ -22,6 +22,9 @@ packages+=(clang-format)
 # The deployment examples' test (tests/integration/test_deploy.py): YAML parsing of
 # docs/deploy/k8s-sidecar.yaml, systemd-analyze verify of docs/deploy/scout-observe@.service.
 packages+=(python3-yaml systemd)
+# The replicated rendezvous store (--store etcd://, lib/transport/etcd_store.cpp): the tests start
+# their own etcd clusters (tests/integration/test_etcd_store.py) and ask etcdctl who leads.
+packages+=(etcd-server etcd-client)
 
 missing=()
 for p in "${packages[@]}"; do

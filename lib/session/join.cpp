@@ -46,6 +46,8 @@ Result<JoinedStore> join_store(const std::string& job, const std::optional<trans
   JoinedStore out;
   out.uri = store ? *store : transport::default_store_uri(job);
   const bool tcp = out.uri.kind == transport::StoreUri::Kind::tcp;
+  // etcd:// is a cluster of its own that scout never hosts: every observer joins it.
+  const bool networked = tcp || out.uri.kind == transport::StoreUri::Kind::etcd;
   bool try_host = tcp && (host == HostStore::always || (host == HostStore::auto_observer0 && member == 0));
   if (try_host && host == HostStore::auto_observer0) {
     // A store that already answers there (torchrun's agent on this node, a trainer's) is joined
@@ -70,7 +72,9 @@ Result<JoinedStore> join_store(const std::string& job, const std::optional<trans
   out.hosted_here = try_host && (*opened)->describe().find("hosted") != std::string::npos;
   out.store = std::move(*opened);
   out.listen_address = listen;
-  if (out.listen_address.empty() && tcp) out.listen_address = address_towards(out.uri.host, out.uri.port);
+  // The route to the store (etcd: its first member; no packet is sent, so a dead member still gives the
+  // interface that reaches the cluster).
+  if (out.listen_address.empty() && networked) out.listen_address = address_towards(out.uri.host, out.uri.port);
   return out;
 }
 

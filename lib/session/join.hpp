@@ -26,8 +26,9 @@ struct JoinedStore {
 
 // Opens `store` (absent: the per-job default directory) for observer
 // `member`, hosting a tcp:// store per `host` (auto: observer 0 hosts, and
-// joins instead when one already answers). `listen` "" picks the address that
-// routes to a tcp:// store. Errors: the store cannot be reached or hosted.
+// joins instead when one already answers; an etcd:// cluster is always joined). `listen` ""
+// picks the address that routes to a tcp:// store or to an etcd:// store's first member. Errors: the store cannot be
+// reached or hosted.
 Result<JoinedStore> join_store(const std::string& job, const std::optional<transport::StoreUri>& store, HostStore host,
                                std::int64_t member, const std::string& listen, std::chrono::milliseconds timeout);
 

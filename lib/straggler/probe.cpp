@@ -352,8 +352,9 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source,
       if (mkdtemp(tmpl) != nullptr) scratch = tmpl;
       co.key_namespace = fmt::format("{}/straggler/bench", o.job);
       co.expected = local;
-      const transport::StoreUri uri{transport::StoreUri::Kind::file, scratch + "/store", "", 0,
-                                    "file://" + scratch + "/store"};
+      transport::StoreUri uri;  // file://
+      uri.path = scratch + "/store";
+      uri.text = "file://" + uri.path;
       opener = [uri, co]() { return transport::open_store(uri, false, co.timeout); };
     }
     if (o.nodes > 1 || !scratch.empty()) {

@@ -15,16 +15,39 @@
 
 #include "lib/common/parse.hpp"
 #include "lib/plugin/module_loader.hpp"
+#include "lib/transport/etcd_store.hpp"
 #include "lib/transport/net_module.hpp"
 #include "lib/transport/tcp_store_abi.hpp"
 #include "lib/transport/tcp_store_dialect.hpp"
 
 namespace scout::transport {
 
+namespace {
+
+// One HOST:PORT of --store `text` (IPv6 hosts in brackets); `form` is what the user should write.
+Result<StoreEndpoint> parse_endpoint(std::string_view item, const std::string& text, std::string_view form) {
+  const auto colon = item.rfind(':');
+  if (item.empty() || colon == std::string_view::npos || colon == 0)
+    return usage_error(fmt::format("--store {}: expected {}", text, form),
+                       item.empty() ? "an address is empty" : fmt::format("'{}' has no port", item));
+  StoreEndpoint ep;
+  ep.host = std::string(item.substr(0, colon));
+  if (ep.host.size() > 2 && ep.host.front() == '[' && ep.host.back() == ']')
+    ep.host = ep.host.substr(1, ep.host.size() - 2);
+  auto port = parse_int(item.substr(colon + 1), "--store port");
+  if (!port || *port < 1 || *port > 65535)
+    return usage_error(fmt::format("--store {}: the port must be a number from 1 to 65535", text),
+                       fmt::format("'{}' in '{}'", item.substr(colon + 1), item));
+  ep.port = static_cast<std::uint16_t>(*port);
+  return ep;
+}
+
+}  // namespace
+
 Result<StoreUri> parse_store_uri(const std::string& text) {
   StoreUri uri;
   uri.text = text;
-  constexpr std::string_view k_file = "file://", k_tcp = "tcp://";
+  constexpr std::string_view k_file = "file://", k_tcp = "tcp://", k_etcd = "etcd://";
   std::string_view t = text;
   if (t.starts_with(k_file)) {
     uri.kind = StoreUri::Kind::file;
@@ -36,20 +59,34 @@ Result<StoreUri> parse_store_uri(const std::string& text) {
   }
   if (t.starts_with(k_tcp)) {
     uri.kind = StoreUri::Kind::tcp;
-    std::string_view rest = t.substr(k_tcp.size());
-    auto colon = rest.rfind(':');
-    if (colon == std::string_view::npos || colon == 0)
-      return usage_error(fmt::format("--store {}: expected tcp://HOST:PORT", text));
-    uri.host = std::string(rest.substr(0, colon));
-    if (uri.host.size() > 2 && uri.host.front() == '[' && uri.host.back() == ']')
-      uri.host = uri.host.substr(1, uri.host.size() - 2);
-    auto port = parse_int(rest.substr(colon + 1), "--store port");
-    if (!port || *port < 1 || *port > 65535)
-      return usage_error(fmt::format("--store {}: the port must be a number from 1 to 65535", text));
-    uri.port = static_cast<std::uint16_t>(*port);
+    auto ep = parse_endpoint(t.substr(k_tcp.size()), text, "tcp://HOST:PORT");
+    if (!ep) return ep.error();
+    uri.host = ep->host;
+    uri.port = ep->port;
     return uri;
   }
-  return usage_error(fmt::format("--store {}: unknown store kind", text), "scout knows file://DIR and tcp://HOST:PORT");
+  if (t.starts_with(k_etcd)) {
+    uri.kind = StoreUri::Kind::etcd;
+    std::string_view rest = t.substr(k_etcd.size());
+    constexpr std::string_view k_form = "etcd://HOST:PORT[,HOST:PORT...] (the members' client addresses)";
+    for (;;) {
+      const auto comma = rest.find(',');
+      auto ep = parse_endpoint(rest.substr(0, comma), text, k_form);
+      if (!ep) return ep.error();
+      for (const auto& seen : uri.endpoints)
+        if (seen.host == ep->host && seen.port == ep->port)
+          return usage_error(fmt::format("--store {}: {}:{} is listed twice", text, ep->host, ep->port), {},
+                             "name each etcd member once");
+      uri.endpoints.push_back(*ep);
+      if (comma == std::string_view::npos) break;
+      rest = rest.substr(comma + 1);
+    }
+    uri.host = uri.endpoints.front().host;
+    uri.port = uri.endpoints.front().port;
+    return uri;
+  }
+  return usage_error(fmt::format("--store {}: unknown store kind", text),
+                     "scout knows file://DIR, tcp://HOST:PORT and etcd://HOST:PORT[,HOST:PORT...]");
 }
 
 StoreUri default_store_uri(const std::string& job) {
@@ -232,6 +269,7 @@ class TcpKeyValueStore final : public KeyValueStore {
 
 Result<std::unique_ptr<KeyValueStore>> open_store(const StoreUri& uri, bool host_server,
                                                   std::chrono::milliseconds timeout) {
+  if (uri.kind == StoreUri::Kind::etcd) return open_etcd_store(uri, timeout);  // never hosted here
   if (uri.kind == StoreUri::Kind::file) {
     std::unique_ptr<DirectoryLease> lease;
     if (uri.remove_when_unused) {

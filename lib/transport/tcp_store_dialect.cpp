@@ -1,15 +1,14 @@
 #include "lib/transport/tcp_store_dialect.hpp"
 
-#include <fcntl.h>
-#include <netdb.h>
 #include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
+
+#include "lib/transport/socket_io.hpp"
 
 namespace scout::transport {
 
@@ -29,64 +28,7 @@ std::string_view store_dialect_name(StoreDialect d) {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-int remaining_ms(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return left > 0 ? static_cast<int>(left) : 0;
-}
-
-// A connected socket, or -1 (with *why, when given, saying why); the connection itself is
-// bounded by `deadline`.
-int connect_by(const std::string& host, std::uint16_t port, Clock::time_point deadline, std::string* why = nullptr) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0) {
-    if (why) *why = std::string("cannot resolve ") + host + ": " + ::gai_strerror(rc);
-    return -1;
-  }
-  int fd = -1;
-  for (auto* a = found; a && fd < 0; a = a->ai_next) {
-    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) break;
-    bool ok = false;
-    if (errno == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
-      int err = 0;
-      socklen_t len = sizeof err;
-      const int ready = ::poll(&p, 1, remaining_ms(deadline));
-      ok = ready == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
-      if (why && ready == 0) *why = "no answer to the connection (a black-holed address, or a firewall)";
-      if (why && ready == 1 && err != 0) errno = err;
-    }
-    if (!ok && why && (why->empty() || errno == ECONNREFUSED))
-      *why = errno == ECONNREFUSED ? "connection refused: nothing listens there" : std::strerror(errno);
-    if (!ok) {
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ::freeaddrinfo(found);
-  return fd;
-}
-
-bool send_all(int fd, const unsigned char* data, std::size_t n, Clock::time_point deadline) {
-  while (n > 0) {
-    ssize_t w = ::send(fd, data, n, MSG_NOSIGNAL);
-    if (w > 0) {
-      data += w;
-      n -= static_cast<std::size_t>(w);
-      continue;
-    }
-    if (w < 0 && errno != EAGAIN && errno != EINTR) return false;
-    pollfd p{fd, POLLOUT, 0};
-    if (::poll(&p, 1, remaining_ms(deadline)) != 1) return false;
-  }
-  return true;
-}
+using Clock = SocketClock;
 
 // What one probe saw: its reply, nothing by its deadline on a connected socket, or anything else
 // (no connection, a reset, an end of stream, a wrong reply).
@@ -96,18 +38,12 @@ enum class Outcome { answered, silent, failed };
 bool recv_exact(int fd, unsigned char* out, std::size_t n, Clock::time_point deadline, bool* timed_out) {
   *timed_out = false;
   while (n > 0) {
-    pollfd p{fd, POLLIN, 0};
-    int ready = ::poll(&p, 1, remaining_ms(deadline));
-    if (ready == 0) *timed_out = true;
-    if (ready != 1) return false;
-    ssize_t r = ::recv(fd, out, n, 0);
-    if (r == 0) return false;
-    if (r < 0) {
-      if (errno == EAGAIN || errno == EINTR) continue;
-      return false;
-    }
-    out += r;
-    n -= static_cast<std::size_t>(r);
+    std::size_t got = 0;
+    const RecvOutcome r = recv_some(fd, out, n, deadline, &got);
+    if (r == RecvOutcome::timed_out) *timed_out = true;
+    if (r != RecvOutcome::data) return false;
+    out += got;
+    n -= got;
   }
   return true;
 }

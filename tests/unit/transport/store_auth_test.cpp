@@ -23,6 +23,24 @@ TEST(StoreUri, ParsesAndRejects) {
   EXPECT_FALSE(parse_store_uri("redis://x:1").ok());
 }
 
+TEST(StoreUri, EtcdListsEveryMember) {
+  auto e = parse_store_uri("etcd://h1:2379,10.0.0.2:2380,[::1]:2381");
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->kind, StoreUri::Kind::etcd);
+  ASSERT_EQ(e->endpoints.size(), 3u);
+  EXPECT_EQ(e->endpoints[0].host, "h1");
+  EXPECT_EQ(e->endpoints[1].port, 2380);
+  EXPECT_EQ(e->endpoints[2].host, "::1");
+  EXPECT_EQ(e->host, "h1");  // the first member: where the Gloo device's route is found
+  EXPECT_EQ(e->port, 2379);
+  for (const char* bad : {"etcd://", "etcd://h1", "etcd://h1:2379,", "etcd://,h1:2379", "etcd://h1:0",
+                          "etcd://h1:2379,h2:port", "etcd://h1:2379,h1:2379"}) {
+    auto r = parse_store_uri(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().code, ExitCode::usage) << bad;
+  }
+}
+
 TEST(JobToken, ForgedOrForeignBlobsAreRejected) {
   auto a = JobToken::from_secret("job", "0", "secret", true);
   auto other_job = JobToken::from_secret("job2", "0", "secret", true);
