@@ -8,7 +8,9 @@ Per fault kind, runs at random (culprit node, moment and rate drawn from each
 run's seed, printed; `--seed S --runs 1 --faults F` reproduces one run):
   link-down   the culprit node's veth down (both ends): probe-hang
   freeze      every process of its job frozen (cgroup v1 freezer): probe-hang
-  kill        every process of its job SIGKILLed: probe-hang
+  kill        every process of its job SIGKILLed, its observer alive: probe-hang
+  power-off   every process of the node SIGKILLed, its observer too (it never runs): probe-hang
+  freeze-link its job frozen and its link down: probe-hang
   rate-limit  its link limited by tc tbf to 8, 16 or 32 Mbit/s (the kernel here has no
               netem, so no delay), in a layout where its slow groups meet in it only
               (multinode_job.link_layout): straggler
@@ -16,10 +18,13 @@ run's seed, printed; `--seed S --runs 1 --faults F` reproduces one run):
 Every observer's verdict is classed (multinode_job.judge): right, innocent,
 wrong_reason, missed, cut_off (the culprit's own observer behind its downed
 link, naming no one), unavailable (no verdict: e.g. the store's host is the
-culprit), and whether every observer (the cut-off one aside) agreed.
+culprit), dead (the culprit's observer, lost with its node), and whether every observer (the cut-off and dead
+ones aside) agreed. Rows are split by whether the culprit is node 0, which hosts torchrun's store ("store host"),
+and by the observers' store (--observer-store, a comma-separated list: torchrun, separate, etcd: a 3-member etcd
+cluster on nodes 0-2, its members dying and freezing with their nodes).
 
     python3 bench/multinode_campaign.py --size 3x2 --link-size 4x1 --runs 3 [--faults freeze,kill] [--seed S]
-        [--observer-store separate]
+        [--observer-store torchrun,etcd]
 Needs root, iproute2 and the torch 2.x venv; prints why not and exits 5 otherwise.
 """
 import argparse
@@ -35,7 +40,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 import multinode_job as mj  # noqa: E402
 import netns_nodes  # noqa: E402
 
-CLASSES = ("right", "innocent", "wrong_reason", "missed", "cut_off", "unavailable", "clean")
+CLASSES = ("right", "innocent", "wrong_reason", "missed", "cut_off", "unavailable", "dead", "clean")
 
 
 def size(text):
@@ -56,10 +61,15 @@ def main():
     p.add_argument("--runs", type=int, default=3, help="runs per fault kind (default 3)")
     p.add_argument("--faults", default=",".join(mj.FAULTS + mj.CONTROLS))
     p.add_argument("--seed", type=int, help="base seed (run i of a kind uses seed + i)")
-    p.add_argument("--observer-store", choices=("torchrun", "separate"), default="torchrun",
-                   help="where the observers meet: torchrun's store on node 0 (default), or a TCPStore on one more "
-                        "node that runs no job (a control-plane store: a fault of node 0 leaves it up)")
+    p.add_argument("--observer-store", default="torchrun",
+                   help="where the observers meet, a comma-separated list run in turn: torchrun (its store on node 0, "
+                        "the default), separate (a TCPStore on one more node that runs no job), etcd (a 3-member etcd "
+                        "cluster on nodes 0-2)")
     a = p.parse_args()
+    stores = [x for x in a.observer_store.split(",") if x]
+    for x in stores:
+        if x not in ("torchrun", "separate", "etcd"):
+            p.error(f"unknown --observer-store {x!r}: torchrun, separate, etcd")
     faults = [f for f in a.faults.split(",") if f]
     for f in faults:
         if f not in mj.FAULTS + mj.CONTROLS:
@@ -72,41 +82,46 @@ def main():
         return 5
     base = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 30)
     print(f"multinode_campaign: base seed {base}; hang faults on {a.size[0]}x{a.size[1]}, rate-limit on "
-          f"{a.link_size[0]}x{a.link_size[1]}; observers' store: {a.observer_store}; netem {'present' if netns_nodes.netem_available() else 'absent (tbf)'}; "
+          f"{a.link_size[0]}x{a.link_size[1]}; observers' stores: {','.join(stores)}; netem {'present' if netns_nodes.netem_available() else 'absent (tbf)'}; "
           f"load {os.getloadavg()[0]:.1f}", flush=True)
     table = collections.OrderedDict()
     t_all = time.monotonic()
-    for f in faults:
+    def row_of(key, n, r):
+        return table.setdefault(key, {"runs": 0, "agree": 0, "seeds": [], **{c: 0 for c in CLASSES}, "errors": 0,
+                                      "size": f"{n}x{r}"})
+
+    for store, f in ((st, fa) for st in stores for fa in faults):
         n, r = a.link_size if f in ("rate-limit", "none-straggler") else a.size
-        row = table.setdefault(f, {"runs": 0, "agree": 0, "seeds": [], **{c: 0 for c in CLASSES}, "errors": 0,
-                                   "size": f"{n}x{r}"})
         for i in range(a.runs):
             seed = base + i
             t0 = time.monotonic()
             try:
-                res = mj.run_case(netns_nodes.NetnsNodes, n, r, f, seed, out=sys.stdout,
-                                  observer_store=a.observer_store)
+                res = mj.run_case(netns_nodes.NetnsNodes, n, r, f, seed, out=sys.stdout, observer_store=store)
             except Exception as e:  # a run that could not be made is reported, not a verdict
-                print(f"  {f} seed {seed}: run failed: {type(e).__name__}: {e}", flush=True)
+                print(f"  {f} seed {seed} store {store}: run failed: {type(e).__name__}: {e}", flush=True)
+                row = row_of((f, store, "?"), n, r)
                 row["errors"] += 1
                 row["seeds"].append(seed)
                 continue
+            where = "store host" if res["culprit"] == 0 and store != "separate" else "other node"
+            row = row_of((f, store, where), n, r)
             row["runs"] += 1
             row["seeds"].append(seed)
             row["agree"] += 1 if res["agree"] else 0
             for c in res["per_observer"]:
                 row[c] += 1
-            print(f"  {f} seed {seed} culprit node {res['culprit']}: {res['per_observer']} agree={res['agree']} "
+            print(f"  {f} seed {seed} store {store} culprit node {res['culprit']}: {res['per_observer']} agree={res['agree']} "
                   f"({time.monotonic() - t0:.0f} s, load {os.getloadavg()[0]:.1f})", flush=True)
             for line in res["summaries"]:
                 print(f"    {line}", flush=True)
     print(f"\nmultinode_campaign: base seed {base}, {time.monotonic() - t_all:.0f} s; counts are observers' "
           f"verdicts (a run has one per node), agree counts runs")
     cols = ("size", "runs", "agree") + CLASSES + ("errors",)
-    print("| fault | " + " | ".join(cols) + " | seeds |")
-    print("|---" * (len(cols) + 2) + "|")
-    for f, row in table.items():
-        print(f"| {f} | " + " | ".join(str(row[c]) for c in cols) + f" | {','.join(map(str, row['seeds']))} |")
+    print("| fault | store | culprit | " + " | ".join(cols) + " | seeds |")
+    print("|---" * (len(cols) + 4) + "|")
+    for (f, store, where), row in table.items():
+        print(f"| {f} | {store} | {where} | " + " | ".join(str(row[c]) for c in cols) +
+              f" | {','.join(map(str, row['seeds']))} |")
     return 0
 
 

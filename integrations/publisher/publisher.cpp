@@ -2,11 +2,13 @@
 // No exception can leave this file: nothing here throws except std::string
 // allocation during scout_record_create, which is caught there.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -364,7 +366,65 @@ int scout_record_create(const scout_record_options* o, scout_record** out) {
   }
 }
 
+namespace {
+
+// The record SIGTERM marks (scout_record_watch_termination), and what SIGTERM did before.
+std::atomic<scout_record*> g_watched{nullptr};
+struct sigaction g_previous_term {};
+std::atomic<bool> g_term_installed{false};
+std::atomic<pid_t> g_watcher{0};  // the process that watches: a forked child (a DataLoader worker) never marks it
+
+// Async-signal-safe: a bounded try-lock, stores into the mapped record, then the previous action.
+void on_terminate(int sig, siginfo_t* info, void* context) {
+  const int saved_errno = errno;
+  if (scout_record* record = g_watched.load(std::memory_order_acquire);
+      record != nullptr && getpid() == g_watcher.load(std::memory_order_acquire) && record->lock()) {
+    std::uint64_t now = now_ns(CLOCK_REALTIME);
+    record->drain(now);
+    record->mirror.phase = SCOUT_PHASE_TERMINATED;
+    record->advance(now);
+    record->publish(now);
+    record->rec->writer_lock.store(0, std::memory_order_seq_cst);
+  }
+  errno = saved_errno;
+  const struct sigaction& prev = g_previous_term;
+  if ((prev.sa_flags & SA_SIGINFO) != 0 && prev.sa_sigaction != nullptr) {
+    prev.sa_sigaction(sig, info, context);
+  } else if (prev.sa_handler == SIG_IGN) {
+    return;
+  } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != nullptr) {
+    prev.sa_handler(sig);
+  } else {
+    // The default action: end the process by the same signal, so that its parent sees SIGTERM.
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, nullptr);
+    raise(sig);
+  }
+}
+
+}  // namespace
+
+int scout_record_watch_termination(scout_record* record) {
+  if (record == nullptr) return SCOUT_EINVAL;
+  g_watcher.store(getpid(), std::memory_order_release);
+  g_watched.store(record, std::memory_order_release);
+  if (g_term_installed.exchange(true)) return SCOUT_OK;
+  struct sigaction sa {};
+  sa.sa_sigaction = on_terminate;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGTERM, &sa, &g_previous_term) != 0) {
+    g_term_installed.store(false);
+    return SCOUT_ESYS;
+  }
+  return SCOUT_OK;
+}
+
 int scout_record_close(scout_record* record, int unlink_segment) {
+  scout_record* expected = record;
+  g_watched.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel);
   if (record == nullptr) return SCOUT_EINVAL;
   int status = SCOUT_OK;
   if (unlink_segment) {
@@ -407,7 +467,7 @@ int scout_step_begin(scout_record* record, uint64_t step) {
 }
 
 int scout_phase(scout_record* record, uint8_t phase) {
-  if (record == nullptr || phase > SCOUT_PHASE_COMM_ERROR) return SCOUT_EINVAL;
+  if (record == nullptr || phase > SCOUT_PHASE_TERMINATED) return SCOUT_EINVAL;
   std::uint64_t now = 0;
   if (!record->begin(&now)) return SCOUT_EBUSY;
   record->mirror.phase = phase;

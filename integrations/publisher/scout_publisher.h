@@ -51,7 +51,11 @@ enum scout_phase {
   /* The process is ending on an uncaught communication error (the Python
    * publisher sets it from sys.excepthook): hang verdicts count the rank as a
    * victim of a peer's failure, not as where the hang began. */
-  SCOUT_PHASE_COMM_ERROR = 8
+  SCOUT_PHASE_COMM_ERROR = 8,
+  /* The process is ending on SIGTERM (set by the handler of
+   * scout_record_watch_termination): its launcher tore it down, often after
+   * another worker failed; a victim, like SCOUT_PHASE_COMM_ERROR. */
+  SCOUT_PHASE_TERMINATED = 9
 };
 enum scout_collective {
   SCOUT_COLL_NONE = 0,
@@ -104,6 +108,14 @@ SCOUT_PUBLISHER_API int scout_step_begin(scout_record* record, uint64_t step);
 
 /* The rank enters `phase` (an enum scout_phase value). */
 SCOUT_PUBLISHER_API int scout_phase(scout_record* record, uint8_t phase);
+
+/* Watches SIGTERM for `record`: the process's handler sets the record's phase
+ * to SCOUT_PHASE_TERMINATED (when no other thread is writing it at that
+ * moment), then does what was done before (the previous handler, or the
+ * default action: the process ends). One record per process is watched (the
+ * last one given); scout_record_close stops watching it. A launcher's SIGTERM
+ * then reads as a victim's end, not as a rank killed outright. */
+SCOUT_PUBLISHER_API int scout_record_watch_termination(scout_record* record);
 
 /* The rank enters a collective with this fingerprint: `group` the process
  * group id (scout_group_id), `type` an enum scout_collective value, `dtype`

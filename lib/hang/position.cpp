@@ -55,8 +55,8 @@ NodePosition node_position(const NodeEvidence& e) {
     p.rank_mix_sum = static_cast<std::int64_t>(static_cast<std::uint64_t>(p.rank_mix_sum) + mix(s.rank));
     p.clean = p.clean && r.writer_alive && r.process.state == ProcessState::alive &&
               s.collective_state != records::CollectiveState::failed && s.phase != records::Phase::comm_error &&
-              s.world_size == p.world_size && s.rank >= 0 && s.rank < p.world_size &&
-              p.world_size <= k_max_positions_world;
+              s.phase != records::Phase::terminated && s.world_size == p.world_size && s.rank >= 0 &&
+              s.rank < p.world_size && p.world_size <= k_max_positions_world;
   }
   return p;
 }

@@ -314,9 +314,23 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
     std::unique_ptr<session::Session> observers;
     std::unique_ptr<session::Hierarchy> hierarchy;
     if (!store) {
-      // No store, no other observer: an error (exit 5), not a verdict that would name every
-      // other node unreachable when it is the store that is.
-      return store.error();
+      // No store, no other observer (the store's host dead, frozen or cut off, and no replicated
+      // store): it says so in one line and decides on what its own node shows. The other nodes'
+      // ranks are missing, never unreachable: a lost store looks like every other node lost, so no
+      // other node is named.
+      const auto why = fmt::format("cannot reach the store: {}; this verdict is this node's evidence alone",
+                                   store.error().message());
+      spdlog::warn("{}", why);
+      notes.push_back(why);
+      transport_details["store_unreachable"] = true;
+      transport_details["notes"] = notes;
+      in.nodes.assign(1, local);
+      in.now_ns = agreed_now(in.nodes);
+      if (auto checked = check_decision_input(in); !checked) return checked.error();
+      if (seen) *seen = ProbeEvidence{in.nodes, in.now_ns, false};
+      Verdict v = decide(in);
+      v.details["transport"] = transport_details;
+      return v;
     } else {
       elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
       const auto gather_timeout =

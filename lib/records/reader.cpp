@@ -259,7 +259,7 @@ RecordRead read_segment(std::string_view name, const ReaderOptions& o) {
     auto pending = decode_fingerprint(small, p[3], p[4], p[5], p[6]);
     std::uint8_t phase = L::small_phase(small);
     std::uint8_t state = L::small_state(small);
-    if (!pending || phase > static_cast<std::uint8_t>(Phase::comm_error) || state > max_state) {
+    if (!pending || phase > static_cast<std::uint8_t>(Phase::terminated) || state > max_state) {
       read.problem = RecordProblem::corrupt;
       read.message = fmt::format("{}: progress block holds unknown values (phase {}, state {}, type {})", path, phase,
                                  state, L::small_type(small));

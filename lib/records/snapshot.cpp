@@ -30,6 +30,8 @@ std::string_view phase_name(Phase phase) {
       return "idle";
     case Phase::comm_error:
       return "comm_error";
+    case Phase::terminated:
+      return "terminated";
   }
   return "invalid";
 }

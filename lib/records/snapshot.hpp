@@ -26,6 +26,10 @@ enum class Phase : std::uint8_t {
   // Set by the publisher as the process ends on an uncaught communication
   // error (a peer's failure reached it, often in a call it does not record).
   comm_error = 8,
+  // Set by the publisher's SIGTERM handler as the process ends on the signal
+  // (its launcher tearing it down after another worker failed): a victim that
+  // says how it ended, where a rank killed outright (SIGKILL, power) cannot.
+  terminated = 9,
 };
 
 // Collective kinds. Numeric values are part of the record layout: append only.

@@ -80,7 +80,7 @@ Result<RankSnapshot> decode_snapshot(const json& r) {
     s.start_ns = r.at("st").get<std::int64_t>();
     s.step = r.at("step").get<std::uint64_t>();
     s.op_seq = r.at("op").get<std::uint64_t>();
-    s.phase = small_enum<Phase>(r.at("ph"), static_cast<int>(Phase::comm_error));
+    s.phase = small_enum<Phase>(r.at("ph"), static_cast<int>(Phase::terminated));
     s.pending = decode_fingerprint_array(r.at("fp"));
     s.collective_state = small_enum<CollectiveState>(r.at("cs"), static_cast<int>(CollectiveState::failed));
     s.heartbeat_ns = r.at("hb").get<std::int64_t>();

@@ -38,8 +38,10 @@ class MultinodeJob:
     def __init__(self, nodes, ranks_per_node=2, tp=1, trainer_args=(), job=None, token=None, pg_timeout=600,
                  observer_store="torchrun"):
         """observer_store "torchrun": the observers join torchrun's store on node 0; "separate": the last node
-        of `nodes` runs no job and hosts a plain TCPStore for them (a control-plane store)."""
-        if observer_store not in ("torchrun", "separate"):
+        of `nodes` runs no job and hosts a plain TCPStore for them (a control-plane store); "etcd": a 3-member
+        etcd cluster on nodes 0-2 (Debian's etcd-server), each member a process of its node's job (killed and
+        frozen with it), that the observers join with --store etcd://."""
+        if observer_store not in ("torchrun", "separate", "etcd"):
             raise ValueError(observer_store)
         self.python = th.require_python("2")
         self.nodes, self.r, self.tp = nodes, ranks_per_node, tp
@@ -51,14 +53,20 @@ class MultinodeJob:
         self.token = token or f"{random.SystemRandom().randrange(1 << 64):016x}"
         self.port = 29400 + random.SystemRandom().randrange(500)  # each node's namespace is fresh: nothing holds it
         self.trainer_args, self.pg_timeout = list(trainer_args), pg_timeout
-        self.procs, self.logs = [], []
+        self.procs, self.logs, self.etcd_procs = [], [], []
         self.logdir = nodes.tmp
         print(f"multinode_job: job={self.job} nodes={self.jn} ranks_per_node={ranks_per_node} tp={tp} "
               f"rendezvous=tcp://{self.store_host}:{self.port} observers' store={self.observer_store_uri}",
               file=sys.stderr, flush=True)
 
     @property
+    def etcd_members(self):
+        return min(3, self.jn)
+
+    @property
     def observer_store_uri(self):
+        if self.observer_store == "etcd":
+            return "etcd://" + ",".join(f"{self.nodes.hostnames[k]}:{self.port + 2}" for k in range(self.etcd_members))
         if self.observer_store == "separate":
             return f"tcp://{self.nodes.hostnames[self.jn]}:{self.port + 1}"
         return f"tcp://{self.store_host}:{self.port}"
@@ -81,7 +89,39 @@ class MultinodeJob:
             env["SCOUT_MESH"] = f"dp={self.world // self.tp},tp={self.tp}"
         return env
 
+    def start_etcd(self, timeout=60):
+        """One etcd member per node of nodes 0-2, client port PORT+2, peer port PORT+3; waits until every member
+        answers /health."""
+        etcd = "/usr/bin/etcd"
+        cluster = ",".join(f"m{k}=http://{self.nodes.hostnames[k]}:{self.port + 3}" for k in range(self.etcd_members))
+        for k in range(self.etcd_members):
+            h = self.nodes.hostnames[k]
+            cmd = [etcd, "--name", f"m{k}", "--data-dir", os.path.join(self.logdir, f"etcd{k}"),
+                   "--listen-client-urls", f"http://0.0.0.0:{self.port + 2}",
+                   "--advertise-client-urls", f"http://{h}:{self.port + 2}",
+                   "--listen-peer-urls", f"http://0.0.0.0:{self.port + 3}",
+                   "--initial-advertise-peer-urls", f"http://{h}:{self.port + 3}",
+                   "--initial-cluster", cluster, "--initial-cluster-state", "new",
+                   "--initial-cluster-token", self.job, "--heartbeat-interval", "100", "--election-timeout", "1000"]
+            log = open(os.path.join(self.logdir, f"etcd{k}.log"), "w")
+            self.logs.append(log)
+            self.etcd_procs.append(self.nodes.popen(k, cmd, job=True, stdout=log, stderr=subprocess.STDOUT))
+        probe = ("import sys, urllib.request, json; "
+                 "d = json.loads(urllib.request.urlopen(sys.argv[1], timeout=1).read()); "
+                 "sys.exit(0 if d.get('health') in (True, 'true') else 1)")
+        deadline = time.monotonic() + timeout
+        for k in range(self.etcd_members):
+            url = f"http://{self.nodes.hostnames[k]}:{self.port + 2}/health"
+            while True:
+                if self.nodes.run(k, [self.python, "-c", probe, url], timeout=10).returncode == 0:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"etcd member {k} not healthy in {timeout} s; logs in {self.logdir}")
+                time.sleep(0.3)
+
     def start(self):
+        if self.observer_store == "etcd":
+            self.start_etcd()
         if self.observer_store == "separate":
             serve = ("import sys, time, torch.distributed as d; s = d.TCPStore('0.0.0.0', int(sys.argv[1]), "
                      "is_master=True, wait_for_workers=False); print('ready', flush=True); time.sleep(1e8)")
@@ -186,11 +226,11 @@ class MultinodeJob:
             if os.path.isdir(self.nodes.freezers[k]):
                 self.nodes.thaw(k)
             self.nodes.kill_job(k)
-        for p in self.procs:
+        for p in self.procs + self.etcd_procs:
             try:
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                print(f"multinode_job: torchrun pid {p.pid} did not end", file=sys.stderr)
+                print(f"multinode_job: pid {p.pid} ({p.args[0]}) did not end", file=sys.stderr)
         if self.store_proc is not None:
             try:
                 self.store_proc.wait(timeout=20)
@@ -286,11 +326,13 @@ RATES = ("8mbit", "16mbit", "32mbit")  # drawn per run; 64 KiB calls at 32 Mbit/
 GROUP_NUMEL = 16384  # 64 KiB per tp / dp all-reduce: at 1 MB/s its node's groups take 60+ ms a call
 
 
-def run_case(nodes_cls, n, r, fault, seed, out=sys.stderr, observer_store="torchrun"):
-    """One run: n nodes x r ranks, `fault` on a node (and moment) drawn from `seed`; every node's observer
-    decides; returns a dict (fault, seed, culprit, per-observer classes, agree, verdict summaries)."""
+def run_case(nodes_cls, n, r, fault, seed, out=sys.stderr, observer_store="torchrun", culprit=None):
+    """One run: n nodes x r ranks, `fault` on a node (and moment) drawn from `seed` (`culprit` overrides the
+    node); every node's observer decides; returns a dict (fault, seed, culprit, per-observer classes, agree,
+    verdict summaries)."""
     rng = random.Random(seed)
-    culprit = rng.randrange(n)
+    drawn = rng.randrange(n)
+    culprit = drawn if culprit is None else culprit
     pause = rng.uniform(0.0, 2.0)
     rate = rng.choice(RATES)
     tp = 1
@@ -358,7 +400,7 @@ def main():
     p.add_argument("--ranks-per-node", type=int, default=2)
     p.add_argument("--fault", choices=FAULTS + CONTROLS, required=True)
     p.add_argument("--seed", type=int)
-    p.add_argument("--observer-store", choices=("torchrun", "separate"), default="torchrun")
+    p.add_argument("--observer-store", choices=("torchrun", "separate", "etcd"), default="torchrun")
     a = p.parse_args()
     why = unavailable()
     if why:

@@ -18,6 +18,7 @@ import os
 import random
 import unittest
 
+import etcd_cluster
 import multinode_job as mj
 import netns_nodes
 import trainer_harness as th
@@ -38,9 +39,9 @@ class MultiNode(ScoutTestCase):
     def setUpClass(cls):
         th.require_python("2")
 
-    def case(self, fault, nodes=3, ranks=2):
+    def case(self, fault, nodes=3, ranks=2, **kw):
         seed = seed_of(fault)
-        res = mj.run_case(netns_nodes.NetnsNodes, nodes, ranks, fault, seed)
+        res = mj.run_case(netns_nodes.NetnsNodes, nodes, ranks, fault, seed, **kw)
         msg = f"fault {fault} seed {seed} culprit node {res['culprit']} ranks by node {res['rank_nodes']}\n" + \
             "\n".join(res["summaries"])
         print(msg, flush=True)
@@ -105,6 +106,14 @@ class MultiNode(ScoutTestCase):
             return
         for k, c in enumerate(res["per_observer"]):
             self.assertEqual(c, "dead" if k == res["culprit"] else "right", msg)
+        self.assertTrue(res["agree"], msg)
+
+    @unittest.skipIf(etcd_cluster.available(), f"etcd unavailable: {etcd_cluster.available()}")
+    def test_store_host_lost_observers_meet_on_etcd(self):
+        # Node 0 hosts torchrun's store and one of 3 etcd members; it loses power with its observer. The
+        # other observers meet on the 2 etcd members left and name node 0 (lost_node), alike.
+        res, msg = self.case("power-off", observer_store="etcd", culprit=0)
+        self.assertEqual(res["per_observer"], ["dead", "right", "right"], msg)
         self.assertTrue(res["agree"], msg)
 
     # Not in CI's suite: on one shared 2-core host, CPU starvation of one "node" inside its calls

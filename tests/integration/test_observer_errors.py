@@ -1,15 +1,17 @@
 """Clear errors of the observers' session (probe-hang across nodes): a store
 nobody listens on, a store that accepts connections but never answers, a job
 token that differs between observers, and an observer of another --attempt.
-Each ends in one line `scout probe-hang: error: what; why; what to do` with the
-documented exit code (5 unavailable: the store; 4 bad input: token or attempt),
-within the command's own --timeout (the subprocess bound here only guards
-against a hang), never a verdict that would call the other nodes unreachable.
+Without a store the observer says so in one line and prints what its own node
+shows (never a verdict that would call the other nodes unreachable); the others
+end in one line `scout probe-hang: error: what; why; what to do` with the
+documented exit code (4 bad input: token or attempt), all within the command's
+own --timeout (the subprocess bound here only guards against a hang).
 
 Real records (tests/integration/trainers/record_writer.py over
 libscout_publisher.so), a real Gloo FileStore directory or TCP sockets, real
 observer processes. Runs under /usr/bin/python3 via ctest.
 """
+import json
 import os
 import random
 import re
@@ -109,19 +111,36 @@ class ObserverErrors(ScoutTestCase):
             self.assertIn(w, lines[0], msg)
         print(lines[0], file=sys.stderr)
 
+    def assertAloneWithoutStore(self, rc, out, err, *words):
+        """No store (its host dead, frozen or cut off): one line on stderr saying so, and a verdict on this
+        node's evidence alone that names nothing on another node (the other nodes' ranks are missing, never
+        unreachable: a lost store looks like every other node lost)."""
+        msg = f"rc={rc}\nstdout:\n{out}\nstderr:\n{err}"
+        self.assertIn(rc, (EXIT["healthy"], EXIT["attributed"], EXIT["inconclusive"]), msg)
+        lines = [line for line in err.splitlines() if line.strip()]
+        self.assertEqual(len(lines), 1, msg)
+        for w in words:
+            self.assertIn(w, lines[0], msg)
+        doc = json.loads(out)
+        transport = doc["details"]["transport"]
+        self.assertTrue(transport["store_unreachable"], msg)
+        self.assertTrue(any("this node's evidence alone" in n for n in transport["notes"]), msg)
+        self.assertEqual(doc["details"].get("unreachable", []), [], msg)
+        for sus in doc["suspects"]:
+            self.assertIn(sus.get("rank"), (2, 3), msg)  # this node's ranks only, never another node
+
     def test_store_with_nothing_listening(self):
         port = free_port()
         p = start(self.job, 1, 2, "2-3", "--store", f"tcp://127.0.0.1:{port}", "--no-store-host")
-        self.assertOneLineError(*finish(p), "unavailable", f"cannot reach the store tcp://127.0.0.1:{port}",
-                                "connection refused", "--store-host")
+        self.assertAloneWithoutStore(*finish(p), f"cannot reach the store tcp://127.0.0.1:{port}",
+                                     "connection refused", "--store-host")
 
     def test_store_that_accepts_and_never_answers(self):
         hole = BlackHole()
         hole.start()
         try:
             p = start(self.job, 1, 2, "2-3", "--store", f"tcp://127.0.0.1:{hole.port}")
-            self.assertOneLineError(*finish(p), "unavailable", "accepted a connection but never answered",
-                                    "check --store")
+            self.assertAloneWithoutStore(*finish(p), "accepted a connection but never answered", "check --store")
         finally:
             hole.close()
 

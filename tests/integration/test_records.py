@@ -207,6 +207,40 @@ class PythonPackage(scoutlib.ScoutTestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(by_rank(list_records(job))[0]["record"]["phase"], "forward")
 
+    def test_sigterm_marks_the_record_terminated_and_still_ends_the_process(self):
+        # A launcher's SIGTERM (torchrun tearing its workers down after one failed), while the main thread is blocked
+        # in C (a collective's wait: here a sleep in libc): the record says terminated and the process still dies of
+        # SIGTERM. A forked child's SIGTERM (a DataLoader worker's) leaves the parent's record alone; SIGKILL cannot
+        # mark it (that silence is what a node's death leaves).
+        for how in ("term", "child", "kill"):
+            with self.subTest(how=how):
+                job = f"term-{how}-{os.getpid()}"
+                self.addCleanup(remove_job, job)
+                code = ("import ctypes, os, signal, sys, time, scout_publisher\n"
+                        f"scout_publisher.enable(job={job!r}, rank=0, world_size=1, heartbeat_s=0)\n"
+                        "scout_publisher.phase('forward')\n"
+                        f"if {how == 'child'!r}:\n"
+                        "    pid = os.fork()\n"
+                        "    if pid == 0:\n"
+                        "        time.sleep(60)\n"
+                        "        os._exit(0)\n"
+                        "    os.kill(pid, signal.SIGTERM)\n"
+                        "    os.waitpid(pid, 0)\n"
+                        "print('ready', flush=True)\n"
+                        "ctypes.CDLL(None).sleep(60)\n")
+                p = subprocess.Popen([th.PYTHON, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env=dict(os.environ, PYTHONPATH=th.PYTHON_DIR, SCOUT_PUBLISHER_LIB=th.PUBLISHER_LIB))
+                self.assertEqual(p.stdout.readline().strip(), "ready", p.stderr.read() if p.poll() is not None else "")
+                if how == "child":
+                    self.assertEqual(by_rank(list_records(job))[0]["record"]["phase"], "forward")
+                p.send_signal(signal.SIGKILL if how == "kill" else signal.SIGTERM)
+                p.wait(timeout=30)
+                p.stdout.close()
+                p.stderr.close()
+                self.assertEqual(p.returncode, -signal.SIGKILL if how == "kill" else -signal.SIGTERM)
+                self.assertEqual(by_rank(list_records(job))[0]["record"]["phase"],
+                                 "forward" if how == "kill" else "terminated")
+
     def assertOneLineError(self, p, *fragments):
         """Exit code 2, nothing on stdout (the script never ran), and exactly one
         line on stderr: `scout_publisher: error: what; what to do`."""

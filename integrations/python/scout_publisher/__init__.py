@@ -31,6 +31,8 @@ DeepSpeed's groups polled at optimizer steps (tested with megatron-core 0.16.1
 and deepspeed 0.19.8: tests/integration/test_torch2_frameworks.py), see
 _mesh.py; pub.coords_source says where they came from); host from
 SCOUT_HOST (default gethostname); heartbeat period SCOUT_HEARTBEAT_S (1.0, 0 off);
+SIGTERM (a launcher tearing the workers down) marks the record's phase
+terminated before the process ends (SCOUT_WATCH_SIGTERM=0 leaves SIGTERM alone);
 capture SCOUT_PUBLISHER_HOOKS=auto|native|python|wrappers (auto: native hooks
 when libscout_torch_hooks.so built for this torch is found, SCOUT_TORCH_HOOKS_LIB
 names it; Python hooks on other torch >= 2.15; wrappers on older torch).
@@ -222,6 +224,10 @@ def enable(job=None, rank=None, world_size=None, mesh=None, coords=None, host=No
         _state["publisher"] = pub
         atexit.register(pub._stop.set)
         _install_excepthook(pub)
+        if os.environ.get("SCOUT_WATCH_SIGTERM", "1") != "0":
+            # A launcher's SIGTERM (torchrun tearing the workers down after one failed) marks the record
+            # terminated: a victim's end, where a rank killed outright leaves its record silent.
+            record.watch_termination()
         os.register_at_fork(after_in_child=lambda: _state.update(publisher=None))
     from . import _autoprobe
     _autoprobe.install(pub)  # SCOUT_AUTOPROBE: probe-hang once per node when the job hangs

@@ -6,7 +6,8 @@ import os
 OK, EINVAL, EEXIST, EPERM, ESYS, EBUSY = 0, -1, -2, -3, -4, -5
 
 PHASES = {"unknown": 0, "forward": 1, "backward": 2, "optimizer": 3, "dataloader": 4, "checkpoint": 5,
-          "collective": 6, "idle": 7, "comm_error": 8}
+          "collective": 6, "idle": 7, "comm_error": 8,
+          "terminated": 9}
 # What an exit time is (enum scout_exit_kind in scout_publisher.h).
 EXIT_KINDS = {"unknown": 0, "returned": 1, "completed": 2, "waited": 3, "ordered": 4}
 COLLECTIVES = {"none": 0, "all_reduce": 1, "all_gather": 2, "all_gather_into_tensor": 3, "reduce_scatter": 4,
@@ -76,6 +77,7 @@ def load(path=None):
     lib.scout_collective_exit_kind.argtypes = [p, u64, u8]
     lib.scout_collective_exit_kind.restype = ctypes.c_int
     lib.scout_heartbeat.argtypes = [p]
+    lib.scout_record_watch_termination.argtypes = [p]
     lib.scout_record_set_coords.argtypes = [p, ctypes.POINTER(i64)]
     lib.scout_group_id.argtypes = [ctypes.POINTER(i64), ctypes.c_size_t]
     lib.scout_group_id.restype = u64
@@ -85,7 +87,7 @@ def load(path=None):
     lib.scout_layout_version.restype = ctypes.c_uint32
     for name in ("scout_record_create", "scout_record_close", "scout_step_begin", "scout_phase",
                  "scout_collective_enter", "scout_collective_exit", "scout_collective_fail", "scout_heartbeat",
-                 "scout_segment_name", "scout_record_set_coords"):
+                 "scout_segment_name", "scout_record_set_coords", "scout_record_watch_termination"):
         getattr(lib, name).restype = ctypes.c_int
     return lib
 
@@ -114,6 +116,10 @@ class Record:
         self._phase = lib.scout_phase
         self._step = lib.scout_step_begin
         self._heartbeat = lib.scout_heartbeat
+
+    def watch_termination(self):
+        """SIGTERM marks this record's phase terminated before the process ends (or its previous handler runs)."""
+        return self._lib.scout_record_watch_termination(self._handle)
 
     def step_begin(self, step):
         return self._step(self._handle, step)

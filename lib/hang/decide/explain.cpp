@@ -289,6 +289,8 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
         }
         row["waited_for"] = std::move(waited);
         why = "waited inside its call for ranks that never entered it";
+      } else if (p.terminated) {
+        why = "ended on a termination signal (its launcher tearing it down after another worker failed)";
       } else if (p.comm_error) {
         why = "ended on a communication error: a peer's failure reached it (often in a call it does not record)";
       } else if (cmp.at_majority[r]) {

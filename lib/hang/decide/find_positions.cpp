@@ -86,7 +86,9 @@ Positions find_positions(const DecisionInput& in, const Views& views, const Mesh
     p.pending = group_local(s.pending, out.roles);
     p.entered = in_call(s);
     p.failed = s.collective_state == CollectiveState::failed;
-    p.comm_error = s.phase == records::Phase::comm_error;
+    // A victim that said how it ended: a communication error, or its launcher's SIGTERM.
+    p.terminated = s.phase == records::Phase::terminated;
+    p.comm_error = s.phase == records::Phase::comm_error || p.terminated;
     p.stopped = proc.state == ProcessState::stopped;
     p.dsleep = proc.state == ProcessState::disk_sleep;
     p.dead = is_dead(proc.state);

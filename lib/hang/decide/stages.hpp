@@ -169,7 +169,8 @@ struct RankPos {
   records::Fingerprint pending;              // the snapshot's pending call, a rooted call's root group-local
   bool entered = false;                      // in its pending call (entering, inside, or failed)
   bool failed = false;                       // its pending call failed
-  bool comm_error = false;                   // ending on a communication error (phase comm_error)
+  bool comm_error = false;                   // ending on a communication error (phase comm_error) or terminated
+  bool terminated = false;                   // ended on its launcher's SIGTERM (phase terminated)
   bool dead = false;                         // can never progress again
   bool dead_final = false;                   // dead when its record was read: the snapshot is its last state
   bool stopped = false, dsleep = false;
