@@ -401,6 +401,12 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
       pair-clean-208788480 (rank 0 at 1.12, 1.57 and 1.29x, 1.5x its compute time in two rounds): a contended pair's
         cpu suspect must now be above the cpu floor (1.2x) in every round; pair-trainer-500614964 (1.41, 1.11, 1.16x)
         is no longer named either, and its verdict says why ("noted").
+    And a clean dp=2 x tp=2 job whose tp group was named a slow intra-node link (torch 1.13, 2 busy loops beside a
+    build, load 6-9 on 2 CPUs):
+      pair-clean-631963951 (in rounds 2 and 3 host1's ranks 2 and 3 waited 195-395 ms for a CPU, host0's 5-37 ms:
+        tp [2,3] at 11-15x the other tp group's link time, 5-6 ms per call more, while its members' CPU wait per call
+        summed was 10.7-10.9 ms beyond the other group's): a group's link with its members' extra CPU wait taken out
+        must still be slow, and no one is named.
     ("unseen", r): rank r was slowed and is not named, and the verdict notes the oversubscribed host and a rank no
     one named at 1.15x or more."""
 
@@ -413,7 +419,8 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
              "pair-trainer2-20268702": (0, "cpu"), "pair-clean-20266206": (None, None),
              "pair-trainer-20282100": (1, "cpu"), "stall-20301002": (0, "compute"),
              "inside-477098678": (1, "stopped", "--mesh", "dp=4"), "stall2-20358202": (4, "cpu"),
-             "stall-20418006": (1, "cpu"), "pair-stall2-20468000": (1, "cpu")}
+             "stall-20418006": (1, "cpu"), "pair-stall2-20468000": (1, "cpu"),
+             "pair-clean-631963951": (None, None)}
 
     def test_recorded_runs_are_decided_as_measured(self):
         data = os.path.join(scoutlib.SOURCE_DIR, "tests", "integration", "data", "straggler")

@@ -4,6 +4,16 @@
 // kind (C3 statistical with 3 or more groups, kappa; the ratio rule with 2: link_min_ratio and link_min_absolute_ns)
 // and it is slower than the others call by call in at least link_min_consistency of the calls (a slow link slows
 // every call; a loaded host's descheduling only some).
+//
+// On a host with more runnable threads than CPUs a member descheduled inside a call (or woken late from it) keeps the
+// whole group inside longer, in every call where it waits for a CPU: a group whose members waited longer for a CPU
+// than the other groups' members looks slow without a slow link. A call completes only once each member has run,
+// so the group's calls take about the sum of its members' CPU wait per call (schedstat over the round, per call the
+// member completed) longer than another group's; where that sum exceeds the other groups' median, the group's mean
+// link time with the excess taken out must still be slow by the ratio rule against the other groups' mean link
+// time: only a link excess that stands out of its members' extra CPU wait names a link.
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 
 #include "lib/straggler/measures/measures.hpp"
@@ -62,6 +72,20 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
       }
       consistent[j] = static_cast<double>(n) / static_cast<double>(keys.size());
     }
+    // Each group's mean link time, and its members' CPU wait per call summed (their main threads' runnable time
+    // without a CPU; -1 where a member lacks counters).
+    std::vector<double> mean_link, cpu_wait;
+    for (std::size_t j = 0; j < idx.size(); ++j) {
+      double sum = 0;
+      for (double x : per_group[j]) sum += x;
+      mean_link.push_back(sum / static_cast<double>(keys.size()));
+      double w = 0;
+      for (auto r : t.groups[idx[j]].members) {
+        auto c = t.cpu.find(r);
+        w = c == t.cpu.end() || w < 0 ? -1 : w + c->second.runq_ns;
+      }
+      cpu_wait.push_back(w);
+    }
     std::vector<bool> slow(idx.size(), false);
     if (idx.size() >= 3) {
       StatisticalOptions so;
@@ -77,19 +101,37 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
         out.widespread_kinds.insert(kind);
     }
     for (std::size_t j = 0; j < idx.size(); ++j) {
-      std::vector<double> others;
+      std::vector<double> others, other_means, other_waits;
       for (std::size_t k = 0; k < idx.size(); ++k)
-        if (k != j) others.push_back(link[k]);
+        if (k != j) {
+          others.push_back(link[k]);
+          other_means.push_back(mean_link[k]);
+          if (cpu_wait[k] >= 0) other_waits.push_back(cpu_wait[k]);
+        }
       const double ref = median(others);
       GroupRound g;
       g.group = idx[j];
       g.link_ns = link[j];
       g.ratio = ref > 0 ? link[j] / ref : (link[j] > 0 ? 1e9 : 1);
       g.calls = static_cast<std::int64_t>(keys.size());
+      // Where its members waited longer for a CPU than the other groups' members, its mean link with that excess
+      // taken out (none where counters are missing) must be slow against the others' mean.
+      const double mean_ref = median(other_means);
+      const double cpu_wait_excess =
+          cpu_wait[j] >= 0 && !other_waits.empty() ? std::max(0.0, cpu_wait[j] - median(other_waits)) : 0.0;
+      const double discounted = mean_link[j] - cpu_wait_excess;
+      const bool beyond_cpu_wait = cpu_wait_excess <= 0 || (discounted >= o.link_min_ratio * mean_ref &&
+                                                            discounted - mean_ref >= o.link_min_absolute_ns);
       // Two groups: the ratio rule decides (C3 needs three for a strict minority).
       g.slow = (idx.size() >= 3 ? static_cast<bool>(slow[j])
                                 : g.ratio >= o.link_min_ratio && link[j] - ref >= o.link_min_absolute_ns) &&
-               consistent[j] >= o.link_min_consistency;
+               consistent[j] >= o.link_min_consistency && beyond_cpu_wait;
+      if (spdlog::should_log(spdlog::level::debug))
+        spdlog::debug(
+            "straggler: {} group {} calls {} link {:.3f} ms (x{:.3f}) consistent {:.2f} mean {:.3f} ms others {:.3f} "
+            "ms cpu wait beyond the others' {:.3f} ms per call slow {}",
+            kind, hex_id(t.groups[idx[j]].id), keys.size(), link[j] / 1e6, g.ratio, consistent[j], mean_link[j] / 1e6,
+            mean_ref / 1e6, cpu_wait_excess / 1e6, g.slow);
       out.groups.push_back(g);
     }
     out.has_data = true;
