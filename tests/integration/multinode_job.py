@@ -276,13 +276,19 @@ def suspect_nodes(doc, rank_nodes, hostnames):
     return where
 
 
+def alone(doc):
+    """Whether a verdict was decided without the store, on its observer's node alone."""
+    return bool(doc and doc.get("details", {}).get("transport", {}).get("store_unreachable"))
+
+
 def judge(results, culprit, rank_nodes, hostnames, fault):
     """Classifies each observer's verdict against the culprit node: 'right' (something named, all on the
     culprit node; for a rate limit with reason communication), 'innocent' (a rank or node elsewhere named),
     'wrong_reason' (the culprit node's ranks named as compute stragglers), 'missed' (nothing named),
     'cut_off' (the culprit's own observer behind its downed link, naming no one: it cannot tell),
     'unavailable' (no verdict); with no fault (CONTROLS) 'clean' or 'innocent'. Returns (classes by observer, agree: every observer with a verdict, the
-    cut-off one aside, printed the same status and suspects)."""
+    cut-off one aside, printed the same status and suspects; one that decided without the store, on its own node
+    alone, aside too)."""
     per = []
     for k, (rc, doc, _) in enumerate(results):
         if rc is None:
@@ -305,7 +311,10 @@ def judge(results, culprit, rank_nodes, hostnames, fault):
             per.append("wrong_reason")
         else:
             per.append("right")
-    keys = {verdict_key(doc) for (rc, doc, _), c in zip(results, per) if c not in ("unavailable", "cut_off", "dead")}
+    # An observer that could not reach the store decided on its own node alone (store_unreachable): it cannot
+    # agree with the others by construction, and its verdict says so; the others must agree.
+    keys = {verdict_key(doc) for (rc, doc, _), c in zip(results, per)
+            if c not in ("unavailable", "cut_off", "dead") and not alone(doc)}
     return per, len(keys) <= 1
 
 
