@@ -64,6 +64,8 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
   }
   // 6. link
   measure_link(t, o, out);
+  // 6b. a slow link's members block outside their calls too
+  check_link_blocked(t, out);
   return out;
 }
 

@@ -189,10 +189,14 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source,
   }
   // Between reads a background thread samples each local rank's process state (stopped from outside?).
   StopSampler sampler;
-  // Read 0 is the baseline that opens the scheduler counters' window; rounds 1..R are decided on.
+  // Read 0 is the baseline that opens the scheduler counters' window; rounds 1..R are decided on, one
+  // --interval apart counted from the baseline (with several observers, from the end of the baseline's gather,
+  // which every observer leaves at about the same moment). Counted from the start instead, a slow join to the
+  // store (6 s under load, measured) left the rounds 0.2 s apart: too few calls a round for the link measure.
+  auto anchor = start;
   for (std::int64_t round = 0; o.evidence_in.empty() && round <= o.rounds; ++round) {
     if (round > 0) {
-      auto due = start + o.interval * round;
+      auto due = anchor + o.interval * round;
       while (std::chrono::steady_clock::now() < due) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     auto reads = source();
@@ -213,6 +217,7 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source,
                                "the trainers did not publish on this host, or the job id differs",
                                "check `scout records list`, or the job id the publisher was given");
     if (o.nodes == 1) {
+      if (round == 0) anchor = std::chrono::steady_clock::now();
       evidence.push_back(std::move(local));
       continue;
     }
@@ -257,6 +262,7 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source,
                        {"gather_ms", std::round(gather_ms * 1000) / 1000},
                        {"notes", g->notes}});
     evidence.push_back(std::move(merged));
+    if (round == 0) anchor = std::chrono::steady_clock::now();
   }
   sampler.stop();
   const StopSampler::Cost sampling = sampler.cost();

@@ -407,6 +407,13 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
         tp [2,3] at 11-15x the other tp group's link time, 5-6 ms per call more, while its members' CPU wait per call
         summed was 10.7-10.9 ms beyond the other group's): a group's link with its members' extra CPU wait taken out
         must still be slow, and no one is named.
+    And two multi-node jobs (torch 2.x, 4 namespace nodes x 1 rank, dp=2 x tp=2, torchrun; one node's veth under a
+    16 Mbit/s tbf both ways; 6 busy loops beside, load 14 on 2 CPUs; bench/multinode_campaign.py's rate-limit case):
+      link-31002 (node 1's link: its tp and dp groups at 27-63x the others' link time; rank 0, its tp partner, spent
+        1.8-2.3x its peer's time off a CPU between calls, blocked sending into the congested link, and off_cpu named
+        it a compute straggler on another node) and link-31003 (node 3's link; rank 3 itself 1.6x off a CPU, named
+        for compute beside communication): off_cpu flags of a slow group's members are dropped, the link names the
+        rank.
     ("unseen", r): rank r was slowed and is not named, and the verdict notes the oversubscribed host and a rank no
     one named at 1.15x or more."""
 
@@ -420,7 +427,7 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
              "pair-trainer-20282100": (1, "cpu"), "stall-20301002": (0, "compute"),
              "inside-477098678": (1, "stopped", "--mesh", "dp=4"), "stall2-20358202": (4, "cpu"),
              "stall-20418006": (1, "cpu"), "pair-stall2-20468000": (1, "cpu"),
-             "pair-clean-631963951": (None, None)}
+             "pair-clean-631963951": (None, None), "link-31002": (1, "link"), "link-31003": (3, "link")}
 
     def test_recorded_runs_are_decided_as_measured(self):
         data = os.path.join(scoutlib.SOURCE_DIR, "tests", "integration", "data", "straggler")

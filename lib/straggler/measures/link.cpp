@@ -41,7 +41,12 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
         for (auto r : t.groups[idx[j]].members) all = all && t.ranks.at(r).at(k).wait_exact;
       if (all) keys.push_back(k);
     }
-    if (static_cast<std::int64_t>(keys.size()) < o.min_calls) continue;
+    if (static_cast<std::int64_t>(keys.size()) < o.min_calls) {
+      spdlog::debug("straggler: {} groups: {} calls every group shares with an exact wait, fewer than {}: no link "
+                    "measure this round",
+                    kind, keys.size(), o.min_calls);
+      continue;
+    }
     std::vector<double> link;
     std::vector<std::vector<double>> per_group;
     for (auto i : idx) {

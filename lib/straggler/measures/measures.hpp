@@ -13,6 +13,7 @@
 //   5. round checks (round_checks.cpp)   stopped_peer (a peer waiting for a stopped rank burns CPU), absorbed_alone
 // and per process-group kind:
 //   6. link         (link.cpp)           a slow process group
+//  6b. link_blocked (round_checks.cpp)   a slow group's members' off_cpu flags (blocked sends) dropped
 // Over the rounds (decide):
 //   7. naming       (naming.cpp)         a rank is named when one measure flags it in a strict majority of rounds
 //   8. pooled pairs (pooled_pairs.cpp)   a contended pair's rounds pooled (pooled_pair), then the other pairs'
@@ -99,6 +100,9 @@ void check_absorbed_alone(PeerRound& p);
 
 // ---- 6. link: every kind's process groups, slow ones marked (appended to out.groups) ----
 void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out);
+
+// ---- 6b. link_blocked: off_cpu flags of the slow groups' members dropped (round_checks.cpp) ----
+void check_link_blocked(const TimingTable& t, RoundResult& out);
 
 // ---- 7-9. naming, pooled pairs, notes ----
 // Per rank, every RankRound that flagged it (over all rounds).
