@@ -335,15 +335,16 @@ RATES = ("8mbit", "16mbit", "32mbit")  # drawn per run; 64 KiB calls at 32 Mbit/
 GROUP_NUMEL = 16384  # 64 KiB per tp / dp all-reduce: at 1 MB/s its node's groups take 60+ ms a call
 
 
-def run_case(nodes_cls, n, r, fault, seed, out=sys.stderr, observer_store="torchrun", culprit=None):
+def run_case(nodes_cls, n, r, fault, seed, out=sys.stderr, observer_store="torchrun", culprit=None, rate=None):
     """One run: n nodes x r ranks, `fault` on a node (and moment) drawn from `seed` (`culprit` overrides the
-    node); every node's observer decides; returns a dict (fault, seed, culprit, per-observer classes, agree,
-    verdict summaries)."""
+    node, `rate` the rate limit); every node's observer decides; returns a dict (fault, seed, culprit, per-observer
+    classes, agree, verdict summaries)."""
     rng = random.Random(seed)
     drawn = rng.randrange(n)
     culprit = drawn if culprit is None else culprit
     pause = rng.uniform(0.0, 2.0)
-    rate = rng.choice(RATES)
+    drawn_rate = rng.choice(RATES)
+    rate = drawn_rate if rate is None else rate
     tp = 1
     trainer_args = ["--work", "20"]
     if fault in ("rate-limit", "none-straggler"):
