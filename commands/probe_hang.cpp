@@ -76,6 +76,9 @@ CommandRunner register_probe_hang(CLI::App& cmd, const GlobalOptions& globals) {
   cmd.add_option("--flight-recorder", o->flight_recorder,
                  "Directory of torch Flight Recorder dumps, pickled (dump on timeout) or JSON, one per rank with the "
                  "rank at the end of the name, to use as the evidence instead of scout's records");
+  cmd.add_option("--world", o->world,
+                 "World size of the job whose --flight-recorder dumps these are (gloo's dumps do not carry it; "
+                 "default: --mesh's, else the largest rank the dumps name), so a rank that left no dump is missing");
   cmd.add_option("--trace-out", o->trace_out,
                  "Also write the evidence decided on as a timeline trace (Chrome / Perfetto trace-event JSON): a "
                  "track per rank, a slice per collective, the suspect and its stalled call marked");
@@ -83,7 +86,7 @@ CommandRunner register_probe_hang(CLI::App& cmd, const GlobalOptions& globals) {
       "Examples:\n"
       "  scout probe-hang --job J --threshold 5\n"
       "  scout probe-hang --job J --nodes 4 --store tcp://node0:29600 --mesh dp=8,tp=4\n"
-      "  scout probe-hang --job J --flight-recorder /tmp/fr-dumps\n"
+      "  scout probe-hang --job J --flight-recorder /tmp/fr-dumps --world 8\n"
       "  scout probe-hang --job J --trace-out hang.trace.json   # open in ui.perfetto.dev");
   return make_runner(o, globals, run_probe_hang);
 }
@@ -91,10 +94,25 @@ CommandRunner register_probe_hang(CLI::App& cmd, const GlobalOptions& globals) {
 int run_probe_hang(const ProbeHangOptions& options) {
   hang::ProbeOptions po = to_probe_options(options.probe, "probe-hang");
   auto source = make_record_source(options.probe);
+  // The world of the dumps: --world, else --mesh's (they must agree), else what the dumps name.
+  std::optional<std::int64_t> world = options.world;
+  if (world && (*world <= 0 || *world > hang::k_max_flight_recorder_world))
+    throw FatalError(
+        usage_error(fmt::format("--world must be a number of ranks in [1, {}]", hang::k_max_flight_recorder_world)));
+  if (world && options.flight_recorder.empty())
+    throw FatalError(usage_error("--world is for --flight-recorder dumps", "scout's records carry their world size",
+                                 "drop --world, or give --flight-recorder DIR"));
+  if (po.mesh) {
+    if (world && *world != po.mesh->world_size())
+      throw FatalError(usage_error(fmt::format("--world {} disagrees with --mesh {} ({} ranks)", *world,
+                                               options.probe.mesh, po.mesh->world_size()),
+                                   "", "give one of them, or a mesh over the same world"));
+    world = po.mesh->world_size();
+  }
   if (!options.flight_recorder.empty()) {
     if (po.nodes != 1)
       throw FatalError(usage_error("--flight-recorder reads every rank's dump: use it with --nodes 1"));
-    auto reads = value_or_throw(hang::read_flight_recorder_dir(options.flight_recorder, po.job));
+    auto reads = value_or_throw(hang::read_flight_recorder_dir(options.flight_recorder, po.job, world));
     source = [reads]() -> Result<std::vector<records::RecordRead>> { return reads; };
   } else if (po.nodes == 1) {
     // Alone, an empty shm directory is a mistake (wrong job id or host), not a verdict.

@@ -2,6 +2,8 @@
 // with the other nodes' observers; prints the verdict and exits with its code.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "commands/common.hpp"
@@ -25,8 +27,9 @@ struct HangProbeFlags {
 
 struct ProbeHangOptions {
   HangProbeFlags probe;
-  std::string flight_recorder;  // --flight-recorder DIR: torch Flight Recorder dumps instead of records
-  std::string trace_out;        // --trace-out FILE: the timeline trace of the evidence decided on
+  std::string flight_recorder;        // --flight-recorder DIR: torch Flight Recorder dumps instead of records
+  std::optional<std::int64_t> world;  // --world N: the job's world size, for dumps that do not carry it (gloo)
+  std::string trace_out;              // --trace-out FILE: the timeline trace of the evidence decided on
   OutputFormat format = OutputFormat::json;
 };
 

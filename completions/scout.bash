@@ -29,7 +29,7 @@ declare -gA _scout_subs=(
 )
 declare -gA _scout_opts=(
   ["scout"]="--help -h --version --format --log-level"
-  ["scout probe-hang"]="--help -h --job --attempt --store --store-host --no-store-host --nodes --node-index --timeout --token-file --listen --mesh --order --threshold --local-ranks --shm-dir --allow-other-owner --observer-group-size --flight-recorder --trace-out --help -h --version --format --log-level"
+  ["scout probe-hang"]="--help -h --job --attempt --store --store-host --no-store-host --nodes --node-index --timeout --token-file --listen --mesh --order --threshold --local-ranks --shm-dir --allow-other-owner --observer-group-size --flight-recorder --world --trace-out --help -h --version --format --log-level"
   ["scout observe"]="--help -h --job --attempt --store --store-host --no-store-host --nodes --node-index --timeout --token-file --listen --mesh --order --threshold --local-ranks --shm-dir --allow-other-owner --observer-group-size --verdict-dir --trace-out --prometheus --interval --max-verdicts --duration --straggler --straggler-every --straggler-rounds --straggler-interval --straggler-min-ratio --straggler-link-ratio --straggler-drift --straggler-history --help -h --version --format --log-level"
   ["scout straggler"]="--help -h --job --attempt --store --store-host --no-store-host --nodes --node-index --timeout --token-file --listen --mesh --order --local-ranks --shm-dir --allow-other-owner --bench --evidence-out --evidence-in --trace-out --rounds --interval --min-ratio --link-ratio --drift --history --help -h --version --format --log-level"
   ["scout records"]="--help -h --help -h --version --format --log-level"
@@ -56,7 +56,7 @@ declare -gA _scout_opts=(
 )
 declare -gA _scout_valued=(
   ["scout"]="--format --log-level"
-  ["scout probe-hang"]="--job --attempt --store --nodes --node-index --timeout --token-file --listen --mesh --order --threshold --local-ranks --shm-dir --observer-group-size --flight-recorder --trace-out --format --log-level"
+  ["scout probe-hang"]="--job --attempt --store --nodes --node-index --timeout --token-file --listen --mesh --order --threshold --local-ranks --shm-dir --observer-group-size --flight-recorder --world --trace-out --format --log-level"
   ["scout observe"]="--job --attempt --store --nodes --node-index --timeout --token-file --listen --mesh --order --threshold --local-ranks --shm-dir --observer-group-size --verdict-dir --trace-out --prometheus --interval --max-verdicts --duration --straggler-every --straggler-rounds --straggler-interval --straggler-min-ratio --straggler-link-ratio --straggler-drift --straggler-history --format --log-level"
   ["scout straggler"]="--job --attempt --store --nodes --node-index --timeout --token-file --listen --mesh --order --local-ranks --shm-dir --evidence-out --evidence-in --trace-out --rounds --interval --min-ratio --link-ratio --drift --history --format --log-level"
   ["scout records"]="--format --log-level"

@@ -32,6 +32,7 @@ complete -c scout -n '__fish_seen_subcommand_from probe-hang' -l shm-dir -r -F -
 complete -c scout -n '__fish_seen_subcommand_from probe-hang' -l allow-other-owner -d 'Read records owned by other users too'
 complete -c scout -n '__fish_seen_subcommand_from probe-hang' -l observer-group-size -r -d 'Observers per group of the two-level gather (0: automatic, one flat group up to 64 observers; a value >= --nodes: one flat group)'
 complete -c scout -n '__fish_seen_subcommand_from probe-hang' -l flight-recorder -r -d 'Directory of torch Flight Recorder dumps, pickled (dump on timeout) or JSON, one per rank with the rank at the end of the name, to use as the evidence instead of scout'\''s records'
+complete -c scout -n '__fish_seen_subcommand_from probe-hang' -l world -r -d 'World size of the job whose --flight-recorder dumps these are (gloo'\''s dumps do not carry it; default: --mesh'\''s, else the largest rank the dumps name), so a rank that left no dump is missing'
 complete -c scout -n '__fish_seen_subcommand_from probe-hang' -l trace-out -r -d 'Also write the evidence decided on as a timeline trace (Chrome / Perfetto trace-event JSON): a track per rank, a slice per collective, the suspect and its stalled call marked'
 complete -c scout -n '__fish_seen_subcommand_from observe' -l help -s h -d 'Print this help message and exit'
 complete -c scout -n '__fish_seen_subcommand_from observe' -l job -r -d 'Job id whose records are probed (as the trainers'\'' publisher names it)'

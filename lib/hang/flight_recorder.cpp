@@ -614,8 +614,15 @@ void place_by_groups(std::vector<records::RecordRead>& reads, std::int64_t world
 
 }  // namespace
 
-Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::string& dir, const std::string& job) {
+Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::string& dir, const std::string& job,
+                                                                  std::optional<std::int64_t> world_given) {
   namespace fs = std::filesystem;
+  // A world this reader can hold: a pg_config naming a rank beyond it is not a torch dump of a real job
+  // (an impossible one ran out of memory).
+  constexpr std::int64_t k_max_dump_world = k_max_flight_recorder_world;
+  if (world_given && (*world_given <= 0 || *world_given > k_max_dump_world))
+    return input_error(fmt::format("--flight-recorder {}: a world of {} ranks", dir, *world_given), "",
+                       fmt::format("give the job's world size, 1 to {}", k_max_dump_world));
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     return input_error(fmt::format("--flight-recorder {}: not a directory", dir), ec ? ec.message() : "",
@@ -639,6 +646,11 @@ Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::str
   if (files.empty())
     return input_error(fmt::format("--flight-recorder {}: no dump (a file whose name ends in its rank)", dir), "",
                        "point it at the dumps (TORCH_FR_DUMP_TEMP_FILE<rank>)");
+  if (world_given && files.rbegin()->first >= *world_given)
+    return input_error(
+        fmt::format("--flight-recorder {}: {} is the dump of rank {}, beyond the world of {} ranks", dir,
+                    fs::path(files.rbegin()->second).filename().string(), files.rbegin()->first, *world_given),
+        "", "give the job's world size (--world, --mesh), or move the other job's dumps out");
   // Every dump first: what they say together (the world, each pg's members) shapes each snapshot.
   std::vector<std::pair<std::int64_t, json>> docs;
   std::vector<std::string> paths;
@@ -673,13 +685,19 @@ Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::str
     docs.emplace_back(rank, std::move(*doc));
     paths.push_back(path);
   }
-  // A world this reader can hold: a pg_config naming a rank beyond it is not a torch dump of a real job
-  // (every rank's view, group and coordinates are sized by the world; an impossible one ran out of memory).
-  constexpr std::int64_t k_max_dump_world = std::int64_t{1} << 20;
   if (known.world > k_max_dump_world)
     return input_error(fmt::format("--flight-recorder {}: a dump's pg_config names rank {}, beyond {} ranks", dir,
                                    known.world - 1, k_max_dump_world),
                        "", "give the dumps torch's Flight Recorder wrote for the job");
+  if (world_given) {
+    if (known.world > *world_given)
+      return input_error(fmt::format("--flight-recorder {}: a dump's pg_config names rank {}, beyond the world of {} "
+                                     "ranks",
+                                     dir, known.world - 1, *world_given),
+                         "", "give the job's world size (--world, --mesh)");
+    // gloo's dumps name no world: the last ranks may have left none, and are missing all the same.
+    known.world = *world_given;
+  }
   known.complete = static_cast<std::int64_t>(docs.size()) == known.world;
   std::vector<records::RecordRead> out;
   std::vector<char> retired;
@@ -704,7 +722,7 @@ Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::str
     out.push_back(std::move(r));
     retired.push_back(last_retired(doc));
   }
-  // One world for all: the largest any dump names (or the highest dump rank + 1).
+  // One world for all: the given one, else the largest any dump names (or the highest dump rank + 1).
   std::int64_t world = known.world;
   for (const auto& r : out) world = std::max({world, r.snapshot->world_size, r.snapshot->rank + 1});
   for (auto& r : out) r.snapshot->world_size = world;

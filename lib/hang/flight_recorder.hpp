@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,10 @@
 #include "lib/records/snapshot.hpp"
 
 namespace scout::hang {
+
+// The largest world the dumps of a directory may have (every rank's view,
+// group and coordinates are sized by it).
+inline constexpr std::int64_t k_max_flight_recorder_world = std::int64_t{1} << 20;
 
 // Parses one dump (pickle or JSON bytes) as rank `rank` of job `job`. Input error (what
 // and where) on anything malformed.
@@ -40,9 +45,16 @@ Result<records::RankSnapshot> snapshot_from_flight_recorder(const std::string& j
 // member made with the same arguments and retired is done (a clean job reads
 // finished); each rank's coordinates come from the pgs' families (DeviceMesh
 // descriptions name dp/tp/...; unnamed families are never replicas; where the
-// dumps cannot tell, every rank stands alone: pp = world). Input error when
-// the directory cannot be read, has no dump, or two files claim one rank; a
-// malformed or truncated dump is an error too, naming its file (never skipped).
-Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::string& dir, const std::string& job);
+// dumps cannot tell, every rank stands alone: pp = world). `world`: the job's
+// world size where the caller knows it (--world, --mesh), else nullopt: the
+// largest rank any dump or pg_config names (NCCL's pg_config lists the
+// world; gloo's one config does not, so a last rank that left no dump does
+// not show). With it, each rank in [0, world) without a dump is missing and
+// the world's pgs count it as a member. Input error when the directory
+// cannot be read, has no dump, two files claim one rank, or a dump or
+// pg_config names a rank at or beyond `world`; a malformed or truncated dump
+// is an error too, naming its file (never skipped).
+Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::string& dir, const std::string& job,
+                                                                  std::optional<std::int64_t> world = std::nullopt);
 
 }  // namespace scout::hang

@@ -35,11 +35,13 @@ class FlightRecorderMesh(ScoutTestCase):
     def setUpClass(cls):
         cls.py = th.require_python("2")
 
-    def job(self, fault, layout):
-        """Runs the job; returns (dump dir, fault rank, seed, message)."""
+    def job(self, fault, layout, fault_rank=None):
+        """Runs the job; returns (dump dir, fault rank, seed, message). `fault_rank`: the rank faulted,
+        else one drawn from the seed."""
         seed = int(os.environ.get("SCOUT_TEST_SEED", random.randrange(1 << 31)))
         rng = random.Random(seed)
-        fault_rank = rng.randrange(WORLD) if fault != "none" else -1
+        drawn = rng.randrange(WORLD) if fault != "none" else -1
+        fault_rank = drawn if fault_rank is None else fault_rank
         fault_step = rng.randrange(1, 4) if fault != "none" else -1
         msg = f"seed {seed} layout {layout} fault {fault} rank {fault_rank} step {fault_step}"
         print(f"== {msg}")
@@ -69,12 +71,12 @@ class FlightRecorderMesh(ScoutTestCase):
                 p.stderr.close()
         return d, fault_rank, msg
 
-    def verdict(self, d, msg):
-        """scout on the JSON dumps, checked equal to its verdict on the pickled twins."""
-        res = run(["probe-hang", "--job", "j", "--flight-recorder", os.path.join(d, "json"), "--threshold", "1"],
-                  timeout=60)
-        pres = run(["probe-hang", "--job", "j", "--flight-recorder", os.path.join(d, "pickle"), "--threshold", "1"],
-                   timeout=60)
+    def verdict(self, d, msg, extra=()):
+        """scout on the JSON dumps, checked equal to its verdict on the pickled twins; `extra`: more flags."""
+        res = run(["probe-hang", "--job", "j", "--flight-recorder", os.path.join(d, "json"), "--threshold", "1",
+                   *extra], timeout=60)
+        pres = run(["probe-hang", "--job", "j", "--flight-recorder", os.path.join(d, "pickle"), "--threshold", "1",
+                    *extra], timeout=60)
         doc, pdoc = res.json(), pres.json()
         print(f"-- scout (exit {res.rc}): {doc['status']} kind {doc['details'].get('kind')} "
               f"suspects {[s['rank'] for s in doc['suspects']]}")
@@ -125,6 +127,25 @@ class FlightRecorderMesh(ScoutTestCase):
 
     def test_exit_mesh(self):
         self.faulted("exit", "mesh")
+
+    def test_stop_last_rank_world(self):
+        # The last rank stops without a dump: gloo's dumps name no world size, so alone they cannot show it
+        # (nobody named, never an innocent); told the world (--world, or --mesh), it is missing and named.
+        d, fault_rank, msg = self.job("stop", "groups", fault_rank=WORLD - 1)
+        res, doc = self.verdict(d, msg)
+        self.assertIn(sorted(s["rank"] for s in doc["suspects"]), ([], [fault_rank]), f"{msg}\n{res}")
+        for extra in (["--world", str(WORLD)], ["--mesh", "dp=2,tp=2"]):
+            res, doc = self.verdict(d, msg, extra)
+            self.assertEqual(doc["details"]["missing_ranks"], [fault_rank], f"{msg} {extra}\n{res}")
+            self.assertEqual([s["rank"] for s in doc["suspects"]], [fault_rank], f"{msg} {extra}\n{res}")
+        # A world too small for the dumps is an error naming the dump beyond it, not a verdict.
+        res = run(["probe-hang", "--job", "j", "--flight-recorder", os.path.join(d, "json"), "--world", "2"],
+                  timeout=60)
+        self.assertCleanError(res, "bad_input", "probe-hang")
+        self.assertIn("beyond the world of 2 ranks", res.stderr, str(res))
+        res = run(["probe-hang", "--job", "j", "--flight-recorder", os.path.join(d, "json"), "--world", "3", "--mesh",
+                   "dp=2,tp=2"], timeout=60)
+        self.assertCleanError(res, "usage", "probe-hang")
 
 
 if __name__ == "__main__":

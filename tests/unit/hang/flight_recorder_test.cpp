@@ -8,9 +8,12 @@
 #include <array>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
+#include "lib/hang/probe.hpp"
+#include "lib/report/verdict.hpp"
 #include "lib/topology/mesh.hpp"
 
 using namespace scout;
@@ -156,5 +159,135 @@ TEST(FlightRecorderDir, AWorldNoJobHasIsBadInputNotAnAllocation) {
   auto r = hang::read_flight_recorder_dir(dir, "job");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ExitCode::bad_input) << r.error().message();
+  std::filesystem::remove_all(dir);
+}
+
+// Synthetic gloo dumps of a 4-rank job whose world all_reduces are all it does: gloo's pg_config keeps one
+// entry keyed by "" (the ranks of the last pg registered, here a pair), so the dumps name no world size.
+namespace {
+
+// Writes rank `rank`'s JSON dump into `dir`: `calls` world all_reduces of 16 floats, the newest
+// retired or not, then (`barrier`) the closing barrier, retired.
+void write_gloo_dump(const std::string& dir, std::int64_t rank, int calls, bool newest_retired, bool barrier) {
+  nlohmann::json entries = nlohmann::json::array();
+  const std::int64_t t0 = 1'700'000'000'000'000'000;  // long ago: every rank is silent past any threshold
+  int id = 0;
+  auto entry = [&](const char* name, std::int64_t seq, nlohmann::json sizes, bool retired) {
+    entries.push_back({{"record_id", id},
+                       {"pg_id", 0},
+                       {"process_group", {"0", "default_pg"}},
+                       {"collective_seq_id", seq},
+                       {"p2p_seq_id", 0},
+                       {"op_id", seq},
+                       {"profiling_name", name},
+                       {"input_sizes", sizes},
+                       {"input_dtypes", sizes.empty() ? nlohmann::json::array() : nlohmann::json::array({"Float"})},
+                       {"output_sizes", sizes},
+                       {"output_dtypes", sizes.empty() ? nlohmann::json::array() : nlohmann::json::array({"Float"})},
+                       {"is_p2p", false},
+                       {"retired", retired},
+                       {"state", "scheduled"},
+                       {"time_created_ns", t0 + id * 1'000'000},
+                       {"time_discovered_started_ns", 0},
+                       {"time_discovered_completed_ns", 0},
+                       {"timeout_ms", 6000}});
+    ++id;
+  };
+  for (int c = 1; c <= calls; ++c)
+    entry("gloo:all_reduce", c, nlohmann::json::array({nlohmann::json::array({16})}), c < calls || newest_retired);
+  if (barrier) entry("gloo:barrier", calls + 1, nlohmann::json::array(), true);
+  nlohmann::json doc = {{"version", "2.10"},
+                        {"entries", entries},
+                        {"pg_config", {{"", {{"name", ""}, {"desc", ""}, {"ranks", "[0, 1]"}}}}},
+                        {"pg_status", nlohmann::json::object()}};
+  std::ofstream(dir + "/rank_" + std::to_string(rank) + ".json") << doc.dump();
+}
+
+std::string fresh_dir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// The probe's verdict on the dumps in `dir` read with `world`.
+Verdict probe_dumps(const std::string& dir, std::optional<std::int64_t> world) {
+  auto reads = hang::read_flight_recorder_dir(dir, "job", world);
+  EXPECT_TRUE(reads.ok()) << reads.error().message();
+  hang::ProbeOptions o;
+  o.job = "job";
+  o.threshold = std::chrono::milliseconds(1000);
+  auto v = hang::run_probe(o, [&]() -> Result<std::vector<records::RecordRead>> { return *reads; });
+  EXPECT_TRUE(v.ok()) << v.error().message();
+  return *v;
+}
+
+std::vector<std::int64_t> suspect_ranks(const Verdict& v) {
+  std::vector<std::int64_t> out;
+  for (const auto& s : v.suspects) out.push_back(s.rank);
+  return out;
+}
+
+}  // namespace
+
+TEST(FlightRecorderWorld, TheLastRanksAbsentDumpIsNamedOnlyWhenTheWorldIsKnown) {
+  // Rank 3 exited before its third all_reduce; ranks 0-2 wait inside it (their dumps taken on the failure,
+  // or on the timeout, which gloo marks retired like a completion).
+  const std::string dir = fresh_dir("scout_fr_last_rank");
+  for (bool timed_out : {true, false}) {
+    for (std::int64_t r = 0; r < 3; ++r) write_gloo_dump(dir, r, 3, timed_out, false);
+    // The world given (--world 4, --mesh dp=2,tp=2): rank 3 is missing and every other rank waits for it.
+    auto reads = hang::read_flight_recorder_dir(dir, "job", 4);
+    ASSERT_TRUE(reads.ok()) << reads.error().message();
+    for (const auto& r : *reads) EXPECT_EQ(r.snapshot->world_size, 4) << r.snapshot->rank;
+    Verdict known = probe_dumps(dir, 4);
+    EXPECT_EQ(known.status, VerdictStatus::attributed) << timed_out << to_json(known).dump(2);
+    EXPECT_EQ(suspect_ranks(known), std::vector<std::int64_t>{3}) << timed_out << to_json(known).dump(2);
+    EXPECT_EQ(known.details["missing_ranks"], nlohmann::json::array({3}));
+  }
+  // Unknown: the dumps name three ranks; nothing tells rank 3 exists, so nobody is named.
+  Verdict unknown = probe_dumps(dir, std::nullopt);
+  EXPECT_TRUE(unknown.suspects.empty()) << to_json(unknown).dump(2);
+  EXPECT_NE(unknown.status, VerdictStatus::attributed) << to_json(unknown).dump(2);
+  EXPECT_NE(unknown.status, VerdictStatus::healthy) << to_json(unknown).dump(2);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(FlightRecorderWorld, AnAbsentDumpNobodyWaitsForNamesNobody) {
+  // Rank 3 left no dump, but ranks 0-2 disagree (rank 2 is a call behind): inconclusive, never an innocent.
+  const std::string dir = fresh_dir("scout_fr_disagree");
+  write_gloo_dump(dir, 0, 3, false, false);
+  write_gloo_dump(dir, 1, 3, false, false);
+  write_gloo_dump(dir, 2, 2, false, false);
+  Verdict v = probe_dumps(dir, 4);
+  for (auto r : suspect_ranks(v)) EXPECT_EQ(r, 2) << to_json(v).dump(2);  // rank 2 is behind; 0, 1 and 3 never
+  std::filesystem::remove_all(dir);
+}
+
+TEST(FlightRecorderWorld, EveryDumpOfTheGivenWorldCleanIsHealthy) {
+  const std::string dir = fresh_dir("scout_fr_clean_world");
+  for (std::int64_t r = 0; r < 4; ++r) write_gloo_dump(dir, r, 3, true, true);
+  Verdict v = probe_dumps(dir, 4);
+  EXPECT_EQ(v.status, VerdictStatus::healthy) << to_json(v).dump(2);
+  EXPECT_TRUE(v.suspects.empty());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(FlightRecorderWorld, ADumpBeyondTheGivenWorldIsBadInputNamingIt) {
+  const std::string dir = fresh_dir("scout_fr_beyond");
+  for (std::int64_t r = 0; r < 4; ++r) write_gloo_dump(dir, r, 3, true, true);
+  auto r = hang::read_flight_recorder_dir(dir, "job", 3);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ExitCode::bad_input);
+  EXPECT_NE(r.error().message().find("rank_3.json"), std::string::npos) << r.error().message();
+  EXPECT_NE(r.error().message().find("world of 3"), std::string::npos) << r.error().message();
+  // A pg_config naming a rank beyond it too (NCCL's lists the world).
+  std::filesystem::remove(dir + "/rank_3.json");
+  std::ofstream(dir + "/rank_0.json") << R"({"entries": [], "pg_config": {"0": {"ranks": "[0, 1, 2, 3]"}}})";
+  auto p = hang::read_flight_recorder_dir(dir, "job", 3);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().code, ExitCode::bad_input);
+  EXPECT_NE(p.error().message().find("names rank 3"), std::string::npos) << p.error().message();
+  for (std::int64_t w : {0, -1}) EXPECT_FALSE(hang::read_flight_recorder_dir(dir, "job", w).ok()) << w;
   std::filesystem::remove_all(dir);
 }
