@@ -3,7 +3,9 @@
 // (bandwidth / 2 to / 10), meshes dp x tp and dp x pp x tp, at the sizes asked (default 1k, 10k, 100k ranks).
 // Prints every run with its seed (--only SEED reruns one), then per size and scenario: precision, recall, the
 // innocent ranks named, slow groups found, the measure that named each suspect, and the decision's time
-// (analyse(): the tables, every round and the decision; the simulation's own time apart).
+// (analyse(): the tables, every round and the decision; the simulation's own time apart), beside the reference
+// measured in the same run: the exact C3 decision (lib/consensus/c3.hpp c3_exact, the hang verdict's) over one 64-bit
+// key per rank at the same size, and the ratio of the two CPU times.
 //
 //   straggler_sim_bench [--seed BASE] [--seeds S] [--sizes 1024,10240,102400] [--steps N] [--rounds R]
 //                       [--large-seeds S] [--large-steps N] [--only SEED] [--gpu-factors LO,HI (1.05,2)]
@@ -28,6 +30,7 @@
 
 #include "bench/cluster_sim.hpp"
 #include "lib/common/parse.hpp"
+#include "lib/consensus/c3.hpp"
 #include "lib/straggler/decide.hpp"
 
 namespace {
@@ -60,6 +63,7 @@ struct Outcome {
   std::string diagnosis;
   std::string slow_kinds;  // the kinds of the slow groups found, in order ("dp,pp")
   double sim_s = 0, decide_s = 0, decide_cpu_s = 0, step_ms = 0;
+  double c3_cpu_s = 0;  // the reference: one exact C3 decision over `size` ranks (CPU)
   std::int64_t calls_per_round = 0;
 };
 
@@ -74,6 +78,25 @@ double peak_rss_gb() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_maxrss) / (1024.0 * 1024.0);
+}
+
+// The reference: the CPU time of one exact C3 decision over n ranks' 64-bit keys (the fault's rank, if any, holding
+// another), the mean over enough repetitions for 0.2 s of CPU.
+double c3_exact_cpu_s(std::int64_t n, std::int64_t odd_rank) {
+  std::vector<std::uint64_t> keys(static_cast<std::size_t>(n), 0x5C0A7F1A9E3779B9ULL);
+  if (odd_rank >= 0) keys[static_cast<std::size_t>(odd_rank)] ^= 1;
+  std::int64_t reps = 0;
+  std::int64_t outliers = 0;
+  const double c0 = cpu_seconds();
+  double spent = 0;
+  while (spent < 0.2) {
+    outliers += c3_exact(keys).outlier_count();
+    ++reps;
+    spent = cpu_seconds() - c0;
+  }
+  if (outliers != reps * (odd_rank >= 0 ? 1 : 0))
+    std::fprintf(stderr, "straggler_sim_bench: c3_exact missed the odd key\n");
+  return spent / static_cast<double>(reps);
 }
 
 std::string shape(std::int64_t n, int which) {
@@ -127,6 +150,7 @@ Result<Outcome> run_one(const Options& o, std::size_t k, int scenario, std::int6
   const auto analysis = straggler::analyse(run->evidence, run->mesh, straggler::DecideOptions{});
   const auto t2 = std::chrono::steady_clock::now();
   out.decide_cpu_s = cpu_seconds() - c1;
+  out.c3_cpu_s = c3_exact_cpu_s(out.size, out.fault_rank);
   out.sim_s = std::chrono::duration<double>(t1 - t0).count();
   out.decide_s = std::chrono::duration<double>(t2 - t1).count();
   out.step_ms = run->step_ms;
@@ -160,13 +184,14 @@ void print_run(const Outcome& r) {
   std::printf(
       "%-8s size %6lld seed %llu mesh %-18s fault rank %6lld factor %.3f named [%s] TP %lld FP %lld FN %lld slow "
       "groups "
-      "right %lld/%lld wrong %lld [%s] diagnosis %s step %.1f ms calls/round %lld sim %.2f s decide %.2f s (CPU %.2f "
-      "s)\n",
+      "right %lld/%lld wrong %lld [%s] diagnosis %s step %.1f ms calls/round %lld sim %.2f s decide %.2f s (CPU %.3f "
+      "s; C3 exact %.2f ms CPU, x%.0f)\n",
       r.scenario.c_str(), static_cast<long long>(r.size), static_cast<unsigned long long>(r.seed), r.mesh.c_str(),
       static_cast<long long>(r.fault_rank), r.factor, named.c_str(), static_cast<long long>(r.tp),
       static_cast<long long>(r.fp), static_cast<long long>(r.fn), static_cast<long long>(r.groups_right),
       static_cast<long long>(r.groups_truth), static_cast<long long>(r.groups_wrong), r.slow_kinds.c_str(),
-      r.diagnosis.c_str(), r.step_ms, static_cast<long long>(r.calls_per_round), r.sim_s, r.decide_s, r.decide_cpu_s);
+      r.diagnosis.c_str(), r.step_ms, static_cast<long long>(r.calls_per_round), r.sim_s, r.decide_s, r.decide_cpu_s,
+      1e3 * r.c3_cpu_s, r.decide_cpu_s / r.c3_cpu_s);
   std::fflush(stdout);
 }
 
@@ -279,7 +304,7 @@ int main(int argc, char** argv) {
               "FN", "precision", "recall", "innocent", "groups r/t", "groups wrong", "decide s", "CPU s", "measures");
   for (auto size : o.sizes) {
     std::int64_t tp_all = 0, fp_all = 0, fn_all = 0;
-    std::vector<double> times, cpu_times;
+    std::vector<double> times, cpu_times, c3_times, ratios;
     for (const char* sc : k_scenarios) {
       std::int64_t n = 0, tp = 0, fp = 0, fn = 0, gr = 0, gt = 0, gw = 0;
       double tmax = 0, cmax = 0;
@@ -297,6 +322,8 @@ int main(int argc, char** argv) {
         cmax = std::max(cmax, r.decide_cpu_s);
         times.push_back(r.decide_s);
         cpu_times.push_back(r.decide_cpu_s);
+        c3_times.push_back(r.c3_cpu_s);
+        ratios.push_back(r.decide_cpu_s / r.c3_cpu_s);
         for (const auto& [rank, m] : r.measure) ++measures[m];
       }
       if (n == 0) continue;
@@ -316,14 +343,18 @@ int main(int argc, char** argv) {
     if (times.empty()) continue;
     std::sort(times.begin(), times.end());
     std::sort(cpu_times.begin(), cpu_times.end());
+    std::sort(c3_times.begin(), c3_times.end());
+    std::sort(ratios.begin(), ratios.end());
     std::printf(
         "  size %lld: precision %.3f recall %.3f innocent %lld; decision time median %.2f s, max %.2f s (CPU median "
-        "%.2f s, max %.2f s)\n",
+        "%.3f s, max %.3f s); reference, exact C3 over %lld ranks: CPU median %.3f ms; decision CPU / exact C3 CPU: "
+        "median x%.0f, max x%.0f\n",
         static_cast<long long>(size),
         tp_all + fp_all ? static_cast<double>(tp_all) / static_cast<double>(tp_all + fp_all) : 1.0,
         tp_all + fn_all ? static_cast<double>(tp_all) / static_cast<double>(tp_all + fn_all) : 1.0,
         static_cast<long long>(fp_all), times[times.size() / 2], times.back(), cpu_times[cpu_times.size() / 2],
-        cpu_times.back());
+        cpu_times.back(), static_cast<long long>(size), 1e3 * c3_times[c3_times.size() / 2], ratios[ratios.size() / 2],
+        ratios.back());
   }
   // The slow GPUs by factor: the decision's floor is min_relative (1.12x).
   const double edges[] = {1.05, 1.12, 1.3, 2.01};

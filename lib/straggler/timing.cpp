@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "lib/common/hex.hpp"
 #include "lib/records/layout.hpp"
@@ -17,6 +18,47 @@ double median(std::vector<double> v) {
   if (v.size() % 2 == 1) return hi;
   double lo = *std::max_element(v.begin(), mid);
   return (lo + hi) / 2;
+}
+
+LeaveOneOut::LeaveOneOut(std::vector<double> values, const std::vector<bool>& counted)
+    : m_values(std::move(values)), m_pos(m_values.size(), k_absent) {
+  std::vector<std::size_t> order;
+  order.reserve(m_values.size());
+  for (std::size_t i = 0; i < m_values.size(); ++i)
+    if (counted.empty() || counted[i]) order.push_back(i);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return m_values[a] < m_values[b]; });
+  m_sorted.reserve(order.size());
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    m_pos[order[k]] = k;
+    m_sorted.push_back(m_values[order[k]]);
+  }
+}
+
+double LeaveOneOut::nth_without(std::size_t i, std::size_t k) const {
+  return m_pos[i] != k_absent && k >= m_pos[i] ? m_sorted[k + 1] : m_sorted[k];
+}
+
+std::size_t LeaveOneOut::count_without(std::size_t i) const {
+  return m_sorted.size() - (m_pos[i] != k_absent ? 1 : 0);
+}
+
+double LeaveOneOut::median_without(std::size_t i) const {
+  // As median(): the element at n / 2 of the others sorted, with the one before it averaged in where n is even.
+  const std::size_t n = count_without(i);
+  if (n == 0) return 0;
+  const double hi = nth_without(i, n / 2);
+  if (n % 2 == 1) return hi;
+  const double lo = nth_without(i, n / 2 - 1);
+  return (lo + hi) / 2;
+}
+
+double LeaveOneOut::min_without(std::size_t i, double none) const {
+  return count_without(i) == 0 ? none : nth_without(i, 0);
+}
+
+double LeaveOneOut::max_without(std::size_t i, double none) const {
+  const std::size_t n = count_without(i);
+  return n == 0 ? none : nth_without(i, n - 1);
 }
 
 std::vector<GroupInfo> mesh_groups(const Mesh& mesh) {

@@ -24,18 +24,11 @@ void measure_stopped(const PeerStats& s, std::size_t i, const DecideOptions& o, 
   const StoppedWindow& st = sit->second;
   rr.stopped = st;
   rr.stopped_ratio = 1 / (1 - std::min(st.share(), thresholds::stopped_share_cap.value));
-  double others_share = 0;
-  std::vector<double> others_compute;
-  for (std::size_t j = 0; j < s.present.size(); ++j) {
-    if (j == i) continue;
-    others_compute.push_back(s.compute[j]);
-    auto pj = stopped.find(s.present[j]);
-    if (pj != stopped.end() && pj->second.samples >= o.stopped_min_samples)
-      others_share = std::max(others_share, pj->second.share());
-  }
-  const bool by_stopped = st.samples >= o.stopped_min_samples && st.share() >= o.stopped_min_share &&
-                          others_share < thresholds::stopped_peer_share.value * st.share() &&
-                          st.ns_per_call() >= std::max(o.min_absolute_ns, o.min_relative * median(others_compute));
+  const double others_share = std::max(0.0, s.others_stopped_share.max_without(i, 0.0));
+  const bool by_stopped =
+      st.samples >= o.stopped_min_samples && st.share() >= o.stopped_min_share &&
+      others_share < thresholds::stopped_peer_share.value * st.share() &&
+      st.ns_per_call() >= std::max(o.min_absolute_ns, o.min_relative * s.others_compute.median_without(i));
   if (by_stopped) {
     rr.flagged = true;
     rr.flagged_by["stopped"] = rr.stopped_ratio;
@@ -47,28 +40,13 @@ void measure_stopped(const PeerStats& s, std::size_t i, const DecideOptions& o, 
 
 // What would explain it (cause_of): its excess over the other peers, their CPU wait and throttled time.
 void explain_figures(const PeerStats& s, std::size_t i, RankRound& rr) {
-  std::vector<double> oc, orq, oth, opc;
-  bool throttle_known = s.counted && s.counters(i).throttled_ns >= 0;
-  for (std::size_t j = 0; j < s.present.size(); ++j) {
-    if (j == i) continue;
-    oc.push_back(s.compute[j]);
-    if (!s.counted) continue;
-    const auto& pc = s.counters(j);
-    orq.push_back(pc.runq_ns);
-    const double used = pc.main_cpu_ns >= 0 ? pc.main_cpu_ns : pc.cpu_ns;
-    if (used > 0) opc.push_back(pc.runq_ns / used);
-    if (pc.throttled_ns >= 0)
-      oth.push_back(pc.throttled_ns);
-    else
-      throttle_known = false;
-  }
-  rr.excess_ns = s.compute[i] - median(oc);
+  rr.excess_ns = s.compute[i] - s.others_compute.median_without(i);
   if (s.counted) {
     rr.window = s.counters(i);
-    rr.peer_runq_ns = median(orq);
-    rr.peer_wait_per_cpu = opc.empty() ? -1 : median(opc);
+    rr.peer_runq_ns = s.others_runq.median_without(i);
+    rr.peer_wait_per_cpu = s.others_wait_per_cpu.count_without(i) == 0 ? -1 : s.others_wait_per_cpu.median_without(i);
     rr.throttled_ns = rr.window.throttled_ns;
-    rr.peer_throttled_ns = throttle_known ? median(oth) : -1;
+    rr.peer_throttled_ns = s.throttle_known ? s.others_throttled.median_without(i) : -1;
   }
 }
 
@@ -82,14 +60,12 @@ void explain_figures(const PeerStats& s, std::size_t i, RankRound& rr) {
 // it, and cpu_wait does not apply to a pair; seed 20273601.) Reported only where nothing else flagged it.
 void measure_throttled(const PeerStats& s, std::size_t i, const DecideOptions& o, RankRound& rr) {
   if (rr.throttled_ns < 0 || rr.peer_throttled_ns < 0) return;
-  std::vector<double> oc;
-  for (std::size_t j = 0; j < s.present.size(); ++j)
-    if (j != i) oc.push_back(s.compute[j]);
   const double excess = rr.excess_ns;
   const double share = thresholds::throttled_share.value;
-  const bool by_throttled = excess >= std::max(o.min_absolute_ns, s.min_relative * median(oc)) &&
-                            rr.throttled_ns - rr.peer_throttled_ns >= share * excess &&
-                            median(s.other_waits(i)) - s.wait[i] >= share * excess;
+  const bool by_throttled =
+      excess >= std::max(o.min_absolute_ns, s.min_relative * s.others_compute.median_without(i)) &&
+      rr.throttled_ns - rr.peer_throttled_ns >= share * excess &&
+      s.others_wait.median_without(i) - s.wait[i] >= share * excess;
   if (!by_throttled) return;
   rr.flagged_by["throttled"] = s.relative[i];
   rr.raised_by["throttled"] = s.relative[i];

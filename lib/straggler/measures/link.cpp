@@ -31,16 +31,30 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
     for (auto i : idx) keys_of.push_back(common_keys(t, t.groups[i].members));
     // ... whose wait is exact on every member of every group: an upper bound (a wait() returning, not the
     // call completing) says nothing about how long the link took.
-    std::vector<CallKey> keys;
+    std::vector<CallKey> shared;
     for (const auto& k : keys_of[0]) {
       if (k.first != kind) continue;
       bool all = true;
       for (std::size_t j = 1; j < keys_of.size() && all; ++j)
         all = std::binary_search(keys_of[j].begin(), keys_of[j].end(), k);
-      for (std::size_t j = 0; j < idx.size() && all; ++j)
-        for (auto r : t.groups[idx[j]].members) all = all && t.ranks.at(r).at(k).wait_exact;
-      if (all) keys.push_back(k);
+      if (all) shared.push_back(k);
     }
+    // Per group, per member, its calls at the shared keys (each rank's calls walked once; a member without calls
+    // shares none).
+    std::vector<std::vector<std::vector<const CallTiming*>>> calls(idx.size());
+    std::vector<bool> exact(shared.size(), true);
+    for (std::size_t j = 0; j < idx.size() && !shared.empty(); ++j)
+      for (auto r : t.groups[idx[j]].members) {
+        calls[j].push_back(calls_at(t.ranks.at(r), shared));
+        for (std::size_t k = 0; k < shared.size(); ++k) exact[k] = exact[k] && calls[j].back()[k]->wait_exact;
+      }
+    std::vector<CallKey> keys;
+    std::vector<std::size_t> at;  // each key's place in `shared`
+    for (std::size_t k = 0; k < shared.size(); ++k)
+      if (exact[k]) {
+        keys.push_back(shared[k]);
+        at.push_back(k);
+      }
     if (static_cast<std::int64_t>(keys.size()) < o.min_calls) {
       spdlog::debug("straggler: {} groups: {} calls every group shares with an exact wait, fewer than {}: no link "
                     "measure this round",
@@ -49,12 +63,12 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
     }
     std::vector<double> link;
     std::vector<std::vector<double>> per_group;
-    for (auto i : idx) {
+    for (std::size_t j = 0; j < idx.size(); ++j) {
       std::vector<double> per_call;
-      for (const auto& k : keys) {
+      for (auto k : at) {
         double m = -1;
-        for (auto r : t.groups[i].members) {
-          double w = static_cast<double>(t.ranks.at(r).at(k).wait_ns);
+        for (const auto& member : calls[j]) {
+          double w = static_cast<double>(member[k]->wait_ns);
           m = m < 0 ? w : std::min(m, w);
         }
         per_call.push_back(m);
@@ -64,19 +78,21 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
     }
     // A slow link slows every call of its group; a loaded host's descheduling slows some calls of any group.
     // Per call (the same call of every group of the kind), is the group slower than the others' median by the
-    // ratio and the absolute floor? A slow group must be so in at least `link_min_consistency` of the calls.
-    std::vector<double> consistent(idx.size(), 0);
-    for (std::size_t j = 0; j < idx.size(); ++j) {
-      std::int64_t n = 0;
-      for (std::size_t k = 0; k < keys.size(); ++k) {
-        std::vector<double> others;
-        for (std::size_t i = 0; i < idx.size(); ++i)
-          if (i != j) others.push_back(per_group[i][k]);
-        const double ref = median(others);
-        n += per_group[j][k] >= o.link_min_ratio * ref && per_group[j][k] - ref >= o.link_min_absolute_ns ? 1 : 0;
+    // ratio and the absolute floor? A slow group must be so in at least `link_min_consistency` of the calls. (Per
+    // call the groups' link times sorted once: O(K G log G) for G groups and K calls.)
+    std::vector<std::int64_t> slower(idx.size(), 0);
+    std::vector<double> at_call(idx.size());
+    for (std::size_t k = 0; k < keys.size(); ++k) {
+      for (std::size_t j = 0; j < idx.size(); ++j) at_call[j] = per_group[j][k];
+      const LeaveOneOut others(at_call);
+      for (std::size_t j = 0; j < idx.size(); ++j) {
+        const double ref = others.median_without(j);
+        slower[j] += at_call[j] >= o.link_min_ratio * ref && at_call[j] - ref >= o.link_min_absolute_ns ? 1 : 0;
       }
-      consistent[j] = static_cast<double>(n) / static_cast<double>(keys.size());
     }
+    std::vector<double> consistent(idx.size(), 0);
+    for (std::size_t j = 0; j < idx.size(); ++j)
+      consistent[j] = static_cast<double>(slower[j]) / static_cast<double>(keys.size());
     // Each group's mean link time, and its members' CPU wait per call summed (their main threads' runnable time
     // without a CPU; -1 where a member lacks counters).
     std::vector<double> mean_link, cpu_wait;
@@ -105,15 +121,11 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
                (c3.reason == C3Reason::majority_flagged || c3.reason == C3Reason::bimodal))
         out.widespread_kinds.insert(kind);
     }
+    std::vector<bool> waits_known(idx.size());
+    for (std::size_t j = 0; j < idx.size(); ++j) waits_known[j] = cpu_wait[j] >= 0;
+    const LeaveOneOut other_links(link), other_means(mean_link), other_waits(cpu_wait, waits_known);
     for (std::size_t j = 0; j < idx.size(); ++j) {
-      std::vector<double> others, other_means, other_waits;
-      for (std::size_t k = 0; k < idx.size(); ++k)
-        if (k != j) {
-          others.push_back(link[k]);
-          other_means.push_back(mean_link[k]);
-          if (cpu_wait[k] >= 0) other_waits.push_back(cpu_wait[k]);
-        }
-      const double ref = median(others);
+      const double ref = other_links.median_without(j);
       GroupRound g;
       g.group = idx[j];
       g.link_ns = link[j];
@@ -121,9 +133,10 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
       g.calls = static_cast<std::int64_t>(keys.size());
       // Where its members waited longer for a CPU than the other groups' members, its mean link with that excess
       // taken out (none where counters are missing) must be slow against the others' mean.
-      const double mean_ref = median(other_means);
-      const double cpu_wait_excess =
-          cpu_wait[j] >= 0 && !other_waits.empty() ? std::max(0.0, cpu_wait[j] - median(other_waits)) : 0.0;
+      const double mean_ref = other_means.median_without(j);
+      const double cpu_wait_excess = cpu_wait[j] >= 0 && other_waits.count_without(j) > 0
+                                         ? std::max(0.0, cpu_wait[j] - other_waits.median_without(j))
+                                         : 0.0;
       const double discounted = mean_link[j] - cpu_wait_excess;
       const bool beyond_cpu_wait = cpu_wait_excess <= 0 || (discounted >= o.link_min_ratio * mean_ref &&
                                                             discounted - mean_ref >= o.link_min_absolute_ns);

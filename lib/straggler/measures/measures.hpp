@@ -35,8 +35,10 @@
 
 namespace scout::straggler::detail {
 
-// Keys present in every listed rank's calls.
+// Keys present in every listed rank's calls, in key order.
 std::vector<CallKey> common_keys(const TimingTable& t, const std::vector<std::int64_t>& ranks);
+// A rank's calls at `keys` (in key order, each one of `calls`: std::out_of_range otherwise), by one walk of both.
+std::vector<const CallTiming*> calls_at(const std::map<CallKey, CallTiming>& calls, const std::vector<CallKey>& keys);
 bool is_mesh_kind(const std::string& kind);
 double ms(double ns);  // ns -> ms, rounded to the microsecond
 std::string hex_id(std::uint64_t id);
@@ -60,12 +62,19 @@ struct PeerStats {
   double cpu_wait_share = 0;                     // median over members of CPU wait / compute
   bool contended = false;                        // cpu_wait_share >= contended_share: the CPU measures decide
   C3Result c3;                                   // statistical C3 over `relative` (reported score)
+  // The figures each member compares with the other members' (their median, least, largest), sorted once per group:
+  LeaveOneOut others_wait, others_compute, others_step;  // wait, compute, compute + wait
+  LeaveOneOut others_relative, others_cpu_ratio, others_main_ratio, others_off_ratio;
+  LeaveOneOut others_runq;           // counted: the CPU wait
+  LeaveOneOut others_wait_per_cpu;   // counted: runq per ns of CPU used (main thread's where known), CPU used > 0
+  LeaveOneOut others_runq_per_main;  // main_counted: runq per ns of the main thread's CPU, where that is > 0
+  LeaveOneOut others_throttled;      // throttled time, where known (throttle_known: every member's)
+  LeaveOneOut others_stopped_share;  // the stopped share, where stopped_min_samples samples or more
+  bool throttle_known = false;       // counted, and every member's throttled time known
 
   const CpuPerCall& counters(std::size_t i) const { return table->cpu.at(present[i]); }
-  // The other members' waits.
-  std::vector<double> other_waits(std::size_t i) const;
-  // v[i] - 1 at least min_relative and at least `factor` times the other members' spread (max - min) of v.
-  bool stands_out(const std::vector<double>& v, std::size_t i, double factor) const;
+  // v's member i less 1 at least min_relative and at least `factor` times the other members' spread (max - min) of v.
+  bool stands_out(const LeaveOneOut& v, std::size_t i, double factor) const;
 };
 // Empty where fewer than two members have calls or they share fewer than min_calls.
 std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std::int64_t>& group,

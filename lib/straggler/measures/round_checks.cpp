@@ -13,15 +13,12 @@ namespace scout::straggler::detail {
 // per call), and the contended measures named it beside the stopped rank in 5 of 19 runs. The process state samples
 // (stopped) and the cgroup's throttled time are direct evidence and are not asked this (they run after it).
 void check_material(const PeerStats& s, std::size_t i, const DecideOptions& o, RankRound& rr) {
-  std::vector<double> peer_step;
-  for (std::size_t j = 0; j < s.present.size(); ++j)
-    if (j != i) peer_step.push_back(s.compute[j] + s.wait[j]);
   const double med_c = s.ref_c[i];
   double excess = std::max(s.compute[i] - med_c, (s.relative[i] - 1) * med_c);
   // (An absorbed rank's cost is the CPU it took from the others: its CPU excess, process and main thread.)
   if (rr.absorbed && s.main_counted)
     excess = std::max(excess, std::min(s.cpu[i] - s.ref_cpu[i], s.counters(i).main_cpu_ns - s.ref_main_cpu[i]));
-  if (rr.flagged && excess < o.min_step_share * median(peer_step)) {
+  if (rr.flagged && excess < o.min_step_share * s.others_step.median_without(i)) {
     rr.flagged = false;
     rr.flagged_by.clear();
   }
@@ -46,13 +43,15 @@ void check_stopped_peer(PeerRound& p) {
 // "absorbed_alone": a CPU flag its peers did not wait for stands only where no other rank of the group is flagged
 // that round (whose peers burn CPU waiting for it: a stopped or throttled rank's).
 void check_absorbed_alone(PeerRound& p) {
+  // (The flagged ranks counted once, not per rank: a group of n ranks, n of them absorbed, costs O(n).)
+  std::size_t flagged = 0;
+  for (const auto& r : p.ranks) flagged += r.flagged ? 1 : 0;
   for (auto& r : p.ranks) {
     if (!r.flagged || !r.absorbed || r.flagged_by.size() != 1 || !r.flagged_by.count("cpu")) continue;
-    bool other = false;
-    for (const auto& q : p.ranks) other |= q.rank != r.rank && q.flagged;
-    if (other) {
+    if (flagged > 1) {  // another rank than r
       r.flagged = false;
       r.flagged_by.clear();
+      --flagged;
     }
   }
 }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "lib/common/hex.hpp"
 #include "lib/straggler/measures/measures.hpp"
@@ -15,13 +16,29 @@ std::vector<CallKey> common_keys(const TimingTable& t, const std::vector<std::in
   if (ranks.empty()) return out;
   auto first = t.ranks.find(ranks[0]);
   if (first == t.ranks.end()) return out;
-  for (const auto& [key, c] : first->second) {
-    bool all = true;
-    for (std::size_t i = 1; i < ranks.size() && all; ++i) {
-      auto it = t.ranks.find(ranks[i]);
-      all = it != t.ranks.end() && it->second.count(key);
+  for (const auto& [key, c] : first->second) out.push_back(key);
+  // Each other rank's calls walked once beside the keys kept so far (both in key order): O(K) per rank.
+  for (std::size_t i = 1; i < ranks.size() && !out.empty(); ++i) {
+    auto it = t.ranks.find(ranks[i]);
+    if (it == t.ranks.end()) return {};
+    std::size_t kept = 0;
+    auto call = it->second.begin();
+    for (const auto& key : out) {
+      while (call != it->second.end() && call->first < key) ++call;
+      if (call != it->second.end() && call->first == key) out[kept++] = key;
     }
-    if (all) out.push_back(key);
+    out.resize(kept);
+  }
+  return out;
+}
+
+std::vector<const CallTiming*> calls_at(const std::map<CallKey, CallTiming>& calls, const std::vector<CallKey>& keys) {
+  std::vector<const CallTiming*> out;
+  out.reserve(keys.size());
+  auto call = calls.begin();
+  for (const auto& key : keys) {
+    while (call != calls.end() && call->first < key) ++call;
+    out.push_back(call != calls.end() && call->first == key ? &call->second : &calls.at(key));
   }
   return out;
 }
@@ -62,23 +79,54 @@ std::size_t step_period(const std::map<CallKey, CallTiming>& calls, const std::v
   return 0;
 }
 
-}  // namespace
-
-std::vector<double> PeerStats::other_waits(std::size_t i) const {
-  std::vector<double> out;
-  for (std::size_t j = 0; j < present.size(); ++j)
-    if (j != i) out.push_back(wait[j]);
-  return out;
+// The group's figures as each member sees the other members' (PeerStats::others_*), from its per-member figures.
+void others_of(PeerStats& s, const DecideOptions& o) {
+  const std::size_t n = s.present.size();
+  std::vector<double> step(n);
+  for (std::size_t i = 0; i < n; ++i) step[i] = s.compute[i] + s.wait[i];
+  s.others_wait = LeaveOneOut(s.wait);
+  s.others_compute = LeaveOneOut(s.compute);
+  s.others_step = LeaveOneOut(std::move(step));
+  s.others_relative = LeaveOneOut(s.relative);
+  s.others_cpu_ratio = LeaveOneOut(s.cpu_ratio);
+  s.others_main_ratio = LeaveOneOut(s.main_ratio);
+  s.others_off_ratio = LeaveOneOut(s.off_ratio);
+  if (s.counted) {
+    std::vector<double> runq(n), per_cpu(n, 0.0), per_main(n, 0.0), throttled(n);
+    std::vector<bool> used(n, false), main_used(n, false), throttle(n, false);
+    s.throttle_known = true;
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& pc = s.counters(i);
+      runq[i] = pc.runq_ns;
+      const double u = pc.main_cpu_ns >= 0 ? pc.main_cpu_ns : pc.cpu_ns;
+      used[i] = u > 0;
+      if (used[i]) per_cpu[i] = pc.runq_ns / u;
+      main_used[i] = pc.main_cpu_ns > 0;
+      if (main_used[i]) per_main[i] = pc.runq_ns / pc.main_cpu_ns;
+      throttle[i] = pc.throttled_ns >= 0;
+      throttled[i] = pc.throttled_ns;
+      s.throttle_known = s.throttle_known && throttle[i];
+    }
+    s.others_runq = LeaveOneOut(std::move(runq));
+    s.others_wait_per_cpu = LeaveOneOut(std::move(per_cpu), used);
+    if (s.main_counted) s.others_runq_per_main = LeaveOneOut(std::move(per_main), main_used);
+    s.others_throttled = LeaveOneOut(std::move(throttled), throttle);
+  }
+  std::vector<double> share(n, 0.0);
+  std::vector<bool> sampled(n, false);
+  for (std::size_t i = 0; i < n; ++i) {
+    auto it = s.table->stopped.find(s.present[i]);
+    sampled[i] = it != s.table->stopped.end() && it->second.samples >= o.stopped_min_samples;
+    if (sampled[i]) share[i] = it->second.share();
+  }
+  s.others_stopped_share = LeaveOneOut(std::move(share), sampled);
 }
 
-bool PeerStats::stands_out(const std::vector<double>& v, std::size_t i, double factor) const {
-  double lo = 1e300, hi = -1e300;
-  for (std::size_t j = 0; j < v.size(); ++j)
-    if (j != i) {
-      lo = std::min(lo, v[j]);
-      hi = std::max(hi, v[j]);
-    }
-  const double effect = v[i] - 1.0;
+}  // namespace
+
+bool PeerStats::stands_out(const LeaveOneOut& v, std::size_t i, double factor) const {
+  const double lo = v.min_without(i, 1e300), hi = v.max_without(i, -1e300);
+  const double effect = v.value(i) - 1.0;
   return effect >= min_relative && effect >= factor * (hi >= lo ? hi - lo : 0.0);
 }
 
@@ -99,6 +147,10 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   auto keys = common_keys(t, present);
   if (static_cast<std::int64_t>(keys.size()) < o.min_calls) return std::nullopt;
   s.calls = keys.size();
+  // Per member, its calls at `keys` (looked up once: the loops below read them per rank and call).
+  std::vector<std::vector<const CallTiming*>> at;
+  at.reserve(present.size());
+  for (auto r : present) at.push_back(calls_at(t.ranks.at(r), keys));
   // Per call, each rank's compute relative to its peers' median for that call: what the whole machine does
   // at that moment cancels out (every rank slowed alike is no straggler). The calls where the step's
   // computation happens (median compute at least busy_call_share of the largest) carry the signal; the median
@@ -108,7 +160,7 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   double largest = 0;
   for (std::size_t k = 0; k < keys.size(); ++k) {
     std::vector<double> g;
-    for (auto r : present) g.push_back(static_cast<double>(t.ranks.at(r).at(keys[k]).compute_ns));
+    for (std::size_t i = 0; i < present.size(); ++i) g.push_back(static_cast<double>(at[i][k]->compute_ns));
     call_median[k] = median(g);
     largest = std::max(largest, call_median[k]);
   }
@@ -126,7 +178,7 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   std::vector<bool> exact(keys.size(), true);
   std::size_t exact_calls = 0;
   for (std::size_t k = 0; k < keys.size(); ++k) {
-    for (auto r : present) exact[k] = exact[k] && t.ranks.at(r).at(keys[k]).wait_exact;
+    for (std::size_t i = 0; i < present.size(); ++i) exact[k] = exact[k] && at[i][k]->wait_exact;
     exact_calls += exact[k] ? 1 : 0;
   }
   // Per step, too: a rank whose extra time falls in one gap of a step of several calls (a slow data loader, a
@@ -152,20 +204,22 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   const std::size_t period = step_period(t.ranks.at(present[0]), order);
   std::map<CallKey, std::size_t> index;  // a key's place in `keys` (call_median)
   for (std::size_t k = 0; k < keys.size(); ++k) index[keys[k]] = k;
+  std::vector<std::size_t> order_at(order.size());  // the place in `keys` of each call in the program's order
+  for (std::size_t k = 0; k < order.size(); ++k) order_at[k] = index.at(order[k]);
   std::vector<double> shares;
   auto &compute = s.compute, &wait = s.wait, &relative = s.relative, &cpu = s.cpu;
-  for (auto r : present) {
+  for (std::size_t ri = 0; ri < present.size(); ++ri) {
+    const auto r = present[ri];
     double c = 0, w = 0;
     std::vector<double> rel;
-    const auto& calls = t.ranks.at(r);
+    const auto& calls = at[ri];
+    const auto& partner = at[present[0] == r ? 1 : 0];  // a pair's other rank
     for (std::size_t k = 0; k < keys.size(); ++k) {
-      const auto& call = calls.at(keys[k]);
+      const auto& call = *calls[k];
       c += static_cast<double>(call.compute_ns);
       if (exact[k]) w += static_cast<double>(call.wait_ns);
       if (largest > 0 && call_median[k] >= thresholds::busy_call_share.value * largest) {
-        const double ref =
-            pair ? static_cast<double>(t.ranks.at(present[present[0] == r ? 1 : 0]).at(keys[k]).compute_ns)
-                 : call_median[k];
+        const double ref = pair ? static_cast<double>(partner[k]->compute_ns) : call_median[k];
         if (ref > 0) rel.push_back(static_cast<double>(call.compute_ns) / ref);
       }
     }
@@ -173,13 +227,13 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
     wait.push_back(exact_calls > 0 ? w / static_cast<double>(exact_calls) : 0.0);
     relative.push_back(rel.empty() ? 1.0 : median(rel));
     if (period > 0 && order.size() / period >= k_min_blocks) {
-      const auto& partner = t.ranks.at(present[present[0] == r ? 1 : 0]);
       std::vector<double> blocks;
       for (std::size_t start = 0; start + period <= order.size(); start += period) {
         double mine = 0, ref = 0;
         for (std::size_t k = start; k < start + period; ++k) {
-          mine += static_cast<double>(calls.at(order[k]).compute_ns);
-          ref += pair ? static_cast<double>(partner.at(order[k]).compute_ns) : call_median[index.at(order[k])];
+          const std::size_t at_k = order_at[k];
+          mine += static_cast<double>(calls[at_k]->compute_ns);
+          ref += pair ? static_cast<double>(partner[at_k]->compute_ns) : call_median[at_k];
         }
         if (ref > 0) blocks.push_back(mine / ref);
       }
@@ -237,6 +291,7 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
       s.main_ratio[i] = s.ref_main_cpu[i] > 0 ? t.cpu.at(present[i]).main_cpu_ns / s.ref_main_cpu[i] : 1.0;
     }
   }
+  others_of(s, o);
   StatisticalOptions so;
   so.kappa = o.kappa;
   so.min_relative = s.min_relative;

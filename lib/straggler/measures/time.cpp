@@ -15,14 +15,13 @@ namespace scout::straggler::detail {
 // least min_absolute_ns per call, and its compute time must stand out. (C3's MAD over a handful of peers is itself
 // noisy on a loaded host.) In a pair, its partner waits for at least pair_partner_wait_share of its excess.
 void measure_compute(const PeerStats& s, std::size_t i, const DecideOptions& o, RankRound& rr) {
-  const auto other_wait = s.other_waits(i);
+  const double other_wait = s.others_wait.median_without(i);
   const double med_c = s.ref_c[i];
   const auto& compute = s.compute;
   const auto& wait = s.wait;
-  rr.flagged =
-      wait[i] < median(other_wait) && compute[i] - med_c >= o.min_absolute_ns &&
-      s.stands_out(s.relative, i, o.spread_factor) &&
-      (!s.pair || median(other_wait) - wait[i] >= thresholds::pair_partner_wait_share.value * (compute[i] - med_c));
+  rr.flagged = wait[i] < other_wait && compute[i] - med_c >= o.min_absolute_ns &&
+               s.stands_out(s.others_relative, i, o.spread_factor) &&
+               (!s.pair || other_wait - wait[i] >= thresholds::pair_partner_wait_share.value * (compute[i] - med_c));
   rr.measure = "compute";
   rr.ratio = s.relative[i];
   if (rr.flagged) rr.flagged_by["compute"] = s.relative[i];
@@ -59,13 +58,14 @@ bool by_cpu(const PeerStats& s, std::size_t i, const DecideOptions& o, bool& abs
   const double excess = time_excess(s, i);
   const double late_share = s.pair ? o.pair_cpu_peers_wait_share : o.cpu_peers_wait_share;
   const bool late =
-      excess >= late_share * cpu_excess && median(s.other_waits(i)) - s.wait[i] >= late_share * cpu_excess;
+      excess >= late_share * cpu_excess && s.others_wait.median_without(i) - s.wait[i] >= late_share * cpu_excess;
   const bool more_cpu =
       s.cpu[i] - s.ref_cpu[i] >= o.min_absolute_ns && s.cpu_ratio[i] >= cpu_floor &&
-      s.stands_out(s.cpu_ratio, i, o.spread_factor) &&
-      (!s.main_counted || (s.main_ratio[i] >= cpu_floor && s.stands_out(s.main_ratio, i, o.spread_factor)));
-  const bool absorbed = !late && !s.pair && s.main_counted && s.stands_out(s.cpu_ratio, i, o.absorbed_spread_factor) &&
-                        s.stands_out(s.main_ratio, i, o.absorbed_spread_factor);
+      s.stands_out(s.others_cpu_ratio, i, o.spread_factor) &&
+      (!s.main_counted || (s.main_ratio[i] >= cpu_floor && s.stands_out(s.others_main_ratio, i, o.spread_factor)));
+  const bool absorbed = !late && !s.pair && s.main_counted &&
+                        s.stands_out(s.others_cpu_ratio, i, o.absorbed_spread_factor) &&
+                        s.stands_out(s.others_main_ratio, i, o.absorbed_spread_factor);
   absorbed_out = more_cpu && absorbed;
   return more_cpu && (late || absorbed);
 }
@@ -84,8 +84,9 @@ bool by_off_cpu(const PeerStats& s, std::size_t i, const DecideOptions& o) {
   const double excess = time_excess(s, i);
   const double off_excess = (s.off_ratio[i] - 1) * med_c;
   return s.main_counted && excess >= std::max(o.min_absolute_ns, s.min_relative * med_c) &&
-         median(s.other_waits(i)) - s.wait[i] >= thresholds::off_cpu_wait_share.value * std::min(excess, off_excess) &&
-         s.stands_out(s.off_ratio, i, thresholds::off_cpu_spread_share.value * o.spread_factor);
+         s.others_wait.median_without(i) - s.wait[i] >=
+             thresholds::off_cpu_wait_share.value * std::min(excess, off_excess) &&
+         s.stands_out(s.others_off_ratio, i, thresholds::off_cpu_spread_share.value * o.spread_factor);
 }
 
 // "cpu_wait": a rank starved of CPU (a cgroup quota throttling it, or CPUs it shares with other work) uses no more
@@ -98,21 +99,14 @@ bool by_off_cpu(const PeerStats& s, std::size_t i, const DecideOptions& o) {
 // waited 1.9x its partner's time for a CPU in 2 of 3 rounds, 1.47-1.56x its compute).
 bool by_cpu_wait(const PeerStats& s, std::size_t i, const DecideOptions& o) {
   if (!s.main_counted || s.pair) return false;
-  std::vector<double> per_cpu, oc;
-  for (std::size_t j = 0; j < s.present.size(); ++j) {
-    if (j == i) continue;
-    const auto& pc = s.counters(j);
-    if (pc.main_cpu_ns > 0) per_cpu.push_back(pc.runq_ns / pc.main_cpu_ns);
-    oc.push_back(s.compute[j]);
-  }
   const auto& mine = s.counters(i);
-  const double extra_wait = mine.runq_ns - mine.main_cpu_ns * median(per_cpu);
-  const double excess = s.compute[i] - median(oc);
-  double least_other_wait = 1e300;
-  for (double w : s.other_waits(i)) least_other_wait = std::min(least_other_wait, w);
-  return !per_cpu.empty() && excess >= o.min_absolute_ns && s.wait[i] < least_other_wait &&
+  const double extra_wait = mine.runq_ns - mine.main_cpu_ns * s.others_runq_per_main.median_without(i);
+  const double excess = s.compute[i] - s.others_compute.median_without(i);
+  const double least_other_wait = s.others_wait.min_without(i, 1e300);
+  return s.others_runq_per_main.count_without(i) > 0 && excess >= o.min_absolute_ns && s.wait[i] < least_other_wait &&
          s.relative[i] - 1 >= std::max(s.min_relative, o.contended_wait_min_relative) &&
-         s.stands_out(s.relative, i, o.spread_factor) && extra_wait >= thresholds::cpu_wait_extra_share.value * excess;
+         s.stands_out(s.others_relative, i, o.spread_factor) &&
+         extra_wait >= thresholds::cpu_wait_extra_share.value * excess;
 }
 
 }  // namespace
