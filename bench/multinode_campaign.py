@@ -65,6 +65,11 @@ def main():
                    help="where the observers meet, a comma-separated list run in turn: torchrun (its store on node 0, "
                         "the default), separate (a TCPStore on one more node that runs no job), etcd (a 3-member etcd "
                         "cluster on nodes 0-2)")
+    p.add_argument("--probe-timeout", type=float, default=10,
+                   help="the observers' probe-hang --timeout (default 10, scout's own default)")
+    p.add_argument("--store-host-share", action="store_true",
+                   help="even runs put the fault on node 0 (the store's host), odd runs on another node drawn from "
+                        "the seed: half the runs in each culprit row")
     a = p.parse_args()
     stores = [x for x in a.observer_store.split(",") if x]
     for x in stores:
@@ -88,7 +93,7 @@ def main():
     t_all = time.monotonic()
     def row_of(key, n, r):
         return table.setdefault(key, {"runs": 0, "agree": 0, "seeds": [], **{c: 0 for c in CLASSES}, "errors": 0,
-                                      "size": f"{n}x{r}"})
+                                      "size": f"{n}x{r}", "decide": []})
 
     for store, f in ((st, fa) for st in stores for fa in faults):
         n, r = a.link_size if f in ("rate-limit", "none-straggler") else a.size
@@ -96,7 +101,11 @@ def main():
             seed = base + i
             t0 = time.monotonic()
             try:
-                res = mj.run_case(netns_nodes.NetnsNodes, n, r, f, seed, out=sys.stdout, observer_store=store)
+                culprit = None
+                if a.store_host_share:
+                    culprit = 0 if i % 2 == 0 else random.Random(seed).randrange(1, n)
+                res = mj.run_case(netns_nodes.NetnsNodes, n, r, f, seed, out=sys.stdout, observer_store=store,
+                                  culprit=culprit, probe_timeout=a.probe_timeout)
             except Exception as e:  # a run that could not be made is reported, not a verdict
                 print(f"  {f} seed {seed} store {store}: run failed: {type(e).__name__}: {e}", flush=True)
                 row = row_of((f, store, "?"), n, r)
@@ -108,6 +117,8 @@ def main():
             row["runs"] += 1
             row["seeds"].append(seed)
             row["agree"] += 1 if res["agree"] else 0
+            if res.get("decide_s") is not None:
+                row["decide"].append(res["decide_s"])
             for c in res["per_observer"]:
                 row[c] += 1
             print(f"  {f} seed {seed} store {store} culprit node {res['culprit']}: {res['per_observer']} agree={res['agree']} "
@@ -115,13 +126,17 @@ def main():
             for line in res["summaries"]:
                 print(f"    {line}", flush=True)
     print(f"\nmultinode_campaign: base seed {base}, {time.monotonic() - t_all:.0f} s; counts are observers' "
-          f"verdicts (a run has one per node), agree counts runs")
+          f"verdicts (a run has one per node), agree counts runs; verdict s: from the observers' start (3 s after "
+          f"the job went silent, --threshold 2, --timeout {a.probe_timeout:g}) to the last observer's verdict, "
+          f"median and max")
     cols = ("size", "runs", "agree") + CLASSES + ("errors",)
-    print("| fault | store | culprit | " + " | ".join(cols) + " | seeds |")
-    print("|---" * (len(cols) + 4) + "|")
+    print("| fault | store | culprit | " + " | ".join(cols) + " | verdict s | seeds |")
+    print("|---" * (len(cols) + 5) + "|")
     for (f, store, where), row in table.items():
+        d = sorted(row["decide"])
+        took = f"{d[len(d) // 2]:.1f} / {d[-1]:.1f}" if d else "-"
         print(f"| {f} | {store} | {where} | " + " | ".join(str(row[c]) for c in cols) +
-              f" | {','.join(map(str, row['seeds']))} |")
+              f" | {took} | {','.join(map(str, row['seeds']))} |")
     return 0
 
 

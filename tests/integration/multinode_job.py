@@ -335,10 +335,12 @@ RATES = ("8mbit", "16mbit", "32mbit")  # drawn per run; 64 KiB calls at 32 Mbit/
 GROUP_NUMEL = 16384  # 64 KiB per tp / dp all-reduce: at 1 MB/s its node's groups take 60+ ms a call
 
 
-def run_case(nodes_cls, n, r, fault, seed, out=sys.stderr, observer_store="torchrun", culprit=None, rate=None):
+def run_case(nodes_cls, n, r, fault, seed, out=sys.stderr, observer_store="torchrun", culprit=None, rate=None,
+             probe_timeout=30):
     """One run: n nodes x r ranks, `fault` on a node (and moment) drawn from `seed` (`culprit` overrides the
-    node, `rate` the rate limit); every node's observer decides; returns a dict (fault, seed, culprit, per-observer
-    classes, agree, verdict summaries)."""
+    node, `rate` the rate limit); every node's observer decides (probe-hang --timeout `probe_timeout`); returns a
+    dict (fault, seed, culprit, per-observer classes, agree, verdict summaries, decide_s: from the observers' start
+    to the last verdict)."""
     rng = random.Random(seed)
     drawn = rng.randrange(n)
     culprit = drawn if culprit is None else culprit
@@ -374,6 +376,7 @@ def run_case(nodes_cls, n, r, fault, seed, out=sys.stderr, observer_store="torch
         elif fault not in CONTROLS:
             raise ValueError(fault)
         rank_nodes = job.rank_nodes()
+        decide_s = None
         if fault in ("rate-limit", "none-straggler"):
             time.sleep(2)
             results = job.observe("straggler", ["--rounds", "3", "--interval", "2", "--timeout", "30"],
@@ -383,11 +386,13 @@ def run_case(nodes_cls, n, r, fault, seed, out=sys.stderr, observer_store="torch
                 job.wait_silent(quiet_s=3.0)
             alive = [k for k in range(n) if not (fault == "power-off" and k == culprit)]
             started = time.monotonic()
-            got = job.observe("probe-hang", ["--threshold", "2", "--timeout", "30"], timeout_s=30, nodes=alive)
+            got = job.observe("probe-hang", ["--threshold", "2", "--timeout", f"{probe_timeout:g}"],
+                              timeout_s=probe_timeout, nodes=alive)
             results = [(None, None, "node lost with its observer")] * n
             for k, res in zip(alive, got):
                 results[k] = res
-            print(f"multinode: observers done in {time.monotonic() - started:.1f} s", file=out, flush=True)
+            decide_s = time.monotonic() - started
+            print(f"multinode: observers done in {decide_s:.1f} s", file=out, flush=True)
         per, agree = judge(results, culprit, rank_nodes, nodes.hostnames[:n], fault)
         summaries = []
         for k, (rc, doc, err) in enumerate(results):
@@ -399,7 +404,7 @@ def run_case(nodes_cls, n, r, fault, seed, out=sys.stderr, observer_store="torch
         return {"fault": fault, "seed": seed, "nodes": n, "ranks_per_node": r, "culprit": culprit,
                 "observer_store": observer_store,
                 "per_observer": per, "agree": agree, "summaries": summaries, "rank_nodes": rank_nodes,
-                "results": results}
+                "results": results, "decide_s": decide_s}
 
 
 def main():
