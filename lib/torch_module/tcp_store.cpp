@@ -1,5 +1,6 @@
 // The tcp:// store: c10d's TCPStore behind the plain C ABI of
 // lib/transport/tcp_store_abi.hpp. Every exception is caught here.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -11,10 +12,14 @@
 
 namespace {
 
+// Its first line only: c10's what() goes on with "Exception raised from ..." and a frame per line, which would
+// reach a verdict's notes and an observer's one-line error.
 void write_err(char* err, std::size_t len, const char* what) {
   if (err == nullptr || len == 0) return;
-  std::strncpy(err, what, len - 1);
-  err[len - 1] = '\0';
+  const std::size_t line = std::strcspn(what, "\n");
+  const std::size_t n = std::min(line, len - 1);
+  std::memcpy(err, what, n);
+  err[n] = '\0';
 }
 
 // Runs `body`, turning any exception into a message in err and a return of 1.
