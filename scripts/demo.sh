@@ -8,8 +8,13 @@
 # is stopped and removed on exit.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Where the time goes, printed at the end: installing, building (only what the demo runs: the scout binary,
+# its network module and the publisher), the job until it hangs, and the verdict.
+t0=$(date +%s.%N)
 "$root/scripts/install-deps.sh"
-"$root/scripts/build.sh"
+t_deps=$(date +%s.%N)
+SCOUT_BUILD_TARGETS="${SCOUT_BUILD_TARGETS:-scout scout_publisher}" "$root/scripts/build.sh"
+t_build=$(date +%s.%N)
 build="${SCOUT_BUILD_DIR:-$root/build}"
 scout="$build/bin/scout"
 say() { printf '\n\033[1m%s\033[0m\n' "$*"; }
@@ -54,6 +59,7 @@ for rank in $(seq 0 $((world - 1))); do
   pids+=($!)
 done
 
+t_job=$(date +%s.%N)
 say "waiting for the job to hang (probing every second until progress has been silent for 3 s)"
 threshold=3
 rc=0
@@ -65,8 +71,18 @@ for _ in $(seq 1 180); do
   if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then break; fi
 done
 
+t_hung=$(date +%s.%N)
 say "\$ scout probe-hang --job $job --threshold $threshold --format text"
 "$scout" probe-hang --job "$job" --threshold "$threshold" --format text || true
+t_verdict=$(date +%s.%N)
 named="$(/usr/bin/python3 -c 'import json, sys; print(",".join(str(s["rank"]) for s in json.load(open(sys.argv[1]))["suspects"]))' "$logdir/verdict.json")"
 say "injected: rank $fault_rank at step $fault_step; scout named: rank ${named:-none} (exit $rc)"
+/usr/bin/python3 - "$t0" "$t_deps" "$t_build" "$t_job" "$t_hung" "$t_verdict" <<'PY'
+import sys
+t = [float(x) for x in sys.argv[1:]]
+parts = ("installing dependencies", "building scout and the publisher", "starting the job",
+         "the job training until it hangs, probed every second", "the verdict")
+print("demo: where the time went: " + "; ".join(f"{p} {b - a:.1f} s" for p, a, b in zip(parts, t, t[1:])) +
+      f"; in all {t[-1] - t[0]:.1f} s")
+PY
 [ "$named" = "$fault_rank" ]
