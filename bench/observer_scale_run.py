@@ -24,7 +24,7 @@ bytes in and out (details.transport: what the collectives moved), the bytes
 its sockets moved (tcp_info bytes_received / bytes_sent sampled by `ss`: a
 lower bound), its peak RSS (rusage of the reaped process), and the machine's
 memory.
-Beside each figure the cost model of ARCHITECTURE.md ("Observer session: cost
+Beside each figure the cost model of lib/session/README.md ("Observer session: cost
 model"), and the ratio measured / model.
 
     sudo /usr/bin/python3 bench/observer_scale_run.py [--nodes 256] [--ranks 2] [--group-size 0]
@@ -54,7 +54,7 @@ BUILD_DIR = os.environ.get("SCOUT_BUILD_DIR", os.path.join(SOURCE_DIR, "build"))
 SCOUT = os.environ.get("SCOUT_BIN", os.path.join(BUILD_DIR, "bin", "scout"))
 WRITER = os.environ.get("SCOUT_SCALE_WRITER", os.path.join(BUILD_DIR, "bench", "observer_scale_writer"))
 
-# Compact sizes of what probe-hang moves (ARCHITECTURE.md "What probe-hang runs today", "A stall").
+# Compact sizes of what probe-hang moves (lib/session/README.md "What probe-hang runs today", "A stall").
 POSITION = 64        # one node's position (p per node)
 COMPACT_RANK = 240   # a rank's compact evidence, ring by digest (c)
 FULL_RANK = 2048     # a rank's full evidence with a 64-call ring (e)
@@ -237,7 +237,7 @@ def strip(doc):
 
 
 def model(n, g, k_ranks, stall, verdict_bytes):
-    """Per the ARCHITECTURE.md cost model (two levels, two-phase), member and leader, with
+    """Per the lib/session/README.md cost model (two levels, two-phase), member and leader, with
     probe-hang's sizes: p = 64 bytes per node, c = 240 and e = 2048 bytes per rank, and OVERHEAD
     bytes on every contribution received (its 32-byte signature, its 8-byte size word), 16 more
     per entry of a group's block the leaders exchange. The decision (the verdict's JSON, as

@@ -19,7 +19,7 @@ in and out per probe (max over observers; the model's figures beneath), bytes
 written to sockets per probe (/proc/self/io), store operations while forming,
 Gloo collectives per probe, time per probe (the slowest observer's median) and
 formation time. Then
-it fits the time per probe of each mode to the cost model in ARCHITECTURE.md
+it fits the time per probe of each mode to the cost model in lib/session/README.md
 ("Observer session: cost model"), t = alpha * steps, and extrapolates every figure to --target-nodes (12,500 nodes x 8 ranks = 100,000
 ranks). The loopback figures are from this machine; the extrapolated times
 carry the alpha measured here (a loaded 2-core machine is far slower per step than
@@ -73,7 +73,7 @@ def run(n, mode, a, seed):
 
 
 def model(mode, n, r, g, a):
-    """Steps (latency rounds) and bytes into the busiest observer per probe, per the ARCHITECTURE.md model."""
+    """Steps (latency rounds) and bytes into the busiest observer per probe, per the lib/session/README.md model."""
     pos = r * a.position_bytes + 32          # one node's signed position block
     det = r * a.details_bytes + 32           # one selected node's details
     k = 1                                    # nodes that stand out

@@ -179,7 +179,7 @@ namespace {
 
 // Process groups over the same members ("twins": e.g. a new_group over the whole world beside the
 // default group) have one scout id, and the publisher counts their calls together (one counter per
-// id, ARCHITECTURE.md), while the Flight Recorder numbers each pg's collectives apart
+// id, docs/torch.md), while the Flight Recorder numbers each pg's collectives apart
 // (collective_seq_id). So that a dump gives the numbers the publisher gives, a collective of a pg
 // whose members pg_config names, and which has twins there, gets the sum over its twins of the
 // calls each had issued by then: its own collective_seq_id, a twin's latest entry before it, else

@@ -7,7 +7,7 @@
 // heuristic: a clean node has no dead, stopped, failed or tearing-down rank and
 // no record problem, so with every rank present and progress recent decide()
 // could only have said "healthy" (its stall and suspect rules all need one of
-// those). ARCHITECTURE.md ("Observer session: cost model") has the costs.
+// those). lib/session/README.md ("Observer session: cost model") has the costs.
 #pragma once
 
 #include <cstdint>

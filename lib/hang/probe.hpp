@@ -51,7 +51,7 @@ inline constexpr std::int64_t k_max_flat_observers = 64;
 // The group size of the gather for `nodes` observers: `requested` when it is
 // positive (>= nodes means one flat session), else flat up to
 // k_max_flat_observers and about sqrt(2 nodes / 3) beyond (the size that
-// minimizes the latency steps; ARCHITECTURE.md "Observer session: cost model").
+// minimizes the latency steps; lib/session/README.md "Observer session: cost model").
 std::int64_t observer_group_size(std::int64_t nodes, std::int64_t requested);
 
 // This node's evidence from its record reads at `now_ns`.

@@ -7,7 +7,7 @@
 // called alike) share one digest, so one of them sends its ring and the
 // others' rings are rebuilt from it with their own names, exactly (every field
 // decide() reads; enter and exit times and op_seq are the representative's).
-// ARCHITECTURE.md ("Observer session: cost model") has the costs.
+// lib/session/README.md ("Observer session: cost model") has the costs.
 #pragma once
 
 #include <cstdint>

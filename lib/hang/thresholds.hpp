@@ -4,7 +4,7 @@
 // its reason, stated as a model of the timing or of how faults occur, or, where
 // the value bounds cost or output size, as that bound (and said so). The
 // constants below are the values; hang_thresholds() is the table, with the
-// reasons (thresholds.cpp), and ARCHITECTURE.md ("Hang decision: stages and
+// reasons (thresholds.cpp), and lib/hang/README.md ("Hang decision: stages and
 // thresholds") prints it (a unit test keeps the two in step).
 #pragma once
 

@@ -4,7 +4,7 @@
 // a second group. No member connects to more than (group size - 1) peers, a
 // leader to (group size - 1) + (groups - 1); a flat session of N members
 // connects N - 1 each and N (N - 1) / 2 pairs in all. The cost model is in
-// ARCHITECTURE.md ("Observer session: cost model"); bench/session_scale.py
+// lib/session/README.md ("Observer session: cost model"); bench/session_scale.py
 // measures it.
 //
 // Keys: level 1 under "<namespace>/hier/grp<K>/g<G>/...", level 2 (member id

@@ -1,4 +1,4 @@
-// The controlled probe of `scout straggler --bench` (ARCHITECTURE.md
+// The controlled probe of `scout straggler --bench` (lib/straggler/README.md
 // "Stragglers"): every local rank's device runs the same fixed unit of work,
 // timed, so a slow device is confirmed without the live job's noise.
 //

@@ -1,4 +1,4 @@
-// A process's CPU cgroup: where it is, its throttling counters and its quota (ARCHITECTURE.md
+// A process's CPU cgroup: where it is, its throttling counters and its quota (lib/straggler/README.md
 // "Stragglers", the cause of a compute straggler). The parsers are pure (unit-tested on fixture text of
 // cgroup v1 and v2); read_cgroup_cpu() reads /proc and /sys/fs/cgroup.
 //

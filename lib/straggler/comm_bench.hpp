@@ -1,4 +1,4 @@
-// The communication half of `scout straggler --bench` (ARCHITECTURE.md
+// The communication half of `scout straggler --bench` (lib/straggler/README.md
 // "Stragglers"): a timed all-gather inside each process group of the mesh,
 // over the observer session (lib/session), so communication is measured per
 // group without the live job's noise. Every rank of this node is one session

@@ -1,4 +1,4 @@
-// The straggler decision (ARCHITECTURE.md "Stragglers"): pure functions over
+// The straggler decision (lib/straggler/README.md "Stragglers"): pure functions over
 // timing tables (timing.hpp), one per round, giving
 //  - compute stragglers: per peer group (replicas, or state shards), C3 in
 //    statistical mode (reported) on each rank's compute over the calls every peer
@@ -45,7 +45,7 @@
 namespace scout::straggler {
 
 // The user-tunable thresholds, their defaults from the one table (thresholds.hpp: each one's measure and the noise
-// model behind its value). What each measure asks is described where it is (measures/*.cpp) and in ARCHITECTURE.md
+// model behind its value). What each measure asks is described where it is (measures/*.cpp) and in lib/straggler/README.md
 // "Straggler decision: measures and thresholds".
 struct DecideOptions {
   // C3's robust z-score cut: the reported compute score, the link measure over 3 or more groups.

@@ -1,4 +1,4 @@
-// Straggler evidence on the wire and on disk (ARCHITECTURE.md "Stragglers"): a
+// Straggler evidence on the wire and on disk (lib/straggler/README.md "Stragglers"): a
 // round's RoundEvidence as CBOR for the per-round gather between observers, and
 // the rounds as JSON for --evidence-out / --evidence-in (schema
 // scout.straggler-evidence). Everything read back is validated: it comes from

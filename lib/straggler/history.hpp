@@ -1,4 +1,4 @@
-// The temporal baseline of a job (ARCHITECTURE.md "Stragglers"): a small
+// The temporal baseline of a job (lib/straggler/README.md "Stragglers"): a small
 // per-job JSON file (schemas/straggler-history.schema.json) holding, for each
 // process group, the last few measurements of its median compute time per
 // call, link time per call and step time. Spatial C3 cannot see a slowdown

@@ -1,4 +1,4 @@
-// `scout straggler` end to end (ARCHITECTURE.md "Stragglers"): R rounds, each
+// `scout straggler` end to end (lib/straggler/README.md "Stragglers"): R rounds, each
 // a read of this node's records (the rings), gathered with the other nodes'
 // observers when there are several (lib/transport gather, authenticated with
 // the job token, one gather per round), then the pure decision (decide.hpp),

@@ -1,4 +1,4 @@
-// Direct evidence of a rank stopped from outside (ARCHITECTURE.md "Stragglers"): between the observer's
+// Direct evidence of a rank stopped from outside (lib/straggler/README.md "Stragglers"): between the observer's
 // reads a background thread samples the state of each local rank's main thread (/proc/PID/task/PID/stat,
 // field 3: 'T' stopped by a signal, 't' stopped by a tracer) at a jittered few-ms interval (a SIGSTOP duty
 // cycle is periodic: a fixed interval could alias with it) and counts, per rank, the samples and the

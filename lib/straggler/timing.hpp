@@ -1,4 +1,4 @@
-// Timing evidence of a straggler decision (ARCHITECTURE.md "Stragglers"): what
+// Timing evidence of a straggler decision (lib/straggler/README.md "Stragglers"): what
 // each rank's collective ring says about how long it computed between
 // collectives and how long it waited inside each one, aligned across ranks by
 // (process group kind, per-group sequence number) so that only the same call

@@ -1,4 +1,4 @@
-// Timeline traces (ARCHITECTURE.md "Timeline traces"): the collective rings a
+// Timeline traces (lib/trace/README.md): the collective rings a
 // command decided on, as a Chrome / Perfetto trace-event JSON document
 // (schemas/trace.schema.json): {"traceEvents": [...], "displayTimeUnit": "ms",
 // "otherData": {...}}. One process per node (pid 1, 2, ... in order of the

@@ -109,7 +109,7 @@ std::mutex g_groups_mutex;
 // default one, and a model group over a pipeline group's members) get the same id (group_id over the
 // members), so they count their calls together, and (gid, seq) names one call on every member as long
 // as the members issue their calls on the twins in the same order (blocking calls must: a member that
-// enters another twin first waits for its peers there, and they for it; see ARCHITECTURE.md). The same
+// enters another twin first waits for its peers there, and they for it; see docs/torch.md). The same
 // for point-to-point pairs: a pair's id ([lo, hi, -2]) is the same in every group holding both ranks.
 // torch 1.13's wrappers count the same way (_torch.py: _next_seq(gid)). Counters live for the process's
 // life (the hooks point at them), created under g_groups_mutex.

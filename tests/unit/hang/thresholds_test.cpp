@@ -1,5 +1,5 @@
 // The hang decision's thresholds table (lib/hang/thresholds.hpp) and its copy
-// in ARCHITECTURE.md ("Hang decision: stages and thresholds") agree row for
+// in lib/hang/README.md ("Hang decision: stages and thresholds") agree row for
 // row, so the document cannot keep a value or a reason the code no longer has.
 #include "lib/hang/thresholds.hpp"
 
@@ -12,7 +12,7 @@
 namespace scout::hang {
 namespace {
 
-// A row as ARCHITECTURE.md writes it: each name in backticks.
+// A row as lib/hang/README.md writes it: each name in backticks.
 std::string markdown_row(const ThresholdRow& row) {
   std::string names;
   std::stringstream in(row.name);
@@ -25,7 +25,7 @@ std::string markdown_row(const ThresholdRow& row) {
 }
 
 std::string architecture_section() {
-  std::ifstream f(std::string(SCOUT_SOURCE_DIR) + "/ARCHITECTURE.md");
+  std::ifstream f(std::string(SCOUT_SOURCE_DIR) + "/lib/hang/README.md");
   std::stringstream text;
   text << f.rdbuf();
   const std::string all = text.str();
@@ -51,10 +51,10 @@ TEST(HangThresholds, EveryRowIsNamedOnceWithAStageAndAReason) {
 
 TEST(HangThresholds, ArchitectureListsEveryRowAsTheCodeHasIt) {
   const std::string section = architecture_section();
-  ASSERT_FALSE(section.empty()) << "ARCHITECTURE.md has no section 'Hang decision: stages and thresholds'";
+  ASSERT_FALSE(section.empty()) << "lib/hang/README.md has no section 'Hang decision: stages and thresholds'";
   for (const auto& row : hang_thresholds()) {
     const std::string line = markdown_row(row);
-    EXPECT_NE(section.find(line + "\n"), std::string::npos) << "ARCHITECTURE.md should have the row\n" << line;
+    EXPECT_NE(section.find(line + "\n"), std::string::npos) << "lib/hang/README.md should have the row\n" << line;
   }
 }
 
