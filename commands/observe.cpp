@@ -172,7 +172,7 @@ int run_observe(const ObserveOptions& o) {
           last_stall = view.signature;
         } else {
           last_stall = view.signature;
-          report(*v, trace::from_hang(seen.nodes, *v, seen.now_ns));
+          report(*v, trace::from_hang(seen, *v));
           if (o.max_verdicts > 0 && verdicts >= o.max_verdicts) break;
         }
       }

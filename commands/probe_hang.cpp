@@ -130,7 +130,7 @@ int run_probe_hang(const ProbeHangOptions& options) {
   Verdict v = value_or_throw(hang::run_probe(po, source, options.trace_out.empty() ? nullptr : &seen));
   std::optional<Error> trace_error;
   if (!options.trace_out.empty())
-    trace_error = trace::write_for_verdict(trace::from_hang(seen.nodes, v, seen.now_ns), options.trace_out, v);
+    trace_error = trace::write_for_verdict(trace::from_hang(seen, v), options.trace_out, v);
   const int code = emit_verdict(v, options.format);
   if (trace_error) throw FatalError(*trace_error);  // the verdict is out; the missing trace is exit 5
   return code;

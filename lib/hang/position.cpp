@@ -116,6 +116,22 @@ bool positions_prove_healthy(const std::vector<std::optional<NodePosition>>& pos
   return newest == 0 || now - newest < threshold_ns;
 }
 
+std::optional<std::vector<std::int64_t>> position_ranks(const NodePosition& p) {
+  const std::int64_t n = p.ranks;
+  if (n <= 0 || n > k_max_positions_world || p.world_size > k_max_positions_world) return std::nullopt;
+  const std::int64_t spread = n * (n - 1) / 2;  // the sum of 0..n-1
+  if (p.rank_sum < spread || (p.rank_sum - spread) % n != 0) return std::nullopt;
+  const std::int64_t first = (p.rank_sum - spread) / n;
+  std::vector<std::int64_t> out;
+  std::uint64_t mixes = 0;
+  for (std::int64_t r = first; r < first + n; ++r) {
+    mixes += mix(r);
+    out.push_back(r);
+  }
+  if (mixes != static_cast<std::uint64_t>(p.rank_mix_sum)) return std::nullopt;
+  return out;
+}
+
 NodeEvidence compact_evidence(const NodeEvidence& evidence) {
   NodeEvidence out = evidence;
   for (auto& r : out.ranks) {

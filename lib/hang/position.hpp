@@ -46,6 +46,11 @@ std::optional<NodePosition> decode_node_position(const std::vector<std::uint8_t>
 // `threshold_ns` before the agreed now (the newest collection time).
 bool positions_prove_healthy(const std::vector<std::optional<NodePosition>>& positions, std::int64_t threshold_ns);
 
+// The ranks a position stands for, where they are one run first..first+ranks-1 (the usual
+// placement) whose sum and mix sum match the position's; nullopt otherwise (another placement,
+// or no rank). A position lists no ranks; this is what a timeline trace can still name.
+std::optional<std::vector<std::int64_t>> position_ranks(const NodePosition& position);
+
 // A stall (the positions did not prove the job healthy) gathers in two more
 // steps rather than every rank's ring from every node:
 //  1. every node sends its compact evidence: each rank's snapshot without its

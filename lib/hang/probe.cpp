@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "lib/common/clock.hpp"
+#include "lib/common/hex.hpp"
 #include "lib/common/proc.hpp"
 #include "lib/hang/position.hpp"
 #include "lib/report/verdict.hpp"
@@ -110,6 +111,14 @@ Result<std::int64_t> resolve_node_index(const ProbeOptions& o, const NodeEvidenc
   return index;
 }
 
+// Every node's position in a gather's table (nullopt where none came or it does not decode).
+std::vector<std::optional<NodePosition>> positions_of(const session::TwoPhaseResult& g) {
+  std::vector<std::optional<NodePosition>> out;
+  if (g.table)
+    for (const auto& b : g.table->positions) out.push_back(b ? decode_node_position(*b) : std::nullopt);
+  return out;
+}
+
 // Fills in.nodes from a gather's details (each blob decoded and checked: same job, the observer it
 // claims), replacing what a node gave before; refused blobs join in.rejected. `self` (-1: none) is
 // this observer's own node, which it already holds.
@@ -173,18 +182,21 @@ Result<Verdict> decide_gathered(DecisionInput in, session::TwoPhaseResult& g, st
       positions.push_back(*p);
     }
     if (auto checked = check_decision_input(in, world); !checked) return checked.error();
+    if (seen) {
+      seen->nodes = in.nodes;  // this observer's own node, where it holds it
+      seen->positions.assign(positions.begin(), positions.end());
+      seen->now_ns = 0;
+      for (const auto& p : positions) seen->now_ns = std::max(seen->now_ns, p.collected_ns);
+      seen->local_only = false;
+    }
     return healthy_from_positions(in, positions);
   }
   absorb_details(in, g, self, nodes);
   if (rings) absorb_details(in, *rings, self, nodes);
-  if (seen) {
-    seen->nodes = in.nodes;
-    seen->now_ns = agreed_now(in.nodes);
-    seen->local_only = false;
-  }
   const RingRestore r = restore_rings(in.nodes);
   if (restored) *restored = r;
   in.now_ns = agreed_now(in.nodes);
+  if (seen) *seen = ProbeEvidence{in.nodes, positions_of(g), in.now_ns, false};
   if (auto checked = check_decision_input(in); !checked) return checked.error();
   return decide(in);
 }
@@ -204,9 +216,27 @@ std::int64_t observer_group_size(std::int64_t nodes, std::int64_t requested) {
   return std::clamp<std::int64_t>(g, 8, 256);
 }
 
-// A hierarchy's decision as it travels from the leaders: {"verdict": ...} or {"error": ...}.
-session::Bytes encode_decision(const Result<Verdict>& v) {
+// A hierarchy's decision as it travels from the leaders: {"verdict": ...} or {"error": ...}, and
+// "positions": every node's position in the leaders' table (null where none came), so that every
+// member's trace shows every node (a few dozen bytes a node).
+session::Bytes encode_decision(const Result<Verdict>& v, const session::TwoPhaseResult& gathered) {
   nlohmann::json j;
+  nlohmann::json positions = nlohmann::json::array();
+  for (const auto& p : positions_of(gathered)) {
+    if (!p) {
+      positions.push_back(nullptr);
+      continue;
+    }
+    positions.push_back({{"observer", p->observer},
+                         {"collected_ns", p->collected_ns},
+                         {"newest_progress_ns", p->newest_progress_ns},
+                         {"world_size", p->world_size},
+                         {"ranks", p->ranks},
+                         {"rank_sum", p->rank_sum},
+                         {"rank_mix_sum", hex64(static_cast<std::uint64_t>(p->rank_mix_sum))},
+                         {"clean", p->clean}});
+  }
+  j["positions"] = std::move(positions);
   if (v)
     j["verdict"] = to_json(*v);
   else
@@ -226,6 +256,33 @@ session::Bytes encode_next_gather() {
 
 bool is_next_gather(const session::Bytes& bytes) {
   return bytes == encode_next_gather();
+}
+
+// The positions a leaders' decision carries (encode_decision); empty where it carries none.
+std::vector<std::optional<NodePosition>> decode_decision_positions(const session::Bytes& bytes) {
+  std::vector<std::optional<NodePosition>> out;
+  auto j = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("positions") || !j["positions"].is_array()) return out;
+  for (const auto& e : j["positions"]) {
+    auto mix = e.is_object() && e.value("rank_mix_sum", nlohmann::json()).is_string()
+                   ? parse_hex64(e["rank_mix_sum"].get<std::string>())
+                   : std::nullopt;
+    if (!mix) {
+      out.push_back(std::nullopt);
+      continue;
+    }
+    NodePosition p;
+    p.observer = e.value("observer", std::int64_t{-1});
+    p.collected_ns = e.value("collected_ns", std::int64_t{0});
+    p.newest_progress_ns = e.value("newest_progress_ns", std::int64_t{0});
+    p.world_size = e.value("world_size", std::int64_t{0});
+    p.ranks = e.value("ranks", std::int64_t{0});
+    p.rank_sum = e.value("rank_sum", std::int64_t{0});
+    p.rank_mix_sum = static_cast<std::int64_t>(*mix);
+    p.clean = e.value("clean", false);
+    out.push_back(p);
+  }
+  return out;
 }
 
 Result<Verdict> decode_decision(const session::Bytes& bytes) {
@@ -287,7 +344,12 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
     if (!round_trip) return internal_error("own evidence does not round-trip", round_trip.error().message());
     local = std::move(*round_trip);
   }
-  if (seen) *seen = ProbeEvidence{{local}, local.collected_ns, o.nodes > 1};
+  if (seen) {
+    *seen = ProbeEvidence{};
+    seen->nodes.assign(static_cast<std::size_t>(o.nodes), std::nullopt);
+    seen->nodes[static_cast<std::size_t>(*index)] = local;
+    seen->now_ns = local.collected_ns;
+  }
 
   DecisionInput in;
   in.job = o.job;
@@ -311,6 +373,7 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
     std::optional<session::TwoPhaseResult> gathered;        // a flat session's gather
     std::optional<session::TwoPhaseResult> rings_gathered;  // and in a stall its rings' gather
     std::optional<Result<Verdict>> leaders_verdict;         // a hierarchy's decision
+    std::vector<std::optional<NodePosition>> decision_positions;  // and the positions it carried
     std::unique_ptr<session::Session> observers;
     std::unique_ptr<session::Hierarchy> hierarchy;
     if (!store) {
@@ -327,7 +390,7 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
       in.nodes.assign(1, local);
       in.now_ns = agreed_now(in.nodes);
       if (auto checked = check_decision_input(in); !checked) return checked.error();
-      if (seen) *seen = ProbeEvidence{in.nodes, in.now_ns, false};
+      if (seen) *seen = ProbeEvidence{in.nodes, {}, in.now_ns, true};
       Verdict v = decide(in);
       v.details["transport"] = transport_details;
       return v;
@@ -436,7 +499,7 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
             first.table = t;
             first.details = det;
             if (!first.selected.empty()) return encode_next_gather();
-            return encode_decision(decide_gathered(base, first, -1, nodes, nullptr, nullptr));
+            return encode_decision(decide_gathered(base, first, -1, nodes, nullptr, nullptr, seen), first);
           };
           rq.op.timeout = step_timeout(7);
           auto g = hierarchy->two_phase(rq);
@@ -445,13 +508,14 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
           } else if (!is_next_gather(g->decision)) {
             transport_details["evidence_from"] = g->selected;
             leaders_verdict = decode_decision(g->decision);
+            decision_positions = decode_decision_positions(g->decision);
           } else {
             rings_rq.select = [&](const session::PositionTable&) { return ring_holders(base, first, nodes); };
             rings_rq.decide = [&](const session::PositionTable&, const std::map<std::int64_t, session::Bytes>& det) {
               session::TwoPhaseResult second;
               second.selected = ring_holders(base, first, nodes);
               second.details = det;
-              return encode_decision(decide_gathered(base, first, -1, nodes, &second, nullptr));
+              return encode_decision(decide_gathered(base, first, -1, nodes, &second, nullptr, seen), first);
             };
             rings_rq.op.timeout = step_timeout(5);
             auto r = hierarchy->two_phase(rings_rq);
@@ -461,6 +525,7 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
               transport_details["evidence_from"] = g->selected;
               transport_details["rings_from"] = r->selected;
               leaders_verdict = decode_decision(r->decision);
+              decision_positions = decode_decision_positions(r->decision);
             }
           }
         }
@@ -533,6 +598,13 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
     transport_details["notes"] = notes;
     if (leaders_verdict) {
       if (!*leaders_verdict) return leaders_verdict->error();
+      if (seen && hierarchy && !hierarchy->leads()) {
+        // A member holds its own node's evidence and, from the leaders' decision, every node's position.
+        seen->positions = std::move(decision_positions);
+        for (const auto& p : seen->positions)
+          if (p) seen->now_ns = std::max(seen->now_ns, p->collected_ns);
+      }
+      if (seen && !seen->nodes[static_cast<std::size_t>(*index)]) seen->nodes[static_cast<std::size_t>(*index)] = local;
       Verdict v = std::move(leaders_verdict->value());
       add_rejected(v, in.rejected);  // the strays this observer saw
       v.details["transport"] = transport_details;
@@ -560,7 +632,7 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
   }
   in.now_ns = agreed_now(in.nodes);
   if (auto checked = check_decision_input(in); !checked) return checked.error();
-  if (seen) *seen = ProbeEvidence{in.nodes, in.now_ns, false};
+  if (seen) *seen = ProbeEvidence{in.nodes, {}, in.now_ns, false};
   Verdict v = decide(in);
   v.details["transport"] = transport_details;
   return v;

@@ -14,6 +14,7 @@
 
 #include "lib/common/error.hpp"
 #include "lib/hang/decide.hpp"
+#include "lib/hang/position.hpp"
 #include "lib/hang/thresholds.hpp"
 #include "lib/records/snapshot.hpp"
 #include "lib/session/join.hpp"
@@ -68,13 +69,17 @@ Result<std::int64_t> resolve_node_index(const ProbeOptions& options, const NodeE
 // all of the evidence).
 std::vector<std::int64_t> select_evidence(const session::PositionTable& table, std::int64_t threshold_ns);
 
-// What a probe decided on, for its timeline trace (lib/trace): one slot per observer, as the
-// decision held them (a stall gathered from other nodes: their compact evidence, rings only where
-// the rings' gather brought them, before restore_rings() lends them); where the positions alone
-// decided, or a hierarchy's leaders did, this node's evidence alone (`local_only`).
+// What a probe decided on, for its timeline trace (lib/trace): one slot per observer (node index).
+// A stall: every reachable node's evidence as the decision held it (a flat session's observers and
+// a hierarchy's leaders: every node's, rings restored from their representatives'; a hierarchy's
+// other members: their own node's, and every node's position from the leaders' decision).
+// Healthy by positions: this node's evidence and every node's position. A node with neither
+// was silent. `local_only`: the store was unreachable and this observer decided alone, on its
+// own node's evidence (`nodes` holds that node only).
 struct ProbeEvidence {
   std::vector<std::optional<NodeEvidence>> nodes;
-  std::int64_t now_ns = 0;  // the decision's time
+  std::vector<std::optional<NodePosition>> positions;  // empty, or one slot per observer
+  std::int64_t now_ns = 0;                             // the decision's time
   bool local_only = false;
 };
 

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "lib/common/file.hpp"
+#include "lib/hang/position.hpp"
 
 namespace scout::trace {
 namespace {
@@ -61,44 +62,86 @@ TraceInput from_records(const std::vector<records::RecordRead>& reads, const std
   return in;
 }
 
-TraceInput from_hang(const std::vector<std::optional<hang::NodeEvidence>>& nodes, const Verdict& v,
-                     std::int64_t now_ns) {
+TraceInput from_hang(const hang::ProbeEvidence& seen, const Verdict& v) {
   TraceInput in;
   in.job = v.job;
   in.command = v.command;
-  in.end_ns = now_ns;
-  std::int64_t gathered = 0, missing = 0, issues = 0;
-  std::map<std::int64_t, int> seen;
-  for (const auto& n : nodes) {
-    if (!n) {
-      ++missing;
+  in.end_ns = seen.now_ns;
+  std::int64_t gathered = 0, positions_only = 0, issues = 0;
+  nlohmann::json silent = nlohmann::json::array();
+  std::map<std::int64_t, int> ranks_seen;
+  auto add = [&](Track t) {
+    if (ranks_seen[t.rank]++ == 0) in.tracks.push_back(std::move(t));
+  };
+  std::vector<Mark> node_marks;
+  const std::size_t slots = std::max(seen.nodes.size(), seen.positions.size());
+  for (std::size_t i = 0; i < slots; ++i) {
+    const hang::NodeEvidence* n = i < seen.nodes.size() && seen.nodes[i] ? &*seen.nodes[i] : nullptr;
+    const hang::NodePosition* p = i < seen.positions.size() && seen.positions[i] ? &*seen.positions[i] : nullptr;
+    const std::int64_t node = n ? n->observer : p ? p->observer : static_cast<std::int64_t>(i);
+    if (n) {
+      ++gathered;
+      issues += static_cast<std::int64_t>(n->issues.size());
+      for (const auto& r : n->ranks) {
+        Track t = track_of(r.snapshot);
+        if (t.host.empty()) t.host = n->node;
+        t.node = node;
+        t.ring_known = !r.ring && !r.ring_lost;
+        if (!t.ring_known) t.events.clear();
+        t.args["process_state"] = hang::process_state_name(r.process.state);
+        t.args["writer_alive"] = r.writer_alive;
+        t.args["ring_source"] = t.ring_known ? "gathered" : r.ring_lost ? "lost" : "not gathered (compact evidence)";
+        add(std::move(t));
+      }
       continue;
     }
-    ++gathered;
-    issues += static_cast<std::int64_t>(n->issues.size());
-    for (const auto& r : n->ranks) {
-      if (seen[r.snapshot.rank]++ > 0) continue;
-      Track t = track_of(r.snapshot);
-      if (t.host.empty()) t.host = n->node;
-      t.ring_known = !r.ring && !r.ring_lost;
-      if (!t.ring_known) t.events.clear();
-      t.args["process_state"] = hang::process_state_name(r.process.state);
-      t.args["writer_alive"] = r.writer_alive;
-      t.args["ring_source"] = t.ring_known ? "gathered" : r.ring_lost ? "lost" : "not gathered (compact evidence)";
-      in.tracks.push_back(std::move(t));
+    Mark m;
+    m.ts_ns = seen.now_ns;
+    m.args["node"] = node;
+    if (p) {
+      ++positions_only;
+      const auto ranks = hang::position_ranks(*p);
+      for (const auto r : ranks.value_or(std::vector<std::int64_t>{})) {
+        Track t;
+        t.rank = r;
+        t.node = node;
+        t.ring_known = false;
+        t.progress_ns = p->newest_progress_ns;
+        t.position = fmt::format("position: node {}", p->clean ? "clean" : "not clean");
+        t.args["ring_source"] = "position only";
+        t.args["node_clean"] = p->clean;
+        add(std::move(t));
+      }
+      if (ranks) continue;
+      m.name = fmt::format("node {}: position only ({} ranks, not one run)", node, p->ranks);
+      m.args["evidence"] = "position";
+      m.args["ranks"] = p->ranks;
+      m.args["clean"] = p->clean;
+    } else {
+      if (seen.local_only) continue;  // decided alone: the other nodes were never asked
+      silent.push_back(node);
+      m.name = fmt::format("node {}: no evidence (observer silent)", node);
+      m.args["evidence"] = "none";
     }
+    node_marks.push_back(std::move(m));
   }
   in.suspects = suspects_of(v, true);
   Mark probe;
-  probe.ts_ns = now_ns;
+  probe.ts_ns = seen.now_ns;
   probe.name = fmt::format("probe: {}", verdict_status_name(v.status));
   probe.category = "probe";
   probe.args = verdict_facts(v);
   in.marks.push_back(std::move(probe));
+  for (auto& m : node_marks) in.marks.push_back(std::move(m));
   in.other = verdict_facts(v);
   in.other["observers_gathered"] = gathered;
-  in.other["observers_missing"] = missing;
+  in.other["observers_position_only"] = positions_only;
+  in.other["observers_missing"] = static_cast<std::int64_t>(silent.size());
+  in.other["silent_nodes"] = std::move(silent);
   in.other["record_issues"] = issues;
+  if (seen.local_only)
+    in.other["decided_alone"] =
+        "the store was unreachable: this observer decided on its own node's evidence alone; no other node was asked";
   return in;
 }
 

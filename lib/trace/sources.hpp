@@ -10,6 +10,7 @@
 
 #include "lib/common/error.hpp"
 #include "lib/hang/evidence.hpp"
+#include "lib/hang/probe.hpp"
 #include "lib/records/snapshot.hpp"
 #include "lib/report/verdict.hpp"
 #include "lib/straggler/timing.hpp"
@@ -20,11 +21,15 @@ namespace scout::trace {
 // `scout records trace`: every readable record (stale ones too, their args say so), up to `now_ns`.
 TraceInput from_records(const std::vector<records::RecordRead>& reads, const std::string& job, std::int64_t now_ns);
 
-// A hang probe's evidence (one slot per observer, nullopt: not gathered) and its verdict: the
-// verdict's suspects marked, the probe's time `now_ns` as the end and a global "probe" mark.
-// A rank whose ring was not gathered (compact evidence) or was lost gets a track without slices.
-TraceInput from_hang(const std::vector<std::optional<hang::NodeEvidence>>& nodes, const Verdict& verdict,
-                     std::int64_t now_ns);
+// A hang probe's evidence (hang::ProbeEvidence: one slot per observer) and its verdict: every
+// rank of every node that gave evidence, on a process per node ("node K (host)"); a rank whose
+// ring was not gathered or was lost gets a "position" slice; a node that gave only its position
+// (the positions proved the job healthy, a hierarchy's member) a position track per rank where its
+// ranks are one run (hang::position_ranks), else a global mark; a node that gave nothing a global
+// mark "node K: no evidence (observer silent)" and otherData.silent_nodes. An observer that decided
+// alone (`local_only`) says so in otherData.decided_alone. The verdict's suspects marked, the probe's
+// time as the end and a global "probe" mark.
+TraceInput from_hang(const hang::ProbeEvidence& evidence, const Verdict& verdict);
 
 // A straggler run's rounds (baseline first, as run_straggler read them) and its verdict: each
 // rank's calls over all rounds, a global mark per read, and for every rank the verdict names,

@@ -28,6 +28,19 @@ std::string host_label(const std::string& host) {
   return host.empty() ? std::string("unknown host") : host;
 }
 
+// A track's process: its host, or "node K (host)" where the node index is known.
+std::string process_label(const Track& t) {
+  if (t.node < 0) return host_label(t.host);
+  return t.host.empty() ? fmt::format("node {}", t.node) : fmt::format("node {} ({})", t.node, t.host);
+}
+
+// A track's thread name: "rank N (host)", or "rank N (node K: host)".
+std::string track_label(const Track& t) {
+  if (t.node < 0) return fmt::format("rank {} ({})", t.rank, host_label(t.host));
+  return t.host.empty() ? fmt::format("rank {} (node {})", t.rank, t.node)
+                        : fmt::format("rank {} (node {}: {})", t.rank, t.node, t.host);
+}
+
 std::string state_of(const records::CollectiveEvent& e, const Track& t) {
   if (e.failed) return "failed";
   if (e.exit_ns != 0) return "done";
@@ -117,10 +130,12 @@ nlohmann::ordered_json build(const TraceInput& in, TraceStats* stats_out) {
   std::vector<const Track*> tracks;
   for (const auto& t : in.tracks) tracks.push_back(&t);
   std::stable_sort(tracks.begin(), tracks.end(), [](const Track* a, const Track* b) { return a->rank < b->rank; });
-  std::map<std::string, std::int64_t> pid_of;
-  std::vector<std::string> hosts;
+  std::map<std::string, std::int64_t> pid_by_label;
+  std::vector<std::string> hosts;  // process labels, by pid - 1
   for (const auto* t : tracks)
-    if (pid_of.emplace(t->host, static_cast<std::int64_t>(hosts.size()) + 1).second) hosts.push_back(t->host);
+    if (pid_by_label.emplace(process_label(*t), static_cast<std::int64_t>(hosts.size()) + 1).second)
+      hosts.push_back(process_label(*t));
+  auto pid_of = [&pid_by_label](const Track& t) { return pid_by_label.at(process_label(t)); };
 
   std::map<std::int64_t, const SuspectMark*> suspect_of;  // rank -> mark
   std::vector<Mark> marks = in.marks;
@@ -171,6 +186,20 @@ nlohmann::ordered_json build(const TraceInput& in, TraceStats* stats_out) {
         last_activity = std::max(last_activity, s.open ? s.start : s.end);
         b.slices.push_back(std::move(s));
       }
+    } else {
+      // No ring: the rank's position, from its last progress to the end (a suspect's "stalled" call).
+      Slice s;
+      s.open = true;
+      s.end = end_ns;
+      s.start = t->progress_ns > 0 ? std::min(t->progress_ns, end_ns) : end_ns;
+      s.name = !t->position.empty() ? t->position
+                                    : fmt::format("{} step {} ({})", records::phase_name(t->phase), t->step,
+                                                  records::collective_state_name(t->state));
+      s.category = "position";
+      s.args["phase"] = records::phase_name(t->phase);
+      s.args["step"] = t->step;
+      s.args["state"] = records::collective_state_name(t->state);
+      if (end_ns > 0) b.slices.push_back(std::move(s));
     }
     // Straggler windows: the calls that ended inside a flagged round.
     for (const auto& w : in.windows) {
@@ -253,7 +282,7 @@ nlohmann::ordered_json build(const TraceInput& in, TraceStats* stats_out) {
   for (std::size_t i = 0; i < hosts.size(); ++i) {
     const auto pid = static_cast<std::int64_t>(i) + 1;
     events.push_back(
-        {{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", host_label(hosts[i])}}}});
+        {{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", hosts[i]}}}});
     events.push_back(
         {{"name", "process_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", pid}}}});
   }
@@ -262,9 +291,9 @@ nlohmann::ordered_json build(const TraceInput& in, TraceStats* stats_out) {
   };
   for (const auto& b : built) {
     const Track& t = *b.track;
-    const auto pid = pid_of.at(t.host);
+    const auto pid = pid_of(t);
     for (std::int64_t lane = 0; lane < b.lanes; ++lane) {
-      std::string name = fmt::format("rank {} ({})", t.rank, host_label(t.host));
+      std::string name = track_label(t);
       if (lane > 0) name += fmt::format(" lane {}", lane);
       nlohmann::ordered_json args = {{"name", name}};
       events.push_back(
@@ -280,7 +309,7 @@ nlohmann::ordered_json build(const TraceInput& in, TraceStats* stats_out) {
   }
   for (const auto& b : built) {
     const Track& t = *b.track;
-    const auto pid = pid_of.at(t.host);
+    const auto pid = pid_of(t);
     for (const auto& s : b.slices) {
       nlohmann::ordered_json e;
       e["name"] = s.name;
@@ -311,11 +340,11 @@ nlohmann::ordered_json build(const TraceInput& in, TraceStats* stats_out) {
     const auto it = std::find_if(built.begin(), built.end(), [&](const Built& b) { return b.track->rank == m.rank; });
     if (m.rank >= 0 && it != built.end()) {
       e["s"] = "t";
-      e["pid"] = pid_of.at(it->track->host);
+      e["pid"] = pid_of(*it->track);
       e["tid"] = m.rank;
     } else {
       e["s"] = "g";
-      e["pid"] = built.empty() ? 1 : pid_of.at(built.front().track->host);
+      e["pid"] = built.empty() ? 1 : pid_of(*built.front().track);
       e["tid"] = built.empty() ? 0 : built.front().track->rank;
     }
     e["args"] = m.args;
@@ -336,7 +365,7 @@ nlohmann::ordered_json build(const TraceInput& in, TraceStats* stats_out) {
   nlohmann::ordered_json facts = nlohmann::ordered_json::array();  // what each track's source said beyond its calls
   for (const auto& b : built) {
     nlohmann::ordered_json f = {{"rank", b.track->rank},
-                                {"pid", pid_of.at(b.track->host)},
+                                {"pid", pid_of(*b.track)},
                                 {"tid", b.track->rank},
                                 {"host", b.track->host},
                                 {"step", b.track->step},
@@ -344,6 +373,7 @@ nlohmann::ordered_json build(const TraceInput& in, TraceStats* stats_out) {
                                 {"collective_state", records::collective_state_name(b.track->state)},
                                 {"ring", b.track->ring_known},
                                 {"lanes", b.lanes}};
+    if (b.track->node >= 0) f["node"] = b.track->node;
     for (const auto& [k, v] : b.track->args.items()) f[k] = v;
     facts.push_back(std::move(f));
   }

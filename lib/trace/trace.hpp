@@ -2,13 +2,16 @@
 // command decided on, as a Chrome / Perfetto trace-event JSON document
 // (schemas/trace.schema.json): {"traceEvents": [...], "displayTimeUnit": "ms",
 // "otherData": {...}}. One process per node (pid 1, 2, ... in order of the
-// lowest rank on it, named by its host), one thread track per rank (tid =
-// rank, named "rank N (host)"), each collective call a complete event ("X")
+// lowest rank on it, named by its host, or "node K (host)" where the source
+// knows its node index K), one thread track per rank (tid = rank, named
+// "rank N (host)" or "rank N (node K: host)"), each collective call a complete event ("X")
 // named by its op with args {group "0x...", seq, op, count, dtype, state}; a
 // call still inside runs to the trace's end (the probe's time). Calls of one
 // rank that overlap without nesting (asynchronous collectives) go to extra
 // lanes of that rank (tid = k_lane_tid_base + rank * k_max_lanes + lane,
-// named "rank N (host) lane L"), so that every track nests properly.
+// named "rank N (host) lane L"), so that every track nests properly. A track
+// whose ring is not known gets one "position" slice instead (its phase, step
+// and state, from its last progress to the end): no track is empty.
 // Times are microseconds from otherData.base_ns (the earliest time shown,
 // CLOCK_REALTIME nanoseconds as a "0x..."-free decimal string). Pure: no I/O.
 #pragma once
@@ -31,6 +34,7 @@ inline constexpr std::int64_t k_max_lanes = 64;  // lanes per rank; calls beyond
 struct Track {
   std::int64_t rank = -1;
   std::string host;
+  std::int64_t node = -1;                        // the node (observer) index, -1: not known
   std::vector<records::CollectiveEvent> events;  // the ring, oldest first
   // The record's pending collective and its state: an open call (exit 0) whose fingerprint is the
   // pending one takes this state ("entering" / "inside"); other open calls are "inside".
@@ -39,7 +43,8 @@ struct Track {
   records::Phase phase = records::Phase::unknown;
   std::uint64_t step = 0;
   std::int64_t progress_ns = 0;                    // last progress (0: unknown)
-  bool ring_known = true;                          // false: the ring was not gathered (compact evidence); no slices
+  bool ring_known = true;  // false: the ring was not gathered (compact evidence, a position): a "position" slice
+  std::string position;    // that slice's name ("": "PHASE step S (STATE)")
   nlohmann::json args = nlohmann::json::object();  // extra facts (process state, ...): otherData.tracks[]
 };
 

@@ -199,14 +199,17 @@ class MultinodeJob:
             time.sleep(0.3)
         raise TimeoutError(f"records of job {self.job} did not go silent in {timeout} s")
 
-    def observe(self, command, args=(), timeout_s=40, nodes=None):
+    def observe(self, command, args=(), timeout_s=40, nodes=None, trace_dir=None):
         """Runs `scout COMMAND --job J --nodes N --node-index k --store tcp://node0:PORT ARGS` in every node
-        at once; returns [(rc, verdict JSON or None, stderr)] by node."""
+        at once (with `trace_dir`, also `--trace-out TRACE_DIR/trace-k.json`: /tmp is the host's in every
+        node); returns [(rc, verdict JSON or None, stderr)] by node."""
         nodes = list(range(self.jn)) if nodes is None else nodes
 
         def one(k):
             cmd = [th.SCOUT_BIN, command, "--job", self.job, "--nodes", str(self.jn), "--node-index", str(k),
                    "--store", self.observer_store_uri, "--format", "json", *args]
+            if trace_dir is not None:
+                cmd += ["--trace-out", trace_path(trace_dir, k)]
             env = dict(os.environ, SCOUT_JOB_TOKEN=self.token)
             try:
                 p = self.nodes.run(k, cmd, timeout=timeout_s + 60, env=env)
@@ -335,12 +338,17 @@ RATES = ("8mbit", "16mbit", "32mbit")  # drawn per run; 64 KiB calls at 32 Mbit/
 GROUP_NUMEL = 16384  # 64 KiB per tp / dp all-reduce: at 1 MB/s its node's groups take 60+ ms a call
 
 
+def trace_path(trace_dir, k):
+    """Node k's observer's --trace-out file under `trace_dir`."""
+    return os.path.join(trace_dir, f"trace-{k}.json")
+
+
 def run_case(nodes_cls, n, r, fault, seed, out=sys.stderr, observer_store="torchrun", culprit=None, rate=None,
-             probe_timeout=30):
+             probe_timeout=30, trace_dir=None):
     """One run: n nodes x r ranks, `fault` on a node (and moment) drawn from `seed` (`culprit` overrides the
     node, `rate` the rate limit); every node's observer decides (probe-hang --timeout `probe_timeout`); returns a
     dict (fault, seed, culprit, per-observer classes, agree, verdict summaries, decide_s: from the observers' start
-    to the last verdict)."""
+    to the last verdict). With `trace_dir`, a hang probe's observers write their traces to TRACE_DIR/trace-k.json."""
     rng = random.Random(seed)
     drawn = rng.randrange(n)
     culprit = drawn if culprit is None else culprit
@@ -387,7 +395,7 @@ def run_case(nodes_cls, n, r, fault, seed, out=sys.stderr, observer_store="torch
             alive = [k for k in range(n) if not (fault == "power-off" and k == culprit)]
             started = time.monotonic()
             got = job.observe("probe-hang", ["--threshold", "2", "--timeout", f"{probe_timeout:g}"],
-                              timeout_s=probe_timeout, nodes=alive)
+                              timeout_s=probe_timeout, nodes=alive, trace_dir=trace_dir)
             results = [(None, None, "node lost with its observer")] * n
             for k, res in zip(alive, got):
                 results[k] = res

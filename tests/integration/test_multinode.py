@@ -14,8 +14,11 @@ Skips with the reason where namespaces cannot be made (not root, no
 iproute2, no freezer) or the torch 2.x venv is absent. bench/multinode_campaign.py
 runs the same cases many times, up to 8 nodes x 4 ranks.
 """
+import json
 import os
 import random
+import shutil
+import tempfile
 import unittest
 
 import etcd_cluster
@@ -47,6 +50,41 @@ class MultiNode(ScoutTestCase):
         print(msg, flush=True)
         self.assertNotIn("innocent", res["per_observer"], msg)
         return res, msg
+
+    def trace_dir(self):
+        d = tempfile.mkdtemp(prefix="scout-mn-trace-")
+        self.addCleanup(shutil.rmtree, d, ignore_errors=True)
+        return d
+
+    def assert_traces(self, results, trace_dir, rank_nodes, msg, silent=()):
+        """Every observer that printed a verdict wrote a trace (--trace-out) with a track for every rank of every
+        node that gave evidence, named by node and rank, none empty; `silent` nodes marked as such. One that
+        decided alone (store unreachable) holds its own node and says so."""
+        for k, (rc, doc, err) in enumerate(results):
+            if doc is None:
+                continue
+            where = f"observer {k}: {msg}"
+            self.assertTrue(doc["details"]["trace"]["written"], where)
+            with open(mj.trace_path(trace_dir, k)) as f:
+                trace = json.load(f)
+            other = trace["otherData"]
+            alone = "decided_alone" in other
+            self.assertEqual(alone, bool(doc["details"].get("transport", {}).get("store_unreachable")), where)
+            nodes = {k} if alone else set(range(len(results))) - set(silent)
+            want = {r for r, n in rank_nodes.items() if n in nodes}
+            tracks = {t["rank"]: t for t in other["tracks"]}
+            self.assertEqual(set(tracks), want, where)
+            names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
+            with_slices = {e["tid"] for e in trace["traceEvents"] if e["ph"] == "X"}
+            for r in want:
+                self.assertEqual(tracks[r]["node"], rank_nodes[r], where)
+                self.assertTrue(names[r].startswith(f"rank {r} (node {rank_nodes[r]}"), f"{names[r]}; {where}")
+                self.assertIn(r, with_slices, f"rank {r}'s track is empty; {where}")
+            if not alone:
+                self.assertEqual(sorted(other["silent_nodes"]), sorted(silent), where)
+                marks = {e["name"] for e in trace["traceEvents"] if e["ph"] == "i"}
+                for n in silent:
+                    self.assertIn(f"node {n}: no evidence (observer silent)", marks, where)
 
     def assert_store_host_gone(self, res, msg, why):
         """Node 0 hosts torchrun's store: frozen, or behind a downed link, no observer can meet there. Each one
@@ -93,20 +131,26 @@ class MultiNode(ScoutTestCase):
     def test_killed_node_is_named_by_every_observer(self):
         # The node's processes killed at once (its observer alive): its ranks died with nothing in their records,
         # before every other rank recorded its failed call; every observer names that node (first_failed_node).
-        res, msg = self.case("kill")
+        # Every observer writes its trace (--trace-out): every node's ranks.
+        trace_dir = self.trace_dir()
+        res, msg = self.case("kill", trace_dir=trace_dir)
         self.assertEqual(res["per_observer"], ["right"] * 3, msg)
         self.assertTrue(res["agree"], msg)
+        self.assert_traces(res["results"], trace_dir, res["rank_nodes"], msg)
 
     def test_node_lost_with_its_observer_is_named(self):
         # Every process of the node killed, its observer too (a machine that lost power): the others name it
         # (lost_node). Where it hosted torchrun's store, no observer can meet there: each says so.
-        res, msg = self.case("power-off")
+        # Every observer's trace holds the ranks of the nodes that answered and marks the lost one silent.
+        trace_dir = self.trace_dir()
+        res, msg = self.case("power-off", trace_dir=trace_dir)
         if res["culprit"] == 0:
             self.assert_store_host_gone(res, msg, "cannot reach")
             return
         for k, c in enumerate(res["per_observer"]):
             self.assertEqual(c, "dead" if k == res["culprit"] else "right", msg)
         self.assertTrue(res["agree"], msg)
+        self.assert_traces(res["results"], trace_dir, res["rank_nodes"], msg, silent=[res["culprit"]])
 
     @unittest.skipIf(etcd_cluster.available(), f"etcd unavailable: {etcd_cluster.available()}")
     def test_store_host_lost_observers_meet_on_etcd(self):

@@ -212,6 +212,21 @@ TEST_F(PositionsProveHealthy, OnlyWhereDecideSaysHealthyAndAlwaysForACleanProgre
   EXPECT_GE(shortcut, cases / 2);
 }
 
+TEST(PositionRanks, NamesAPositionsRanksWhereTheyAreOneRunAndNothingElse) {
+  auto position_of = [](std::vector<std::int64_t> ranks) {
+    NodeEvidence n;
+    n.observer = 1;
+    n.collected_ns = k_now;
+    for (auto r : ranks) n.ranks.push_back(rank_at(r, 16, k_s));
+    return node_position(n);
+  };
+  EXPECT_EQ(position_ranks(position_of({4, 5, 6, 7})), (std::vector<std::int64_t>{4, 5, 6, 7}));
+  EXPECT_EQ(position_ranks(position_of({0})), (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(position_ranks(position_of({3, 4, 6, 7})), std::nullopt);  // no run has that sum
+  EXPECT_EQ(position_ranks(position_of({1, 3, 5})), std::nullopt);     // the sum of 2..4: the mixes differ
+  EXPECT_EQ(position_ranks(position_of({})), std::nullopt);
+}
+
 TEST(SelectEvidence, EveryNodeUnlessThePositionsProveHealthy) {
   session::PositionTable t;
   t.position_bytes = k_node_position_bytes;

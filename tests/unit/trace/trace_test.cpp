@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <set>
 
 #include "lib/common/file.hpp"
 #include "lib/trace/sources.hpp"
@@ -226,39 +227,115 @@ TEST(Trace, RandomRingsAlwaysGiveWellFormedTraces) {
   }
 }
 
-TEST(TraceSources, HangEvidenceWithoutARingGivesATrackWithoutSlices) {
+hang::NodeEvidence node_evidence(std::int64_t observer, const std::string& host, std::vector<std::int64_t> ranks,
+                                 std::int64_t world) {
   hang::NodeEvidence n;
-  n.observer = 0;
-  n.node = "nodeA";
+  n.observer = observer;
+  n.node = host;
   n.job = "J";
-  for (std::int64_t r = 0; r < 2; ++r) {
+  for (auto r : ranks) {
     hang::RankEvidence e;
     e.snapshot.rank = r;
-    e.snapshot.world_size = 2;
+    e.snapshot.world_size = world;
     e.snapshot.recent = {call(9, 1, 1, 0, 10)};
-    if (r == 1) e.ring = hang::RingDigest{};
     n.ranks.push_back(e);
   }
+  return n;
+}
+
+std::map<std::int64_t, std::string> thread_names(const json& doc) {
+  std::map<std::int64_t, std::string> out;
+  for (const auto& m : of_phase(doc, "M"))
+    if (m["name"] == "thread_name") out[m["tid"]] = m["args"]["name"];
+  return out;
+}
+
+TEST(TraceSources, HangEvidenceWithoutARingGivesAPositionSlice) {
+  hang::NodeEvidence n = node_evidence(0, "nodeA", {0, 1}, 2);
+  n.ranks[1].ring = hang::RingDigest{};
+  n.ranks[1].snapshot.progress_ns = k_t0 + 200'000;
   Verdict v;
   v.command = "probe-hang";
   v.job = "J";
   v.status = VerdictStatus::attributed;
   v.suspects.push_back(Suspect{1, "nodeA", "dead_rank", nlohmann::json::object()});
-  const json doc = build(from_hang({n, std::nullopt}, v, k_t0 + 1'000'000));
+  hang::ProbeEvidence seen;
+  seen.nodes = {n, std::nullopt};
+  seen.now_ns = k_t0 + 1'000'000;
+  const json doc = build(from_hang(seen, v));
   expect_well_formed(doc);
-  for (const auto& s : of_phase(doc, "X")) EXPECT_EQ(s["tid"], 0);
-  std::map<std::int64_t, std::string> thread;
-  for (const auto& m : of_phase(doc, "M"))
-    if (m["name"] == "thread_name") thread[m["tid"]] = m["args"]["name"];
-  EXPECT_EQ(thread[1], "rank 1 (nodeA)");  // the host from the node when the record has none
+  std::map<std::int64_t, std::vector<json>> slices;
+  for (const auto& s : of_phase(doc, "X")) slices[s["tid"]].push_back(s);
+  ASSERT_EQ(slices[0].size(), 1u);
+  EXPECT_EQ(slices[0][0]["cat"], "collective");
+  ASSERT_EQ(slices[1].size(), 1u);  // no ring: its position, from its last progress to the probe, marked suspect
+  EXPECT_EQ(slices[1][0]["cat"], "position,suspect");
+  EXPECT_DOUBLE_EQ(slices[1][0]["ts"].get<double>(), 200.0);
+  EXPECT_EQ(thread_names(doc)[1], "rank 1 (node 0: nodeA)");  // the host from the node when the record has none
   EXPECT_EQ(doc["otherData"]["observers_missing"], 1);
-  bool probe = false, suspect = false;
+  EXPECT_EQ(doc["otherData"]["silent_nodes"], json::array({1}));
+  bool probe = false, suspect = false, silent = false;
   for (const auto& i : of_phase(doc, "i")) {
     probe |= i["cat"] == "probe";
     suspect |= i["args"].value("suspect", false) && i["tid"] == 1;
+    silent |= i["name"] == "node 1: no evidence (observer silent)" && i["s"] == "g";
   }
   EXPECT_TRUE(probe);
   EXPECT_TRUE(suspect);
+  EXPECT_TRUE(silent);
+}
+
+TEST(TraceSources, AProbeOfSeveralNodesHasATrackForEveryRankOfEveryNodeThatAnswered) {
+  // Node 0 and 1 gave their evidence, node 2 only its position (ranks 4, 5), node 3 nothing.
+  hang::ProbeEvidence seen;
+  seen.nodes = {node_evidence(0, "h0", {0, 1}, 8), node_evidence(1, "h1", {2, 3}, 8), std::nullopt, std::nullopt};
+  hang::NodeEvidence third = node_evidence(2, "h2", {4, 5}, 8);
+  seen.positions = {std::nullopt, std::nullopt, hang::node_position(third), std::nullopt};
+  seen.now_ns = k_t0 + 1'000'000;
+  Verdict v;
+  v.command = "probe-hang";
+  v.job = "J";
+  v.status = VerdictStatus::inconclusive;
+  TraceStats st;
+  const json doc = build(from_hang(seen, v), &st);
+  expect_well_formed(doc);
+  EXPECT_EQ(st.tracks, 6);
+  const auto names = thread_names(doc);
+  EXPECT_EQ(names.at(0), "rank 0 (node 0: h0)");
+  EXPECT_EQ(names.at(3), "rank 3 (node 1: h1)");
+  EXPECT_EQ(names.at(4), "rank 4 (node 2)");
+  EXPECT_EQ(names.at(5), "rank 5 (node 2)");
+  std::set<std::int64_t> with_slices;
+  for (const auto& s : of_phase(doc, "X")) with_slices.insert(s["tid"].get<std::int64_t>());
+  EXPECT_EQ(with_slices, (std::set<std::int64_t>{0, 1, 2, 3, 4, 5}));  // no empty track
+  std::set<std::string> processes;
+  for (const auto& m : of_phase(doc, "M"))
+    if (m["name"] == "process_name") processes.insert(m["args"]["name"]);
+  EXPECT_EQ(processes, (std::set<std::string>{"node 0 (h0)", "node 1 (h1)", "node 2"}));
+  EXPECT_EQ(doc["otherData"]["silent_nodes"], json::array({3}));
+  EXPECT_EQ(doc["otherData"]["observers_gathered"], 2);
+  EXPECT_EQ(doc["otherData"]["observers_position_only"], 1);
+  EXPECT_FALSE(doc["otherData"].contains("decided_alone"));
+  for (const auto& t : doc["otherData"]["tracks"]) EXPECT_EQ(t["node"], t["rank"].get<std::int64_t>() / 2);
+  int silent = 0;
+  for (const auto& i : of_phase(doc, "i")) silent += i["name"] == "node 3: no evidence (observer silent)" ? 1 : 0;
+  EXPECT_EQ(silent, 1);
+}
+
+TEST(TraceSources, AnObserverThatDecidedAloneSaysSoAndMarksNoNodeSilent) {
+  hang::ProbeEvidence seen;
+  seen.nodes = {node_evidence(2, "h2", {4, 5}, 8)};  // the store unreachable: its own node only
+  seen.now_ns = k_t0 + 1'000'000;
+  seen.local_only = true;
+  Verdict v;
+  v.command = "probe-hang";
+  v.job = "J";
+  v.status = VerdictStatus::inconclusive;
+  const json doc = build(from_hang(seen, v));
+  expect_well_formed(doc);
+  EXPECT_EQ(thread_names(doc).at(4), "rank 4 (node 2: h2)");
+  EXPECT_TRUE(doc["otherData"]["decided_alone"].is_string());
+  EXPECT_EQ(doc["otherData"]["silent_nodes"], json::array());
 }
 
 TEST(TraceSources, AStragglersFlaggedRoundsAreMarkedOnItsTrack) {
