@@ -18,8 +18,12 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
   using namespace detail;
   RoundResult out;
   std::set<CallKey> all_keys;
-  for (const auto& [rank, calls] : t.ranks)
+  const RankCalls* last = nullptr;  // the last rank whose keys were added: most ranks make the same calls
+  for (const auto& [rank, calls] : t.ranks) {
+    if (last && calls.same_keys(*last)) continue;
     for (const auto& [key, c] : calls) all_keys.insert(key);
+    last = &calls;
+  }
   out.calls = static_cast<std::int64_t>(all_keys.size());
 
   // Compute: per peer group over the calls every present peer completed.
@@ -104,13 +108,12 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
 Analysis analyse(const std::vector<RoundEvidence>& evidence, const Mesh& mesh, const DecideOptions& o) {
   Analysis a;
   const auto known = mesh_groups(mesh);
-  std::map<std::int64_t, std::set<CallKey>> used;
+  UsedCalls used;
   const auto cpus = cpu_per_call(evidence);
   const auto stops = stopped_per_round(evidence);
   for (std::size_t i = 0; i < evidence.size(); ++i) {
     TimingTable table = build_table(evidence[i], known, &used);
-    for (const auto& [rank, calls] : table.ranks)
-      for (const auto& [key, c] : calls) used[rank].insert(key);
+    used.add(table);
     if (evidence[i].baseline) continue;  // it opens the counters' window; its calls were before it
     table.cpu = cpus[i];
     table.stopped = stops[i];

@@ -54,6 +54,7 @@ std::vector<GroupTimes> group_times(const std::vector<RoundEvidence>& evidence,
       // Calls of this group's kind every member completed.
       std::map<CallKey, double> min_wait;
       std::map<CallKey, std::int64_t> seen;  // members with the call's exact wait (a wait() returning: a bound)
+      const std::uint32_t kind = t.kind_index(g.kind);
       for (auto m : g.members) {
         auto it = t.ranks.find(m);
         if (it == t.ranks.end()) continue;
@@ -62,7 +63,7 @@ std::vector<GroupTimes> group_times(const std::vector<RoundEvidence>& evidence,
         for (const auto& [key, call] : it->second) {
           c += static_cast<double>(call.compute_ns);
           ++n;
-          if (key.first != g.kind || !call.wait_exact) continue;
+          if (key.kind != kind || !call.wait_exact) continue;
           auto w = static_cast<double>(call.wait_ns);
           auto [p, fresh] = min_wait.emplace(key, w);
           if (!fresh) p->second = std::min(p->second, w);

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <stdexcept>
+#include <unordered_map>
 #include <utility>
 
 #include "lib/common/hex.hpp"
@@ -82,11 +84,74 @@ std::vector<GroupInfo> mesh_groups(const Mesh& mesh) {
   return out;
 }
 
-TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>& known,
-                        const std::map<std::int64_t, std::set<CallKey>>* exclude) {
+void RankCalls::set(CallKey key, const CallTiming& call) {
+  auto it = std::lower_bound(m_entries.begin(), m_entries.end(), key,
+                             [](const Entry& e, const CallKey& k) { return e.first < k; });
+  if (it != m_entries.end() && it->first == key)
+    it->second = call;
+  else
+    m_entries.insert(it, Entry{key, call});
+}
+
+void RankCalls::assign(std::vector<Entry> entries) {
+  // Stable, so that of a repeated key the last one appended ends its run.
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.first < b.first; });
+  m_entries.clear();
+  m_entries.reserve(entries.size());
+  for (std::size_t i = 0; i < entries.size(); ++i)
+    if (i + 1 == entries.size() || entries[i + 1].first != entries[i].first) m_entries.push_back(entries[i]);
+}
+
+void RankCalls::erase(CallKey key) {
+  auto it = std::lower_bound(m_entries.begin(), m_entries.end(), key,
+                             [](const Entry& e, const CallKey& k) { return e.first < k; });
+  if (it != m_entries.end() && it->first == key) m_entries.erase(it);
+}
+
+const CallTiming* RankCalls::find(CallKey key) const {
+  auto it = std::lower_bound(m_entries.begin(), m_entries.end(), key,
+                             [](const Entry& e, const CallKey& k) { return e.first < k; });
+  return it != m_entries.end() && it->first == key ? &it->second : nullptr;
+}
+
+const CallTiming& RankCalls::at(CallKey key) const {
+  const CallTiming* c = find(key);
+  if (!c) throw std::out_of_range("RankCalls::at: no call at the key");
+  return *c;
+}
+
+bool RankCalls::same_keys(const RankCalls& other) const {
+  return std::equal(m_entries.begin(), m_entries.end(), other.m_entries.begin(), other.m_entries.end(),
+                    [](const Entry& a, const Entry& b) { return a.first == b.first; });
+}
+
+std::uint32_t TimingTable::kind_index(const std::string& name) const {
+  return static_cast<std::uint32_t>(std::find(kinds.begin(), kinds.end(), name) - kinds.begin());
+}
+
+std::uint32_t TimingTable::add_kind(const std::string& name) {
+  const std::uint32_t k = kind_index(name);
+  if (k == kinds.size()) kinds.push_back(name);
+  return k;
+}
+
+void UsedCalls::add(const TimingTable& t) {
+  kinds = t.kinds;  // t's kinds begin with these
+  for (const auto& [rank, calls] : t.ranks) {
+    if (calls.empty()) continue;
+    auto& used = ranks[rank];
+    const std::size_t before = used.size();
+    for (const auto& [key, c] : calls) used.push_back(key);
+    std::inplace_merge(used.begin(), used.begin() + static_cast<std::ptrdiff_t>(before), used.end());
+    used.erase(std::unique(used.begin(), used.end()), used.end());
+  }
+}
+
+TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>& known, const UsedCalls* exclude) {
   TimingTable t;
   t.groups = known;
-  std::map<std::uint64_t, std::size_t> index;
+  if (exclude) t.kinds = exclude->kinds;
+  std::unordered_map<std::uint64_t, std::size_t> index;
   for (std::size_t i = 0; i < t.groups.size(); ++i) index.emplace(t.groups[i].id, i);
   // Groups the mesh does not know: members are the ranks seen calling them.
   for (const auto& r : round.ranks)
@@ -95,29 +160,36 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
       index.emplace(e.fingerprint.group, t.groups.size());
       t.groups.push_back(GroupInfo{e.fingerprint.group, "group:" + hex64(e.fingerprint.group), {}});
     }
-  for (const auto& r : round.ranks)
-    for (const auto& e : r.events) {
-      if (e.op_seq == 0) continue;
-      auto& g = t.groups[index.at(e.fingerprint.group)];
-      if (g.kind.rfind("group:", 0) == 0 && std::find(g.members.begin(), g.members.end(), r.rank) == g.members.end())
-        g.members.push_back(r.rank);
-    }
+  std::vector<bool> unknown(t.groups.size());
+  for (std::size_t i = 0; i < t.groups.size(); ++i) unknown[i] = t.groups[i].kind.rfind("group:", 0) == 0;
+  if (std::find(unknown.begin(), unknown.end(), true) != unknown.end())
+    for (const auto& r : round.ranks)
+      for (const auto& e : r.events) {
+        if (e.op_seq == 0) continue;
+        const std::size_t gi = index.at(e.fingerprint.group);
+        auto& g = t.groups[gi];
+        if (unknown[gi] && std::find(g.members.begin(), g.members.end(), r.rank) == g.members.end())
+          g.members.push_back(r.rank);
+      }
   for (auto& g : t.groups) std::sort(g.members.begin(), g.members.end());
-  for (std::size_t i = 0; i < t.groups.size(); ++i)
-    for (auto m : t.groups[i].members) t.group_of[{m, t.groups[i].kind}] = i;
+  std::vector<std::uint32_t> kind_of(t.groups.size());  // per group, its kind's index
+  for (std::size_t i = 0; i < t.groups.size(); ++i) kind_of[i] = t.add_kind(t.groups[i].kind);
 
+  std::vector<records::CollectiveEvent> ev;
+  std::vector<RankCalls::Entry> entries;
   for (const auto& r : round.ranks) {
     t.nodes[r.rank] = r.node;
-    std::vector<records::CollectiveEvent> ev;
+    ev.clear();
     for (const auto& e : r.events)
       if (e.op_seq != 0) ev.push_back(e);
     std::sort(ev.begin(), ev.end(), [](const auto& a, const auto& b) { return a.op_seq < b.op_seq; });
     auto& calls = t.ranks[r.rank];
-    const std::set<CallKey>* used = nullptr;
+    const std::vector<CallKey>* used = nullptr;
     if (exclude) {
-      auto it = exclude->find(r.rank);
-      if (it != exclude->end()) used = &it->second;
+      auto it = exclude->ranks.find(r.rank);
+      if (it != exclude->ranks.end()) used = &it->second;
     }
+    entries.clear();
     for (std::size_t i = 0; i < ev.size(); ++i) {
       const auto& e = ev[i];
       // An exit closed by a later call of its group (ExitKind::ordered) is only an upper bound on its
@@ -136,9 +208,8 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
           prev_timed = timed(ev[j]);
         }
       if (prev == 0 || !prev_timed) continue;  // the oldest call of the ring: what came before it is gone
-      const auto& g = t.groups[index.at(e.fingerprint.group)];
-      CallKey key{g.kind, e.fingerprint.group_seq};
-      if (used && used->count(key)) continue;
+      const CallKey key{kind_of[index.at(e.fingerprint.group)], e.fingerprint.group_seq};
+      if (used && std::binary_search(used->begin(), used->end(), key)) continue;
       CallTiming c;
       c.compute_ns = std::max<std::int64_t>(0, e.enter_ns - prev);
       c.wait_ns = e.exit_ns - e.enter_ns;
@@ -146,15 +217,24 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
       c.type = static_cast<std::uint8_t>(e.fingerprint.type);
       c.count = e.fingerprint.count;
       c.op_seq = e.op_seq;
-      calls[key] = c;
+      entries.push_back({key, c});
     }
+    calls.assign(entries);
   }
   // A call is the same call only where the ranks agree on what it is: drop keys whose (type, count) differ.
-  std::map<CallKey, std::map<std::pair<std::uint8_t, std::uint64_t>, int>> votes;
+  struct Vote {
+    std::uint8_t type = 0;
+    std::uint64_t count = 0;
+    bool differs = false;
+  };
+  std::map<CallKey, Vote> votes;
   for (const auto& [rank, calls] : t.ranks)
-    for (const auto& [key, c] : calls) ++votes[key][{c.type, c.count}];
+    for (const auto& [key, c] : calls) {
+      auto [it, fresh] = votes.try_emplace(key, Vote{c.type, c.count, false});
+      if (!fresh && (it->second.type != c.type || it->second.count != c.count)) it->second.differs = true;
+    }
   for (const auto& [key, v] : votes) {
-    if (v.size() <= 1) continue;
+    if (!v.differs) continue;
     ++t.misaligned;
     for (auto& [rank, calls] : t.ranks) calls.erase(key);
   }

@@ -18,10 +18,12 @@
 //                Calls with an upper-bound wait on any member are left out.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lib/records/snapshot.hpp"
@@ -134,27 +136,76 @@ struct StoppedWindow {
 // Ranks not sampled, or not read at both, or with no call or no time in between, are left out.
 std::vector<std::map<std::int64_t, StoppedWindow>> stopped_per_round(const std::vector<RoundEvidence>& evidence);
 
-// (group kind, group_seq): the same call of the program on every rank.
-using CallKey = std::pair<std::string, std::uint64_t>;
+// The same call of the program on every rank: its process group kind (an index into TimingTable::kinds) and the
+// group's sequence number. Two integers, so that keys compare and sort without reading the kind's name.
+struct CallKey {
+  std::uint32_t kind = 0;
+  std::uint64_t seq = 0;
+  friend auto operator<=>(const CallKey&, const CallKey&) = default;
+};
+
+// One rank's calls in a round, one per key, in key order: a flat array, so that two ranks' calls are walked side
+// by side in one pass and a key is found by bisection.
+class RankCalls {
+ public:
+  using Entry = std::pair<CallKey, CallTiming>;
+
+  // Sets the call at `key` (added in key order, or replacing the one there).
+  void set(CallKey key, const CallTiming& call);
+  // Replaces every call with `entries`, in any order; where a key repeats, the last one of it counts.
+  void assign(std::vector<Entry> entries);
+  // Takes out the call at `key`, if any.
+  void erase(CallKey key);
+  // The call at `key`: nullptr (find) or std::out_of_range (at) where there is none.
+  const CallTiming* find(CallKey key) const;
+  const CallTiming& at(CallKey key) const;
+  std::size_t count(CallKey key) const { return find(key) ? 1 : 0; }
+  // Whether `other` holds calls at exactly the same keys.
+  bool same_keys(const RankCalls& other) const;
+
+  std::size_t size() const { return m_entries.size(); }
+  bool empty() const { return m_entries.empty(); }
+  std::vector<Entry>::const_iterator begin() const { return m_entries.begin(); }
+  std::vector<Entry>::const_iterator end() const { return m_entries.end(); }
+
+ private:
+  std::vector<Entry> m_entries;  // ascending keys
+};
 
 // Per rank, per call key: its timing. Ranks whose events name a group the
 // mesh does not know get a kind "group:<16 hex>" for it.
 struct TimingTable {
-  std::vector<GroupInfo> groups;  // mesh groups, then groups seen only in the events
-  std::map<std::int64_t, std::map<CallKey, CallTiming>> ranks;
-  std::map<std::pair<std::int64_t, std::string>, std::size_t> group_of;  // (rank, kind) -> index in groups
-  std::map<std::int64_t, std::string> nodes;                             // rank -> node name from its record
-  std::int64_t misaligned = 0;  // calls dropped because ranks disagreed on (type, count)
+  std::vector<GroupInfo> groups;   // mesh groups, then groups seen only in the events
+  std::vector<std::string> kinds;  // CallKey::kind -> the kind's name (GroupInfo::kind)
+  std::map<std::int64_t, RankCalls> ranks;
+  std::map<std::int64_t, std::string> nodes;  // rank -> node name from its record
+  std::int64_t misaligned = 0;                // calls dropped because ranks disagreed on (type, count)
   // Per rank, its scheduler counters per collective call over the round (see cpu_per_call).
   std::map<std::int64_t, CpuPerCall> cpu;
   // Per rank, its process state samples over the round (see stopped_per_round).
   std::map<std::int64_t, StoppedWindow> stopped;
+
+  // The index of kind `name` in `kinds`: added where new (add_kind), kinds.size() where absent (kind_index).
+  std::uint32_t add_kind(const std::string& name);
+  std::uint32_t kind_index(const std::string& name) const;
+  // The key of call `seq` of kind `name` (a key no call has where the kind is absent).
+  CallKey key(const std::string& name, std::uint64_t seq) const { return CallKey{kind_index(name), seq}; }
+};
+
+// The calls earlier rounds used, per rank, in key order; their kinds numbered as in `kinds`. A table built with
+// them leaves them out and numbers its kinds alike (its `kinds` begin with these).
+struct UsedCalls {
+  std::vector<std::string> kinds;
+  std::map<std::int64_t, std::vector<CallKey>> ranks;
+
+  // Adds every call of `t`, a table built with this as its exclusion.
+  void add(const TimingTable& t);
 };
 
 // Builds the table from a round's evidence. Calls listed in `exclude` (used by
 // an earlier round) are left out, so rounds are independent samples.
 TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>& mesh_groups,
-                        const std::map<std::int64_t, std::set<CallKey>>* exclude = nullptr);
+                        const UsedCalls* exclude = nullptr);
 
 // Median of `v` (0 when empty); averages the two middle values.
 double median(std::vector<double> v);

@@ -31,9 +31,10 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
     for (auto i : idx) keys_of.push_back(common_keys(t, t.groups[i].members));
     // ... whose wait is exact on every member of every group: an upper bound (a wait() returning, not the
     // call completing) says nothing about how long the link took.
+    const std::uint32_t kind_id = t.kind_index(kind);
     std::vector<CallKey> shared;
     for (const auto& k : keys_of[0]) {
-      if (k.first != kind) continue;
+      if (k.kind != kind_id) continue;
       bool all = true;
       for (std::size_t j = 1; j < keys_of.size() && all; ++j)
         all = std::binary_search(keys_of[j].begin(), keys_of[j].end(), k);

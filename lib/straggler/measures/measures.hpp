@@ -38,7 +38,7 @@ namespace scout::straggler::detail {
 // Keys present in every listed rank's calls, in key order.
 std::vector<CallKey> common_keys(const TimingTable& t, const std::vector<std::int64_t>& ranks);
 // A rank's calls at `keys` (in key order, each one of `calls`: std::out_of_range otherwise), by one walk of both.
-std::vector<const CallTiming*> calls_at(const std::map<CallKey, CallTiming>& calls, const std::vector<CallKey>& keys);
+std::vector<const CallTiming*> calls_at(const RankCalls& calls, const std::vector<CallKey>& keys);
 bool is_mesh_kind(const std::string& kind);
 double ms(double ns);  // ns -> ms, rounded to the microsecond
 std::string hex_id(std::uint64_t id);

@@ -32,7 +32,7 @@ std::vector<CallKey> common_keys(const TimingTable& t, const std::vector<std::in
   return out;
 }
 
-std::vector<const CallTiming*> calls_at(const std::map<CallKey, CallTiming>& calls, const std::vector<CallKey>& keys) {
+std::vector<const CallTiming*> calls_at(const RankCalls& calls, const std::vector<CallKey>& keys) {
   std::vector<const CallTiming*> out;
   out.reserve(keys.size());
   auto call = calls.begin();
@@ -64,15 +64,16 @@ static_assert(k_min_blocks == 3 && k_match_tenths == 9);
 
 // The number of calls in one step of the program: the smallest period P (at most a third of the calls) with
 // which the calls' pattern repeats (the same group kind, op and element count as the call P before it, for at
-// least step_pattern_match of the calls); 0 when none does. `keys` are in the program's order.
-std::size_t step_period(const std::map<CallKey, CallTiming>& calls, const std::vector<CallKey>& keys) {
+// least step_pattern_match of the calls); 0 when none does. `keys` and `calls` (the calls at them) are in the
+// program's order.
+std::size_t step_period(const std::vector<CallKey>& keys, const std::vector<const CallTiming*>& calls) {
   const std::size_t n = keys.size();
   for (std::size_t p = 1; k_min_blocks * p <= n; ++p) {
     std::size_t same = 0;
     for (std::size_t i = p; i < n; ++i) {
-      const auto& a = calls.at(keys[i]);
-      const auto& b = calls.at(keys[i - p]);
-      same += keys[i].first == keys[i - p].first && a.type == b.type && a.count == b.count ? 1 : 0;
+      const auto& a = *calls[i];
+      const auto& b = *calls[i - p];
+      same += keys[i].kind == keys[i - p].kind && a.type == b.type && a.count == b.count ? 1 : 0;
     }
     if (10 * same >= k_match_tenths * (n - p)) return p;
   }
@@ -135,8 +136,13 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   PeerStats s;
   s.table = &t;
   std::vector<std::int64_t>& present = s.present;
-  for (auto r : group)
-    if (t.ranks.count(r) && !t.ranks.at(r).empty()) present.push_back(r);
+  std::vector<const RankCalls*> member_calls;  // per member in `present`, its calls
+  for (auto r : group) {
+    auto it = t.ranks.find(r);
+    if (it == t.ranks.end() || it->second.empty()) continue;
+    present.push_back(r);
+    member_calls.push_back(&it->second);
+  }
   // Three or more peers: each rank against the group's median. Two (a two-rank job, the replicas of a
   // dp=2 x tp mesh): no strict minority, but the asymmetry of a synchronous pair still tells which one is
   // slow (it computes longer and its partner waits for it): each rank against the other, with the larger
@@ -150,7 +156,7 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   // Per member, its calls at `keys` (looked up once: the loops below read them per rank and call).
   std::vector<std::vector<const CallTiming*>> at;
   at.reserve(present.size());
-  for (auto r : present) at.push_back(calls_at(t.ranks.at(r), keys));
+  for (const auto* calls : member_calls) at.push_back(calls_at(*calls, keys));
   // Per call, each rank's compute relative to its peers' median for that call: what the whole machine does
   // at that moment cancels out (every rank slowed alike is no straggler). The calls where the step's
   // computation happens (median compute at least busy_call_share of the largest) carry the signal; the median
@@ -195,17 +201,17 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   // its step's CPU in one gap (2x its peers' CPU per call, its peers waiting 20 ms per call longer) computed
   // 0.94-1.01x its peers' time per call and 1.0x their mean, and went unnamed with the per-call median there
   // (3 of 4 runs, seeds 20358201-203).
-  std::vector<CallKey> order = keys;
-  {
-    const auto& first = t.ranks.at(present[0]);
-    std::sort(order.begin(), order.end(),
-              [&](const CallKey& a, const CallKey& b) { return first.at(a).op_seq < first.at(b).op_seq; });
+  std::vector<std::size_t> order_at(keys.size());  // the place in `keys` of each call in the program's order
+  for (std::size_t k = 0; k < keys.size(); ++k) order_at[k] = k;
+  std::sort(order_at.begin(), order_at.end(),
+            [&](std::size_t a, std::size_t b) { return at[0][a]->op_seq < at[0][b]->op_seq; });
+  std::vector<CallKey> order(keys.size());
+  std::vector<const CallTiming*> order_calls(keys.size());  // the first member's calls in that order
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    order[k] = keys[order_at[k]];
+    order_calls[k] = at[0][order_at[k]];
   }
-  const std::size_t period = step_period(t.ranks.at(present[0]), order);
-  std::map<CallKey, std::size_t> index;  // a key's place in `keys` (call_median)
-  for (std::size_t k = 0; k < keys.size(); ++k) index[keys[k]] = k;
-  std::vector<std::size_t> order_at(order.size());  // the place in `keys` of each call in the program's order
-  for (std::size_t k = 0; k < order.size(); ++k) order_at[k] = index.at(order[k]);
+  const std::size_t period = step_period(order, order_calls);
   std::vector<double> shares;
   auto &compute = s.compute, &wait = s.wait, &relative = s.relative, &cpu = s.cpu;
   for (std::size_t ri = 0; ri < present.size(); ++ri) {

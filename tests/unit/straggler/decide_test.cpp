@@ -84,9 +84,9 @@ TEST(StragglerTiming, ComputeIsTheGapSinceTheLastCompletionAndWaitTheTimeInside)
   const auto& calls = t.ranks.at(0);
   ASSERT_EQ(calls.size(), 2u);  // the oldest has no predecessor; the one still inside has no exit
   auto kind = t.groups.at(0).kind;
-  EXPECT_EQ(calls.at({kind, 2}).compute_ns, 300);
-  EXPECT_EQ(calls.at({kind, 2}).wait_ns, 150);
-  EXPECT_EQ(calls.at({kind, 4}).compute_ns, 250);
+  EXPECT_EQ(calls.at(t.key(kind, 2)).compute_ns, 300);
+  EXPECT_EQ(calls.at(t.key(kind, 2)).wait_ns, 150);
+  EXPECT_EQ(calls.at(t.key(kind, 4)).compute_ns, 250);
 }
 
 TEST(StragglerTiming, AnExitThatIsOnlyAnUpperBoundTimesNeitherItsWaitNorTheComputeAfterIt) {
@@ -97,11 +97,11 @@ TEST(StragglerTiming, AnExitThatIsOnlyAnUpperBoundTimesNeitherItsWaitNorTheCompu
   const auto t = build_table(r, {}, nullptr);
   const auto& calls = t.ranks.at(0);
   const auto kind = t.groups.at(0).kind;
-  EXPECT_EQ(calls.count({kind, 2}), 0u);  // its wait is an upper bound
-  EXPECT_EQ(calls.count({kind, 3}), 0u);  // what it computed after call 2 is unknown
-  ASSERT_EQ(calls.count({kind, 4}), 1u);
-  EXPECT_EQ(calls.at({kind, 4}).compute_ns, 100);
-  EXPECT_EQ(calls.at({kind, 4}).wait_ns, 100);
+  EXPECT_EQ(calls.count(t.key(kind, 2)), 0u);  // its wait is an upper bound
+  EXPECT_EQ(calls.count(t.key(kind, 3)), 0u);  // what it computed after call 2 is unknown
+  ASSERT_EQ(calls.count(t.key(kind, 4)), 1u);
+  EXPECT_EQ(calls.at(t.key(kind, 4)).compute_ns, 100);
+  EXPECT_EQ(calls.at(t.key(kind, 4)).wait_ns, 100);
   // Round evidence carries the kind through its JSON form.
   auto parsed = decode_round(encode_round(r, "j", 0), "j", 0);
   ASSERT_TRUE(parsed) << parsed.error().message();
@@ -120,13 +120,13 @@ TEST(StragglerTiming, AWaitedExitBoundsTheWaitAndTimesTheComputeAfterIt) {
   const auto t = build_table(r, {}, nullptr);
   const auto& calls = t.ranks.at(0);
   const auto kind = t.groups.at(0).kind;
-  ASSERT_EQ(calls.count({kind, 2}), 1u);
-  EXPECT_FALSE(calls.at({kind, 2}).wait_exact);
-  EXPECT_EQ(calls.at({kind, 2}).wait_ns, 600);  // the bound
-  EXPECT_EQ(calls.at({kind, 2}).compute_ns, 100);
-  ASSERT_EQ(calls.count({kind, 3}), 1u);
-  EXPECT_TRUE(calls.at({kind, 3}).wait_exact);
-  EXPECT_EQ(calls.at({kind, 3}).compute_ns, 100);  // from the wait's return: the rank resumed its work there
+  ASSERT_EQ(calls.count(t.key(kind, 2)), 1u);
+  EXPECT_FALSE(calls.at(t.key(kind, 2)).wait_exact);
+  EXPECT_EQ(calls.at(t.key(kind, 2)).wait_ns, 600);  // the bound
+  EXPECT_EQ(calls.at(t.key(kind, 2)).compute_ns, 100);
+  ASSERT_EQ(calls.count(t.key(kind, 3)), 1u);
+  EXPECT_TRUE(calls.at(t.key(kind, 3)).wait_exact);
+  EXPECT_EQ(calls.at(t.key(kind, 3)).compute_ns, 100);  // from the wait's return: the rank resumed its work there
 }
 
 // Marks every call of the groups `pick` selects as exited by the trainer's wait() (ExitKind::waited).
@@ -180,7 +180,7 @@ TEST(StragglerTiming, CallsRanksDisagreeOnAreDropped) {
   e.fingerprint.count = 5;
   auto t = build_table(ev[0], mesh_groups(s.mesh), nullptr);
   EXPECT_EQ(t.misaligned, 1);
-  for (auto& [r, calls] : t.ranks) EXPECT_FALSE(calls.count({"dp", e.fingerprint.group_seq}));
+  for (auto& [r, calls] : t.ranks) EXPECT_FALSE(calls.count(t.key("dp", e.fingerprint.group_seq)));
 }
 
 TEST(StragglerDecide, CleanMeshesNameNoOne) {

@@ -21,13 +21,14 @@ namespace scout::straggler::sim {
 // same compute and wait (ms): a round built from recorded per-call means.
 inline void add_uniform_calls(TimingTable& t, std::int64_t rank, double compute_ms, double wait_ms,
                               std::uint64_t first_call, std::int64_t calls) {
+  const std::uint32_t dp = t.add_kind("dp");
   for (std::int64_t c = 0; c < calls; ++c) {
     CallTiming call;
     call.compute_ns = static_cast<std::int64_t>(compute_ms * 1e6);
     call.wait_ns = static_cast<std::int64_t>(wait_ms * 1e6);
     call.type = 1;
     call.count = 1;
-    t.ranks[rank][{"dp", first_call + static_cast<std::uint64_t>(c)}] = call;
+    t.ranks[rank].set({dp, first_call + static_cast<std::uint64_t>(c)}, call);
   }
 }
 
