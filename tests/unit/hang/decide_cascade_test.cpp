@@ -566,6 +566,53 @@ TEST_F(CascadeTest, ANodeWhoseRanksAllDiedUnrecordedBeforeEveryOtherFailureIsNam
     auto vic = victims(v);
     for (std::int64_t r = 0; r < world; ++r) EXPECT_EQ(vic.count(r), node_ranks.count(r) ? 0u : 1u) << r;
 
+    // Still named when some ranks elsewhere, alive, wait inside the call (gloo fails only the dead
+    // ranks' direct peers at once), as long as one failure elsewhere was recorded after the node died;
+    // not when a rank of the node itself lives on, waiting.
+    if (world - per >= 2) {
+      auto waits = ev;
+      std::vector<std::int64_t> others;
+      for (std::int64_t r = 0; r < world; ++r)
+        if (r / per != bad) others.push_back(r);
+      const auto kept = others[static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(others.size()) - 1))];
+      for (auto r : others) {
+        if (r == kept || pick(0, 1) == 0) continue;
+        waits[r].snapshot.collective_state = CollectiveState::inside;
+        waits[r].snapshot.recent.back().failed = false;
+        waits[r].snapshot.recent.back().exit_ns = 0;
+        waits[r].snapshot.phase = records::Phase::collective;
+        waits[r].writer_alive = true;
+        waits[r].process = {ProcessState::alive, 'S', -1, 0, false, ""};
+      }
+      Verdict w = decide(input_by_node(waits, per));
+      if (per > 1) {
+        ASSERT_EQ(w.suspects.size(), 1u) << w.summary;
+        EXPECT_EQ(w.suspects[0].node, fmt::format("node{}", bad)) << w.summary;
+        EXPECT_EQ(w.suspects[0].evidence.value("measure", ""), "first_failed_node");
+        // A rank of the node alive inside the call: the node did not die whole.
+        auto half = waits;
+        const auto r = bad * per + pick(0, per - 1);
+        half[r].writer_alive = true;
+        half[r].process = {ProcessState::alive, 'S', -1, 0, false, ""};
+        Verdict h = decide(input_by_node(half, per));
+        for (const auto& x : h.suspects) EXPECT_NE(x.rank, -1) << h.summary;
+        for (auto x : suspects(h)) EXPECT_TRUE(node_ranks.count(x)) << x << " " << h.summary;
+        // No failure recorded anywhere: nothing says the node died first.
+        auto none = waits;
+        none[kept].snapshot.collective_state = CollectiveState::inside;
+        none[kept].snapshot.recent.back().failed = false;
+        none[kept].snapshot.recent.back().exit_ns = 0;
+        none[kept].snapshot.phase = records::Phase::collective;
+        none[kept].writer_alive = true;
+        none[kept].process = {ProcessState::alive, 'S', -1, 0, false, ""};
+        bool all_wait = true;
+        for (auto x : others) all_wait = all_wait && none[x].process.state == ProcessState::alive;
+        if (all_wait) {
+          Verdict n = decide(input_by_node(none, per));
+          for (const auto& x : n.suspects) EXPECT_NE(x.rank, -1) << n.summary;
+        }
+      }
+    }
     // Not when a rank of the node lived on after a failure elsewhere was recorded.
     {
       auto late = ev;
