@@ -4,8 +4,8 @@
 // /tmp. scout reports through its own errors on stderr, so the module sets
 // glog's state once, when it is loaded and before LibTorch logs anything:
 // no log files, nothing below FATAL (scout reports what went wrong in its own
-// words, with what to do). Builds without glog (the PyPI wheels)
-// compile this to nothing.
+// words, with what to do). Builds without glog (the PyPI wheels) set
+// c10's own level the same way.
 #include <c10/macros/cmake_macros.h>
 
 #if defined(C10_USE_GLOG) && __has_include(<glog/logging.h>)
@@ -22,6 +22,25 @@ struct GlogState {
 };
 
 const GlogState g_glog_state;
+
+}  // namespace
+#else
+// The wheels log through c10's own logging: c10d's warnings (e.g. "The hostname of the client socket cannot
+// be retrieved", on every observer in a network namespace) reached scout's stderr. Nothing below FATAL either,
+// unless the user asked for more with TORCH_CPP_LOG_LEVEL.
+#include <c10/util/Logging.h>
+
+#include <cstdlib>
+
+namespace {
+
+struct C10LogState {
+  C10LogState() {
+    if (std::getenv("TORCH_CPP_LOG_LEVEL") == nullptr) FLAGS_caffe2_log_level = 3;  // c10's FATAL
+  }
+};
+
+const C10LogState g_c10_log_state;
 
 }  // namespace
 #endif
