@@ -147,6 +147,39 @@ void UsedCalls::add(const TimingTable& t) {
   }
 }
 
+void latest_completed_before(const std::vector<records::CollectiveEvent>& ev, std::vector<std::ptrdiff_t>& out) {
+  const std::size_t n = ev.size();
+  out.assign(n, -1);
+  std::vector<std::int64_t> exits;  // the distinct completions, ascending
+  exits.reserve(n);
+  for (const auto& e : ev)
+    if (e.exit_ns > 0) exits.push_back(e.exit_ns);
+  std::sort(exits.begin(), exits.end());
+  exits.erase(std::unique(exits.begin(), exits.end()), exits.end());
+  // tree[p] (1-based): the best call among those inserted whose exit's place lies in p's Fenwick range.
+  std::vector<std::ptrdiff_t> tree(exits.size() + 1, -1);
+  auto better = [&](std::ptrdiff_t a, std::ptrdiff_t b) {  // a beats b: later exit, of equal exits the later call
+    if (a < 0) return false;
+    if (b < 0) return true;
+    const std::int64_t xa = ev[static_cast<std::size_t>(a)].exit_ns, xb = ev[static_cast<std::size_t>(b)].exit_ns;
+    return xa != xb ? xa > xb : a > b;
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    // Calls 0 .. i-1 are in the tree: the best of those whose exit is <= this call's enter.
+    const auto places = static_cast<std::size_t>(
+        std::upper_bound(exits.begin(), exits.end(), ev[i].enter_ns) - exits.begin());
+    std::ptrdiff_t best = -1;
+    for (std::size_t p = places; p > 0; p &= p - 1)
+      if (better(tree[p], best)) best = tree[p];
+    out[i] = best;
+    if (ev[i].exit_ns <= 0) continue;
+    const std::size_t place =
+        static_cast<std::size_t>(std::lower_bound(exits.begin(), exits.end(), ev[i].exit_ns) - exits.begin()) + 1;
+    for (std::size_t p = place; p < tree.size(); p += p & (~p + 1))
+      if (better(static_cast<std::ptrdiff_t>(i), tree[p])) tree[p] = static_cast<std::ptrdiff_t>(i);
+  }
+}
+
 TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>& known, const UsedCalls* exclude) {
   TimingTable t;
   t.groups = known;
@@ -177,6 +210,7 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
 
   std::vector<records::CollectiveEvent> ev;
   std::vector<RankCalls::Entry> entries;
+  std::vector<std::ptrdiff_t> latest;  // per call, latest_completed_before
   for (const auto& r : round.ranks) {
     t.nodes[r.rank] = r.node;
     ev.clear();
@@ -190,6 +224,7 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
       if (it != exclude->ranks.end()) used = &it->second;
     }
     entries.clear();
+    latest_completed_before(ev, latest);
     for (std::size_t i = 0; i < ev.size(); ++i) {
       const auto& e = ev[i];
       // An exit closed by a later call of its group (ExitKind::ordered) is only an upper bound on its
@@ -200,14 +235,10 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
       if (!timed(e) || e.enter_ns <= 0 || e.exit_ns < e.enter_ns) continue;
       // The latest completion the rank had seen when it entered this call (unknown when that one is an
       // upper bound).
-      std::int64_t prev = 0;
-      bool prev_timed = true;
-      for (std::size_t j = 0; j < i; ++j)
-        if (ev[j].exit_ns > 0 && ev[j].exit_ns <= e.enter_ns && ev[j].exit_ns >= prev) {
-          prev = ev[j].exit_ns;
-          prev_timed = timed(ev[j]);
-        }
-      if (prev == 0 || !prev_timed) continue;  // the oldest call of the ring: what came before it is gone
+      if (latest[i] < 0) continue;  // the oldest call of the ring: what came before it is gone
+      const auto& before = ev[static_cast<std::size_t>(latest[i])];
+      const std::int64_t prev = before.exit_ns;
+      if (!timed(before)) continue;
       const CallKey key{kind_of[index.at(e.fingerprint.group)], e.fingerprint.group_seq};
       if (used && std::binary_search(used->begin(), used->end(), key)) continue;
       CallTiming c;

@@ -207,6 +207,12 @@ struct UsedCalls {
 TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>& mesh_groups,
                         const UsedCalls* exclude = nullptr);
 
+// For each of one rank's calls `ev` (in op_seq order), the index of the latest completion the rank had seen when it
+// entered the call: of the calls before it (index j < i) that had completed (exit_ns > 0) at or before its enter_ns,
+// the one with the largest exit_ns, of equal ones the later; -1 where there is none. Written into `out` (resized to
+// ev.size()). O(E log E): exits sorted once, a prefix maximum over them (Fenwick) filled in call order.
+void latest_completed_before(const std::vector<records::CollectiveEvent>& ev, std::vector<std::ptrdiff_t>& out);
+
 // Median of `v` (0 when empty); averages the two middle values.
 double median(std::vector<double> v);
 

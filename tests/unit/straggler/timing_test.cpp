@@ -77,5 +77,71 @@ TEST(StragglerLeaveOneOut, SmallGroups) {
   EXPECT_EQ(part.max_without(0, 0), 10);
 }
 
+// The scan build_table did before latest_completed_before, O(E^2): of the calls before i, every completion at or
+// before i's enter taken in turn where it is >= the latest so far (so of equal ones the later call wins).
+std::ptrdiff_t brute_latest(const std::vector<records::CollectiveEvent>& ev, std::size_t i) {
+  std::int64_t prev = 0;
+  std::ptrdiff_t chosen = -1;
+  for (std::size_t j = 0; j < i; ++j)
+    if (ev[j].exit_ns > 0 && ev[j].exit_ns <= ev[i].enter_ns && ev[j].exit_ns >= prev) {
+      prev = ev[j].exit_ns;
+      chosen = static_cast<std::ptrdiff_t>(j);
+    }
+  return chosen;
+}
+
+TEST(StragglerLatestCompleted, EqualsTheScanOnRandomCalls) {
+  const std::uint64_t seed = test_support::test_seed();
+  std::printf("straggler latest-completed test seed=%llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  std::vector<std::ptrdiff_t> got;
+  for (int trial = 0; trial < 3000; ++trial) {
+    SCOPED_TRACE(testing::Message() << "seed " << seed << " trial " << trial);
+    const std::size_t n = rng() % 80;
+    // A small range of times, so that exits tie each other and enters; some calls still inside (exit 0), some
+    // times out of order, some not positive.
+    const std::int64_t span = 1 + static_cast<std::int64_t>(rng() % (trial % 3 == 0 ? 8 : 200));
+    std::vector<records::CollectiveEvent> ev(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      auto& e = ev[i];
+      e.op_seq = i + 1;
+      e.enter_ns = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(span + 2)) - 1;
+      const auto draw = rng() % 10;
+      e.exit_ns = draw == 0 ? 0
+                  : draw == 1
+                      ? -static_cast<std::int64_t>(rng() % 3)
+                      : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(span + 2)) - 1;
+      e.exit_kind = static_cast<records::ExitKind>(rng() % 5);
+    }
+    latest_completed_before(ev, got);
+    ASSERT_EQ(got.size(), n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::ptrdiff_t want = brute_latest(ev, i);
+      ASSERT_EQ(got[i], want) << "call " << i;
+      if (want >= 0) {  // the same completion, so the same timed flag
+        EXPECT_EQ(ev[static_cast<std::size_t>(got[i])].exit_ns, ev[static_cast<std::size_t>(want)].exit_ns);
+        EXPECT_EQ(ev[static_cast<std::size_t>(got[i])].exit_kind, ev[static_cast<std::size_t>(want)].exit_kind);
+      }
+    }
+  }
+}
+
+TEST(StragglerLatestCompleted, TiesGoToTheLaterCall) {
+  // Calls 0 and 1 both completed at 10; call 2 entered at 10: the later of the two (1) is its predecessor, even
+  // where 1 is only an upper bound. Call 3 entered at 9: nothing had completed. Call 4, still inside, at 20: call 2's
+  // 15 is the latest (call 3's exit 30 is after 20).
+  std::vector<records::CollectiveEvent> ev(5);
+  const std::int64_t enter[] = {1, 2, 10, 9, 20}, exit_[] = {10, 10, 15, 30, 0};
+  for (std::size_t i = 0; i < ev.size(); ++i) {
+    ev[i].op_seq = i + 1;
+    ev[i].enter_ns = enter[i];
+    ev[i].exit_ns = exit_[i];
+  }
+  ev[1].exit_kind = records::ExitKind::ordered;
+  std::vector<std::ptrdiff_t> got;
+  latest_completed_before(ev, got);
+  EXPECT_EQ(got, (std::vector<std::ptrdiff_t>{-1, -1, 1, -1, 2}));
+}
+
 }  // namespace
 }  // namespace scout::straggler
