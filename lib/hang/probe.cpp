@@ -370,9 +370,9 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
     auto store = session::join_store(o.job, o.store, o.host_store, *index, o.listen_address, budget * 3 / 4);
     transport_details["store_hosted_here"] = store.ok() && store->hosted_here;
     std::vector<std::string> notes;
-    std::optional<session::TwoPhaseResult> gathered;        // a flat session's gather
-    std::optional<session::TwoPhaseResult> rings_gathered;  // and in a stall its rings' gather
-    std::optional<Result<Verdict>> leaders_verdict;         // a hierarchy's decision
+    std::optional<session::TwoPhaseResult> gathered;              // a flat session's gather
+    std::optional<session::TwoPhaseResult> rings_gathered;        // and in a stall its rings' gather
+    std::optional<Result<Verdict>> leaders_verdict;               // a hierarchy's decision
     std::vector<std::optional<NodePosition>> decision_positions;  // and the positions it carried
     std::unique_ptr<session::Session> observers;
     std::unique_ptr<session::Hierarchy> hierarchy;

@@ -45,8 +45,8 @@
 namespace scout::straggler {
 
 // The user-tunable thresholds, their defaults from the one table (thresholds.hpp: each one's measure and the noise
-// model behind its value). What each measure asks is described where it is (measures/*.cpp) and in lib/straggler/README.md
-// "Straggler decision: measures and thresholds".
+// model behind its value). What each measure asks is described where it is (measures/*.cpp) and in
+// lib/straggler/README.md "Straggler decision: measures and thresholds".
 struct DecideOptions {
   // C3's robust z-score cut: the reported compute score, the link measure over 3 or more groups.
   double kappa = thresholds::kappa.value;

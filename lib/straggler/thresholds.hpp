@@ -2,7 +2,8 @@
 // thresholds"), in one table. Each entry names the measure (or stage) that uses it and its reason, stated as a
 // model of the noise it must stay above (or the effect it must stay below). Where the value was first set from a
 // seed that needed it, the reason says so and states the noise model that justifies the value; the seeds are in
-// the measured figures of lib/straggler/README.md "Stragglers" and the recorded runs (tests/integration/data/straggler/).
+// the measured figures of lib/straggler/README.md "Stragglers" and the recorded runs
+// (tests/integration/data/straggler/).
 //
 // DecideOptions (decide.hpp) keeps the user-tunable ones (`tunable`), with their defaults from here; the rest are
 // fixed parts of a measure's statistic. Changing a value here is tuning: re-run the recorded runs and the

@@ -166,8 +166,8 @@ void latest_completed_before(const std::vector<records::CollectiveEvent>& ev, st
   };
   for (std::size_t i = 0; i < n; ++i) {
     // Calls 0 .. i-1 are in the tree: the best of those whose exit is <= this call's enter.
-    const auto places = static_cast<std::size_t>(
-        std::upper_bound(exits.begin(), exits.end(), ev[i].enter_ns) - exits.begin());
+    const auto places =
+        static_cast<std::size_t>(std::upper_bound(exits.begin(), exits.end(), ev[i].enter_ns) - exits.begin());
     std::ptrdiff_t best = -1;
     for (std::size_t p = places; p > 0; p &= p - 1)
       if (better(tree[p], best)) best = tree[p];

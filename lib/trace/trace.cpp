@@ -281,8 +281,7 @@ nlohmann::ordered_json build(const TraceInput& in, TraceStats* stats_out) {
   nlohmann::ordered_json events = nlohmann::ordered_json::array();
   for (std::size_t i = 0; i < hosts.size(); ++i) {
     const auto pid = static_cast<std::int64_t>(i) + 1;
-    events.push_back(
-        {{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", hosts[i]}}}});
+    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", hosts[i]}}}});
     events.push_back(
         {{"name", "process_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", pid}}}});
   }

@@ -42,9 +42,9 @@ struct Track {
   records::CollectiveState state = records::CollectiveState::none;
   records::Phase phase = records::Phase::unknown;
   std::uint64_t step = 0;
-  std::int64_t progress_ns = 0;                    // last progress (0: unknown)
-  bool ring_known = true;  // false: the ring was not gathered (compact evidence, a position): a "position" slice
-  std::string position;    // that slice's name ("": "PHASE step S (STATE)")
+  std::int64_t progress_ns = 0;  // last progress (0: unknown)
+  bool ring_known = true;        // false: the ring was not gathered (compact evidence, a position): a "position" slice
+  std::string position;          // that slice's name ("": "PHASE step S (STATE)")
   nlohmann::json args = nlohmann::json::object();  // extra facts (process state, ...): otherData.tracks[]
 };
 

@@ -57,9 +57,10 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
         at.push_back(k);
       }
     if (static_cast<std::int64_t>(keys.size()) < o.min_calls) {
-      spdlog::debug("straggler: {} groups: {} calls every group shares with an exact wait, fewer than {}: no link "
-                    "measure this round",
-                    kind, keys.size(), o.min_calls);
+      spdlog::debug(
+          "straggler: {} groups: {} calls every group shares with an exact wait, fewer than {}: no link "
+          "measure this round",
+          kind, keys.size(), o.min_calls);
       continue;
     }
     std::vector<double> link;

@@ -107,10 +107,9 @@ TEST(StragglerLatestCompleted, EqualsTheScanOnRandomCalls) {
       e.op_seq = i + 1;
       e.enter_ns = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(span + 2)) - 1;
       const auto draw = rng() % 10;
-      e.exit_ns = draw == 0 ? 0
-                  : draw == 1
-                      ? -static_cast<std::int64_t>(rng() % 3)
-                      : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(span + 2)) - 1;
+      e.exit_ns = draw == 0   ? 0
+                  : draw == 1 ? -static_cast<std::int64_t>(rng() % 3)
+                              : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(span + 2)) - 1;
       e.exit_kind = static_cast<records::ExitKind>(rng() % 5);
     }
     latest_completed_before(ev, got);
