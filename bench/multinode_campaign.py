@@ -21,7 +21,8 @@ link, naming no one), unavailable (no verdict: e.g. the store's host is the
 culprit), dead (the culprit's observer, lost with its node), and whether every observer (the cut-off and dead
 ones aside) agreed. Rows are split by whether the culprit is node 0, which hosts torchrun's store ("store host"),
 and by the observers' store (--observer-store, a comma-separated list: torchrun, separate, etcd: a 3-member etcd
-cluster on nodes 0-2, its members dying and freezing with their nodes).
+cluster on nodes 0-2, its members dying and freezing with their nodes; etcd-v2: that cluster, torchrun's own
+rendezvous on it too, --rdzv-backend etcd-v2).
 
     python3 bench/multinode_campaign.py --size 3x2 --link-size 4x1 --runs 3 [--faults freeze,kill] [--seed S]
         [--observer-store torchrun,etcd]
@@ -73,8 +74,8 @@ def main():
     a = p.parse_args()
     stores = [x for x in a.observer_store.split(",") if x]
     for x in stores:
-        if x not in ("torchrun", "separate", "etcd"):
-            p.error(f"unknown --observer-store {x!r}: torchrun, separate, etcd")
+        if x not in mj.STORES:
+            p.error(f"unknown --observer-store {x!r}: {', '.join(mj.STORES)}")
     faults = [f for f in a.faults.split(",") if f]
     for f in faults:
         if f not in mj.FAULTS + mj.CONTROLS:

@@ -73,6 +73,19 @@ else
   echo "install-deps: torch $TORCH2_PIN installed in $(( $(date +%s) - start )) s, $(du -sh "$venv" | cut -f1) in $venv" >&2
 fi
 
+# --- python-etcd (PyPI) in the same venv ---------------------------------------
+# torchrun's etcd rendezvous (--rdzv-backend etcd-v2) imports it: the multi-node
+# tests run torchrun on the etcd cluster they start (tests/integration/
+# multinode_job.py, observer store "etcd-v2"). Pinned, --no-deps so pip never
+# touches the pinned torch; about 1 MB.
+etcd_pins=(python-etcd==0.4.5 dnspython==2.9.2 urllib3==2.8.0)
+if "$venv/bin/python" -c "import etcd" 2>/dev/null; then
+  echo "install-deps: python-etcd present in $venv" >&2
+elif ! "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps "${etcd_pins[@]}" >&2; then
+  echo "install-deps: error: python-etcd did not install into $venv (torchrun's etcd-v2 rendezvous needs it); see pip's output above" >&2
+  exit 1
+fi
+
 # --- Megatron-Core and DeepSpeed (PyPI) in the same venv --------------------
 # For tests/integration/test_torch2_frameworks.py (the publisher finds the mesh
 # from their parallel state). Pure Python, pinned, installed with --no-deps so

@@ -32,6 +32,7 @@ TRAINER = os.path.join(HERE, "trainers", "straggler_trainer.py")
 # observer never runs (a machine that lost power); freeze-link: the node frozen and its link down.
 FAULTS = ("link-down", "freeze", "kill", "power-off", "freeze-link", "rate-limit")
 CONTROLS = ("none-hang", "none-straggler")  # no fault: probe-hang / straggler on a clean job name no one
+STORES = ("torchrun", "separate", "etcd", "etcd-v2")  # the observers' store (MultinodeJob's observer_store)
 
 
 class MultinodeJob:
@@ -40,8 +41,10 @@ class MultinodeJob:
         """observer_store "torchrun": the observers join torchrun's store on node 0; "separate": the last node
         of `nodes` runs no job and hosts a plain TCPStore for them (a control-plane store); "etcd": a 3-member
         etcd cluster on nodes 0-2 (Debian's etcd-server), each member a process of its node's job (killed and
-        frozen with it), that the observers join with --store etcd://."""
-        if observer_store not in ("torchrun", "separate", "etcd"):
+        frozen with it), that the observers join with --store etcd://; "etcd-v2": that cluster, and torchrun
+        rendezvouses on it too (--rdzv-backend etcd-v2, each node's agent on its own member, nodes past the third
+        on member k % 3), so that no node hosts a store the job or the observers need."""
+        if observer_store not in STORES:
             raise ValueError(observer_store)
         self.python = th.require_python("2")
         self.nodes, self.r, self.tp = nodes, ranks_per_node, tp
@@ -56,7 +59,7 @@ class MultinodeJob:
         self.procs, self.logs, self.etcd_procs = [], [], []
         self.logdir = nodes.tmp
         print(f"multinode_job: job={self.job} nodes={self.jn} ranks_per_node={ranks_per_node} tp={tp} "
-              f"rendezvous=tcp://{self.store_host}:{self.port} observers' store={self.observer_store_uri}",
+              f"rendezvous={self.rendezvous_text} observers' store={self.observer_store_uri}",
               file=sys.stderr, flush=True)
 
     @property
@@ -64,8 +67,25 @@ class MultinodeJob:
         return min(3, self.jn)
 
     @property
+    def on_etcd(self):
+        return self.observer_store in ("etcd", "etcd-v2")
+
+    @property
+    def rendezvous_text(self):
+        if self.observer_store == "etcd-v2":
+            return f"etcd-v2 on etcd://...:{self.port + 2}"
+        return f"tcp://{self.store_host}:{self.port}"
+
+    def rendezvous_args(self, k):
+        """torchrun's rendezvous flags on node k."""
+        if self.observer_store == "etcd-v2":
+            member = self.nodes.hostnames[k % self.etcd_members]
+            return ["--rdzv-backend", "etcd-v2", "--rdzv-endpoint", f"{member}:{self.port + 2}"]
+        return ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"{self.store_host}:{self.port}"]
+
+    @property
     def observer_store_uri(self):
-        if self.observer_store == "etcd":
+        if self.on_etcd:
             return "etcd://" + ",".join(f"{self.nodes.hostnames[k]}:{self.port + 2}" for k in range(self.etcd_members))
         if self.observer_store == "separate":
             return f"tcp://{self.nodes.hostnames[self.jn]}:{self.port + 1}"
@@ -103,6 +123,8 @@ class MultinodeJob:
                    "--initial-advertise-peer-urls", f"http://{h}:{self.port + 3}",
                    "--initial-cluster", cluster, "--initial-cluster-state", "new",
                    "--initial-cluster-token", self.job, "--heartbeat-interval", "100", "--election-timeout", "1000"]
+            if self.observer_store == "etcd-v2":
+                cmd += ["--enable-v2=true"]  # torchrun's etcd-v2 rendezvous speaks etcd's v2 API
             log = open(os.path.join(self.logdir, f"etcd{k}.log"), "w")
             self.logs.append(log)
             self.etcd_procs.append(self.nodes.popen(k, cmd, job=True, stdout=log, stderr=subprocess.STDOUT))
@@ -120,7 +142,7 @@ class MultinodeJob:
                 time.sleep(0.3)
 
     def start(self):
-        if self.observer_store == "etcd":
+        if self.on_etcd:
             self.start_etcd()
         if self.observer_store == "separate":
             serve = ("import sys, time, torch.distributed as d; s = d.TCPStore('0.0.0.0', int(sys.argv[1]), "
@@ -131,8 +153,7 @@ class MultinodeJob:
                 raise RuntimeError("the observers' store did not start")
         for k in range(self.jn):
             cmd = [self.python, "-m", "torch.distributed.run", "--nnodes", str(self.jn), "--nproc-per-node",
-                   str(self.r), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{self.store_host}:{self.port}",
-                   "--rdzv-id", self.job, "--rdzv-conf", "join_timeout=300", "--max-restarts", "0",
+                   str(self.r), *self.rendezvous_args(k), "--rdzv-id", self.job, "--rdzv-conf", "join_timeout=300", "--max-restarts", "0",
                    "--monitor-interval", "1", "-m", "scout_publisher", TRAINER, "--tp", str(self.tp),
                    "--pg-timeout", str(self.pg_timeout), *self.trainer_args]
             log = open(os.path.join(self.logdir, f"torchrun{k}.log"), "w")
@@ -423,7 +444,7 @@ def main():
     p.add_argument("--ranks-per-node", type=int, default=2)
     p.add_argument("--fault", choices=FAULTS + CONTROLS, required=True)
     p.add_argument("--seed", type=int)
-    p.add_argument("--observer-store", choices=("torchrun", "separate", "etcd"), default="torchrun")
+    p.add_argument("--observer-store", choices=STORES, default="torchrun")
     a = p.parse_args()
     why = unavailable()
     if why:

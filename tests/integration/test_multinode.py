@@ -154,9 +154,11 @@ class MultiNode(ScoutTestCase):
 
     @unittest.skipIf(etcd_cluster.available(), f"etcd unavailable: {etcd_cluster.available()}")
     def test_store_host_lost_observers_meet_on_etcd(self):
-        # Node 0 hosts torchrun's store and one of 3 etcd members; it loses power with its observer. The
-        # other observers meet on the 2 etcd members left and name node 0 (lost_node), alike.
-        res, msg = self.case("power-off", observer_store="etcd", culprit=0)
+        # Node 0 hosts the job's store (its rank 0's TCPStore) and one of 3 etcd members, on which torchrun
+        # rendezvouses too (--rdzv-backend etcd-v2); it loses power with its observer. The other observers meet
+        # on the 2 etcd members left and name node 0 (lost_node), alike. (Observers on etcd beside torchrun's
+        # c10d store: bench/multinode_campaign.py --observer-store etcd.)
+        res, msg = self.case("power-off", observer_store="etcd-v2", culprit=0)
         self.assertEqual(res["per_observer"], ["dead", "right", "right"], msg)
         self.assertTrue(res["agree"], msg)
 
