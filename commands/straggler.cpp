@@ -6,8 +6,10 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 
+#include "lib/common/file.hpp"
 #include "lib/common/parse.hpp"
 #include "lib/records/reader.hpp"
+#include "lib/straggler/evidence.hpp"
 #include "lib/trace/sources.hpp"
 
 namespace scout {
@@ -37,6 +39,9 @@ void add_straggler_flags(CLI::App& cmd, StragglerFlags& f) {
   add_observer_flags(cmd, f.observer,
                      "Seconds each round's gather may take; observers that do not answer are left out of the round");
   cmd.get_option("--node-index")->description("This node's 0-based index (required with --nodes > 1)");
+  cmd.get_option("--job")->required(false)->description(
+      "Job id whose records are probed (as the trainers' publisher names it; required unless --evidence-in, "
+      "whose file names it)");
   cmd.add_option("--mesh", f.mesh,
                  "Parallelism mesh, e.g. dp=4,tp=2 (default: from the records' coordinates, else dp=world)");
   cmd.add_option("--order", f.order, "Placement order override of --mesh, slowest first");
@@ -57,7 +62,25 @@ void add_straggler_flags(CLI::App& cmd, StragglerFlags& f) {
   add_straggler_decision_flags(cmd, f, "");
 }
 
-straggler::LiveOptions to_live_options(const StragglerFlags& f, const std::string& command) {
+namespace {
+
+// --job, or with --evidence-in and no --job the job its file names.
+std::string job_of(const StragglerFlags& f) {
+  if (!f.observer.job.empty() || f.evidence_in.empty()) {
+    if (f.observer.job.empty())
+      throw FatalError(usage_error("--job is required", "", "pass --job ID, the job id the trainers publish under"));
+    return f.observer.job;
+  }
+  auto text = read_small_file(f.evidence_in, std::size_t{256} << 20);
+  if (!text) throw FatalError(text.error());
+  return value_or_throw(straggler::evidence_job(*text, f.evidence_in));
+}
+
+}  // namespace
+
+straggler::LiveOptions to_live_options(const StragglerFlags& flags, const std::string& command) {
+  StragglerFlags f = flags;
+  f.observer.job = job_of(flags);
   const ObserverSettings obs = to_observer_settings(f.observer);
   straggler::LiveOptions o;
   o.command = command;

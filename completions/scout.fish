@@ -67,7 +67,7 @@ complete -c scout -n '__fish_seen_subcommand_from observe' -l straggler-link-rat
 complete -c scout -n '__fish_seen_subcommand_from observe' -l straggler-drift -r -d 'Fleet slowdown: a group at least this fraction above its own history'\''s median'
 complete -c scout -n '__fish_seen_subcommand_from observe' -l straggler-history -r -d 'Per-job history file of each group'\''s median times (created when absent; locked, replaced atomically)'
 complete -c scout -n '__fish_seen_subcommand_from straggler' -l help -s h -d 'Print this help message and exit'
-complete -c scout -n '__fish_seen_subcommand_from straggler' -l job -r -d 'Job id whose records are probed (as the trainers'\'' publisher names it)'
+complete -c scout -n '__fish_seen_subcommand_from straggler' -l job -r -d 'Job id whose records are probed (as the trainers'\'' publisher names it; required unless --evidence-in, whose file names it)'
 complete -c scout -n '__fish_seen_subcommand_from straggler' -l attempt -r -d 'Launcher attempt / restart id; records of other attempts are stale'
 complete -c scout -n '__fish_seen_subcommand_from straggler' -l store -r -F -d 'Rendezvous store of the observers: file://DIR, tcp://HOST:PORT or etcd://HOST:PORT[,HOST:PORT...] (an etcd cluster'\''s members; default with --nodes > 1: a per-job directory under /dev/shm)'
 complete -c scout -n '__fish_seen_subcommand_from straggler' -l store-host -d 'tcp://: host the store in this process (default: observer 0 hosts it unless one answers)'

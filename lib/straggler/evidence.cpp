@@ -179,6 +179,17 @@ nlohmann::json evidence_json(const std::vector<RoundEvidence>& rounds, const std
   return {{"schema", "scout.straggler-evidence"}, {"version", 1}, {"job", job}, {"rounds", r}};
 }
 
+Result<std::string> evidence_job(const std::string& text, const std::string& path) {
+  nlohmann::json j = parse_json_input(text);
+  if (j.is_discarded() || !j.is_object() || string_or(j, "schema") != "scout.straggler-evidence")
+    return input_error(fmt::format("--evidence-in {} is not straggler evidence", path),
+                       "expected the JSON `scout straggler --evidence-out` writes");
+  const std::string job = string_or(j, "job");
+  if (job.empty())
+    return input_error(fmt::format("--evidence-in {} names no job", path), "", "pass the --job it was recorded for");
+  return job;
+}
+
 Result<std::vector<RoundEvidence>> parse_evidence(const std::string& text, const std::string& job,
                                                   const std::string& path) {
   const std::string what = fmt::format("--evidence-in {}", path);

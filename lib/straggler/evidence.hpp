@@ -25,6 +25,8 @@ Result<RoundEvidence> decode_round(const std::vector<std::uint8_t>& blob, const 
 nlohmann::json evidence_json(const std::vector<RoundEvidence>& rounds, const std::string& job);
 Result<std::vector<RoundEvidence>> parse_evidence(const std::string& text, const std::string& job,
                                                   const std::string& path);
+// The job a recorded evidence file names (its "job"), for --evidence-in without --job.
+Result<std::string> evidence_job(const std::string& text, const std::string& path);
 
 // The mesh from the records' coordinates when they are a consistent row-major
 // mesh of the world size; otherwise dp=world. `how` says which.

@@ -427,7 +427,8 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
              "pair-trainer-20282100": (1, "cpu"), "stall-20301002": (0, "compute"),
              "inside-477098678": (1, "stopped", "--mesh", "dp=4"), "stall2-20358202": (4, "cpu"),
              "stall-20418006": (1, "cpu"), "pair-stall2-20468000": (1, "cpu"),
-             "pair-clean-631963951": (None, None), "link-31002": (1, "link"), "link-31003": (3, "link")}
+             "pair-clean-631963951": (None, None), "link-31002": (1, "link"), "link-31003": (3, "link"),
+             "pair-clean-55434957": (None, None)}
 
     def test_recorded_runs_are_decided_as_measured(self):
         data = os.path.join(scoutlib.SOURCE_DIR, "tests", "integration", "data", "straggler")
@@ -438,6 +439,10 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
                     job = json.load(f)["job"]
                 r = straggler(job, "--evidence-in", path, *args)
                 doc = r.json()
+                # Without --job, the job the file names: the same verdict.
+                alone = scoutlib.run(["straggler", "--evidence-in", path, *args], timeout=120)
+                self.assertEqual(alone.rc, r.rc, alone)
+                self.assertEqual((alone.json()["job"], alone.json()["suspects"]), (job, doc["suspects"]), alone)
                 if victim == "noted":
                     self.assertExit(r, "healthy")
                     self.assertEqual(doc["suspects"], [], r)
@@ -481,6 +486,10 @@ class StragglerErrors(scoutlib.ScoutTestCase):
                 json.dump({"schema": "scout.straggler-evidence", "version": 1, "job": "other", "rounds": []}, f)
             r = straggler("j", "--evidence-in", ev)
             self.assertCleanError(r, "bad_input", "straggler")
+            r = scoutlib.run(["straggler", "--evidence-in", bad])  # no --job: the file must name it
+            self.assertCleanError(r, "bad_input", "straggler")
+            r = scoutlib.run(["straggler", "--rounds", "1"])  # no --job, no --evidence-in
+            self.assertCleanError(r, "usage", "straggler")
 
 
 if __name__ == "__main__":

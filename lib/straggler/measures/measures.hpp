@@ -17,7 +17,8 @@
 // Over the rounds (decide):
 //   7. naming       (naming.cpp)         a rank is named when one measure flags it in a strict majority of rounds
 //   8. pooled pairs (pooled_pairs.cpp)   a contended pair's rounds pooled (pooled_pair), then the other pairs'
-//                                        noise (pair_noise_check)
+//                                        noise (pair_noise_check), every round (pair_persistence_check), a
+//                                        partner running light (pair_partner_low_check)
 //   9. notes        (naming.cpp)         what the verdict could not see (noise_notes), absorbed CPU
 //  10. diagnosis    (diagnosis.cpp)      slow groups confirmed, consequences dropped, mapped to nodes; confidence
 #pragma once
@@ -145,6 +146,8 @@ void name_pooled(Decision& d, const std::vector<PooledPair>& pooled, const std::
 void pair_noise_check(Decision& d, const PairRatios& pair_ratios, const DecideOptions& o);
 // A contended pair's cpu suspect stays named only above the cpu floor in every round (its noise over time).
 void pair_persistence_check(Decision& d, const std::vector<RoundResult>& rounds, const DecideOptions& o);
+// A contended pair's cpu suspect stays named only where it, not its partner, stands apart from the other pairs' ranks.
+void pair_partner_low_check(Decision& d, const std::vector<RoundResult>& rounds, const DecideOptions& o);
 // What the verdict could not see: unconfirmed ranks, the rounds' noise, an oversubscribed host.
 void noise_notes(Decision& d, const std::vector<RoundResult>& rounds, const Flagged& flagged, const DecideOptions& o);
 // A rank named for its CPU whose time barely exceeds its peers': why the steps hardly show it.

@@ -211,4 +211,63 @@ void pair_persistence_check(Decision& d, const std::vector<RoundResult>& rounds,
   d.suspects = std::move(kept);
 }
 
+// A pair's two ranks compared with each other cannot tell a slow rank from a partner that is fast: a mesh of
+// several pairs (dp=2 x tp) can. Each rank's CPU per call pooled over the rounds (weighted by its calls) is compared
+// with the median of the other pairs' ranks (pairs with another named rank left out); a rank named by the cpu measure
+// whose own CPU per call is within half the cpu floor of that median, while its partner's is below it by more, looks
+// like any rank of the mesh: the pair's gap is its partner running light, not it running heavy, and it is not named.
+// Measured, dp=2 x tp=2 clean job beside a build at load 18 (seed 55434957): rank 2 at 1.48, 1.80 and 1.37x its
+// partner's CPU per call (1.52x pooled, twice the other pair's spread), named; its partner rank 0 used 8.7-9.8 ms a
+// call in every round while ranks 1, 2 and 3 used 12-16 ms. A rank slowed for real stands above the other pairs' ranks
+// too (its partner near them), and a pair whose stage does other work (pp) than the other pairs is not within their
+// level: neither is dropped.
+void pair_partner_low_check(Decision& d, const std::vector<RoundResult>& rounds, const DecideOptions& o) {
+  std::map<std::int64_t, std::vector<std::int64_t>> pair_of;
+  std::map<std::int64_t, double> cpu, calls;
+  for (const auto& r : rounds)
+    for (const auto& p : r.peers) {
+      if (p.members.size() != 2 || p.ranks.size() != 2 || !p.contended) continue;
+      for (const auto& rr : p.ranks) {
+        if (rr.cpu_ns < 0 || rr.window.calls <= 0) continue;
+        pair_of[rr.rank] = p.members;
+        cpu[rr.rank] += rr.cpu_ns * static_cast<double>(rr.window.calls);
+        calls[rr.rank] += static_cast<double>(rr.window.calls);
+      }
+    }
+  std::set<std::int64_t> named;
+  for (const auto& s : d.suspects) named.insert(s.rank);
+  const double margin = std::max({o.min_relative, o.pair_min_relative, o.contended_cpu_min_relative}) / 2;
+  std::vector<Suspicion> kept;
+  for (auto& s : d.suspects) {
+    const auto own = pair_of.find(s.rank);
+    if (own == pair_of.end() || s.evidence.value("measure", "") != "cpu") {
+      kept.push_back(std::move(s));
+      continue;
+    }
+    const std::int64_t partner = own->second[0] == s.rank ? own->second[1] : own->second[0];
+    std::vector<double> others;
+    for (const auto& [rank, members] : pair_of) {
+      if (members == own->second) continue;
+      const bool other_named = std::any_of(members.begin(), members.end(), [&](auto m) { return named.count(m) > 0; });
+      if (!other_named) others.push_back(cpu[rank] / calls[rank]);
+    }
+    if (others.size() < 2 || !calls.count(partner)) {
+      kept.push_back(std::move(s));
+      continue;
+    }
+    const double level = median(others);
+    const double mine = cpu[s.rank] / calls[s.rank] / level, theirs = cpu[partner] / calls[partner] / level;
+    if (level <= 0 || std::abs(mine - 1) > margin || theirs >= 1 - margin) {
+      kept.push_back(std::move(s));
+      continue;
+    }
+    d.notes.push_back(
+        fmt::format("rank {} used {:.2f}x its partner's CPU per call, but {:.2f}x the other pairs' ranks (median) "
+                    "while its partner "
+                    "used {:.2f}x: its partner runs light, it does not run heavy: not named",
+                    s.rank, s.ratio, mine, theirs));
+  }
+  d.suspects = std::move(kept);
+}
+
 }  // namespace scout::straggler::detail
