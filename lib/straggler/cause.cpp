@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "lib/straggler/decide.hpp"
+#include "lib/straggler/thresholds.hpp"
 
 namespace scout::straggler {
 
@@ -138,6 +139,62 @@ Cause cause_of(const std::vector<const RankRound*>& hits, const DecideOptions& o
   }
   c.figures["off_cpu_excess_s"] = s3(off_excess);
   return c;
+}
+
+void memory_causes(Decision& d, const std::vector<RoundResult>& rounds) {
+  namespace t = thresholds;
+  for (auto& s : d.suspects) {
+    const std::string cause = s.evidence.value("cause", "");
+    if (s.rank < 0 || s.reason != "compute" || (cause != "slow_compute" && cause != "blocked" && cause != "unknown"))
+      continue;
+    // Its figures per call over every round that compared it, each weighted by its calls there; its peers' the
+    // median of the others in the same rounds.
+    double calls = 0, read = 0, peer_read = 0, faults = 0, peer_faults = 0, stall = 0;
+    std::int64_t hits = 0, counted = 0;
+    bool stall_known = false;
+    for (const auto& r : rounds)
+      for (const auto& p : r.peers) {
+        const auto own = std::find_if(p.ranks.begin(), p.ranks.end(), [&](const auto& x) { return x.rank == s.rank; });
+        if (own == p.ranks.end() || own->window.calls <= 0 || own->window.read_bytes < 0 || own->window.majflt < 0)
+          continue;
+        std::vector<double> others_read, others_faults;
+        for (const auto& x : p.ranks)
+          if (x.rank != s.rank && x.window.calls > 0 && x.window.read_bytes >= 0 && x.window.majflt >= 0) {
+            others_read.push_back(x.window.read_bytes);
+            others_faults.push_back(x.window.majflt);
+          }
+        if (others_read.empty()) continue;
+        const auto n = static_cast<double>(own->window.calls);
+        calls += n;
+        read += own->window.read_bytes * n;
+        faults += own->window.majflt * n;
+        peer_read += median(others_read) * n;
+        peer_faults += median(others_faults) * n;
+        if (own->window.mem_limit_hits >= 0) hits += own->window.mem_limit_hits;
+        if (own->window.mem_stall_ns >= 0) {
+          stall += own->window.mem_stall_ns * n;
+          stall_known = true;
+        }
+        ++counted;
+        break;  // one peer group a round is enough: the rank's own counters are the same in each
+      }
+    if (counted == 0 || calls <= 0) continue;
+    read /= calls;
+    peer_read /= calls;
+    faults /= calls;
+    peer_faults /= calls;
+    const bool reads = read >= t::storage_read_min_bytes.value && read >= t::storage_read_ratio.value * peer_read;
+    const bool faulted = faults >= t::majflt_min_per_call.value && faults >= t::storage_read_ratio.value * peer_faults;
+    auto& f = s.evidence["cause_figures"];
+    f["read_mb_per_call"] = std::round(read / 1048576.0 * 1000) / 1000;
+    f["peers_read_mb_per_call"] = std::round(peer_read / 1048576.0 * 1000) / 1000;
+    f["majflt_per_call"] = std::round(faults * 10) / 10;
+    f["peers_majflt_per_call"] = std::round(peer_faults * 10) / 10;
+    f["memory_limit_hits"] = hits;
+    f["memory_stall_s"] = stall_known ? nlohmann::json(std::round(stall / 1e6) / 1e3) : nlohmann::json(nullptr);
+    if (!reads && !faulted) continue;
+    s.evidence["cause"] = hits > 0 || stall > 0 ? "memory_pressure" : "storage_reads";
+  }
 }
 
 }  // namespace scout::straggler

@@ -53,6 +53,10 @@ std::optional<std::string> read_text(const std::string& path) {
 }  // namespace
 
 std::optional<CgroupRef> cpu_cgroup_of(std::string_view text) {
+  return controller_cgroup_of(text, "cpu");
+}
+
+std::optional<CgroupRef> controller_cgroup_of(std::string_view text, std::string_view controller) {
   std::optional<CgroupRef> v2;
   for (auto line : lines_of(text)) {
     // hierarchy-id:controller-list:path (the path may hold ':')
@@ -70,7 +74,7 @@ std::optional<CgroupRef> cpu_cgroup_of(std::string_view text) {
     std::string_view rest = controllers;
     while (!rest.empty()) {
       const auto c = rest.find(',');
-      if (rest.substr(0, c) == "cpu") return CgroupRef{1, std::string(controllers), std::string(path)};
+      if (rest.substr(0, c) == controller) return CgroupRef{1, std::string(controllers), std::string(path)};
       if (c == std::string_view::npos) break;
       rest.remove_prefix(c + 1);
     }
@@ -194,6 +198,85 @@ std::optional<CgroupCpu> read_cgroup_cpu(std::int64_t pid, const std::string& ro
   out.dir = chosen;
   out.stat = *stat;
   return out;
+}
+
+std::optional<std::int64_t> parse_majflt(std::string_view stat) {
+  // pid (comm) state ppid ... : the comm may hold spaces and ')', so the fields start after the last ')'.
+  const auto close = stat.rfind(')');
+  if (close == std::string_view::npos) return std::nullopt;
+  std::string_view rest = stat.substr(close + 1);
+  // After the comm: state (field 3) ... majflt is field 12, the 10th from here.
+  for (int field = 3;; ++field) {
+    while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+    if (rest.empty()) return std::nullopt;
+    const auto end = std::min(rest.find(' '), rest.size());
+    if (field == 12) {
+      auto v = to_int(rest.substr(0, end));
+      if (!v || *v < 0) return std::nullopt;
+      return v;
+    }
+    rest.remove_prefix(end);
+  }
+}
+
+std::optional<std::int64_t> parse_keyed(std::string_view text, std::string_view key) {
+  for (auto line : lines_of(text)) {
+    line = trim(line);
+    const auto sep = line.find_first_of(": ");
+    if (sep == std::string_view::npos || line.substr(0, sep) != key) continue;
+    std::string_view value = line.substr(sep + 1);
+    while (!value.empty() && (value.front() == ':' || value.front() == ' ')) value.remove_prefix(1);
+    auto v = to_int(value);
+    if (!v || *v < 0) return std::nullopt;
+    return v;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::int64_t> parse_pressure_some_total(std::string_view text) {
+  for (auto line : lines_of(text)) {
+    line = trim(line);
+    if (line.substr(0, 5) != "some ") continue;
+    const auto at = line.find("total=");
+    if (at == std::string_view::npos) return std::nullopt;
+    auto v = to_int(line.substr(at + 6, line.find(' ', at) - (at + 6)));
+    if (!v || *v < 0) return std::nullopt;
+    return v;
+  }
+  return std::nullopt;
+}
+
+MemoryCounters read_memory_counters(std::int64_t pid, const std::string& root) {
+  namespace fs = std::filesystem;
+  MemoryCounters m;
+  if (auto stat = read_text(fmt::format("/proc/{}/stat", pid)))
+    if (auto v = parse_majflt(*stat)) m.majflt = *v;
+  if (auto io = read_text(fmt::format("/proc/{}/io", pid)))
+    if (auto v = parse_keyed(*io, "read_bytes")) m.read_bytes = *v;
+  auto text = read_text(fmt::format("/proc/{}/cgroup", pid));
+  auto ref = text ? controller_cgroup_of(*text, "memory") : std::nullopt;
+  if (!ref || ref->path.find("/..") != std::string::npos) return m;
+  const std::string path = ref->path == "/" ? "" : ref->path;
+  std::error_code ec;
+  if (ref->version == 1) {
+    // The root memory cgroup has no limit to hit (its failcnt stays 0): read, it says "no hits".
+    for (const std::string& c : {root + "/" + ref->controllers, root + "/memory"})
+      if (fs::exists(c + path + "/memory.failcnt", ec)) {
+        if (auto f = read_text(c + path + "/memory.failcnt"))
+          if (auto v = to_int(*f); v && *v >= 0) m.limit_hits = *v;
+        break;
+      }
+    return m;
+  }
+  for (const std::string& c : {root, root + "/unified"}) {
+    if (!fs::exists(c + "/cgroup.controllers", ec)) continue;
+    if (auto e = read_text(c + path + "/memory.events"))
+      if (auto v = parse_keyed(*e, "max")) m.limit_hits = *v;
+    if (auto pr = read_text(c + path + "/memory.pressure"))
+      if (auto v = parse_pressure_some_total(*pr)) m.stall_us = *v;
+    break;
+  }
+  return m;
 }
 
 }  // namespace scout::straggler

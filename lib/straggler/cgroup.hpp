@@ -60,4 +60,24 @@ struct CgroupCpu {
 // no CPU controller, an unmounted hierarchy). `root` is where the cgroup hierarchies are mounted.
 std::optional<CgroupCpu> read_cgroup_cpu(std::int64_t pid, const std::string& root = "/sys/fs/cgroup");
 
+// The line of `controller`'s cgroup in /proc/PID/cgroup text (as cpu_cgroup_of, for any v1 controller).
+std::optional<CgroupRef> controller_cgroup_of(std::string_view proc_cgroup, std::string_view controller);
+
+// A process's memory counters, for the cause of a straggler short of memory or reading from storage (-1:
+// unreadable): its major page faults (/proc/PID/stat field 12), the bytes it brought in from storage
+// (/proc/PID/io read_bytes; page-cache hits are not counted), and its memory cgroup's limit hits (v1
+// memory.failcnt; v2 memory.events "max") and stall (v2 memory.pressure "some" total, us; PSI).
+struct MemoryCounters {
+  std::int64_t majflt = -1;
+  std::int64_t read_bytes = -1;
+  std::int64_t limit_hits = -1;
+  std::int64_t stall_us = -1;
+};
+std::optional<std::int64_t> parse_majflt(std::string_view proc_stat);
+// "key value" or "key: value" lines (/proc/PID/io, memory.events): the value of `key`.
+std::optional<std::int64_t> parse_keyed(std::string_view text, std::string_view key);
+// PSI text ("some avg10=0.00 avg60=0.00 avg300=0.00 total=123"): the "some" line's total (us).
+std::optional<std::int64_t> parse_pressure_some_total(std::string_view text);
+MemoryCounters read_memory_counters(std::int64_t pid, const std::string& root = "/sys/fs/cgroup");
+
 }  // namespace scout::straggler

@@ -96,6 +96,7 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
   pair_noise_check(d, pair_ratios, o);
   pair_persistence_check(d, rounds, o);
   pair_partner_low_check(d, rounds, o);
+  memory_causes(d, rounds);
   std::sort(d.suspects.begin(), d.suspects.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
   // 9. notes
   noise_notes(d, rounds, flagged, o);

@@ -216,6 +216,12 @@ struct Decision {
   bool oversubscribed = false;
 };
 
+// A named compute straggler that reads from storage what its peers do not (reads, major faults: its page cache
+// reclaimed, or its data not cached) gets the cause "memory_pressure" where its memory cgroup hit its limit or
+// stalled (PSI) in the rounds, else "storage_reads"; the figures join its cause_figures. Over every round that
+// compared it with its peers; a cause of stopped, cpu_quota or cpu_contention is kept.
+void memory_causes(Decision& d, const std::vector<RoundResult>& rounds);
+
 // Combines the rounds (all analysed over the same mesh and groups).
 Decision decide(const std::vector<RoundResult>& rounds, const std::vector<TimingTable>& tables, const Mesh& mesh,
                 const DecideOptions& options);

@@ -49,6 +49,8 @@ nlohmann::json round_json(const RoundEvidence& round, const std::string& job, st
     if (r.cpu_ns >= 0 && r.runq_ns >= 0) x["sched"] = {r.cpu_ns, r.runq_ns, r.main_cpu_ns};
     if (r.throttled_ns >= 0) x["cgroup"] = {r.nr_periods, r.nr_throttled, r.throttled_ns, r.quota_us, r.period_us};
     if (r.state_samples >= 0 && r.stopped_samples >= 0) x["stopped"] = {r.state_samples, r.stopped_samples};
+    if (r.majflt >= 0 || r.read_bytes >= 0 || r.mem_limit_hits >= 0 || r.mem_stall_us >= 0)
+      x["memory"] = {r.majflt, r.read_bytes, r.mem_limit_hits, r.mem_stall_us};
     ranks.push_back(std::move(x));
   }
   nlohmann::json out = {{"kind", "scout.straggler-round"},
@@ -127,6 +129,16 @@ Result<RoundEvidence> round_from_json(const nlohmann::json& j, const std::string
         if (e.state_samples < 0 || e.state_samples > k_max_state_samples || e.stopped_samples < 0 ||
             e.stopped_samples > e.state_samples)
           return bad("malformed state samples");
+      }
+      if (x.contains("memory")) {  // major faults, storage reads, memory limit hits and stall; absent in older evidence
+        const auto& mm = x.at("memory");
+        if (!mm.is_array() || mm.size() != 4) return bad("malformed memory counters");
+        e.majflt = int_of(mm[0]);
+        e.read_bytes = int_of(mm[1]);
+        e.mem_limit_hits = int_of(mm[2]);
+        e.mem_stall_us = int_of(mm[3]);
+        if (e.majflt < -1 || e.read_bytes < -1 || e.mem_limit_hits < -1 || e.mem_stall_us < -1)
+          return bad("malformed memory counters");
       }
       const auto& ev = x.at("events");
       if (!ev.is_array() || ev.size() > k_max_events_per_rank) return bad("too many events");

@@ -86,6 +86,13 @@ RoundEvidence local_evidence(const std::vector<records::RecordRead>& reads, cons
           e.period_us = cg->quota->period_us;
         }
       }
+    if (read.writer_alive && s.pid > 0) {
+      const MemoryCounters m = read_memory_counters(s.pid);
+      e.majflt = m.majflt;
+      e.read_bytes = m.read_bytes;
+      e.mem_limit_hits = m.limit_hits;
+      e.mem_stall_us = m.stall_us;
+    }
     if (states)
       if (auto it = states->find(s.rank); it != states->end()) {
         e.state_samples = it->second.samples;

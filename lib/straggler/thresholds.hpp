@@ -157,6 +157,19 @@ inline constexpr Threshold more_work_min_relative{
     "CPU per call (process and main thread) 15% above the peers' is more work: contention alone moves one "
     "round's figure up to ~17%, a named rank's figures are pooled over its flagged rounds, which narrows that; the "
     "value was set from campaigns (trainer-slowed ranks at 1.36-1.70x, 6 of 106 mislabelled before it)"};
+inline constexpr Threshold storage_read_ratio{
+    "storage_read_ratio", 4, "cause (memory)", false,
+    "a rank whose data sits in the page cache reads nothing from storage; one whose cache is reclaimed (its memory "
+    "cgroup at its limit) reads its whole batch again every step: measured, 32-96 MB a step against 0 for its peers "
+    "(world 4, a 48-64 MB limit). Four times its peers' median keeps a rank that merely opened a file out"};
+inline constexpr Threshold storage_read_min_bytes{
+    "storage_read_min_bytes", 65536, "cause (memory)", false,
+    "64 KiB a call from storage is beyond what a trainer's logging, imports and checkpoint metadata read per "
+    "collective; below it storage cannot explain a slow step"};
+inline constexpr Threshold majflt_min_per_call{
+    "majflt_min_per_call", 16, "cause (memory)", false,
+    "16 major faults a call (64 KiB of 4 KiB pages brought in from storage) beside the same 4x ratio: a rank "
+    "whose mapped data or code is reclaimed faults it back every step, a healthy one faults only at start"};
 // ---- noise notes ----
 inline constexpr Threshold oversubscribed_share{
     "oversubscribed_share", 0.5, "noise_notes", true,
@@ -220,6 +233,9 @@ inline constexpr std::array all = {
     &cause_share,
     &contention_min_ratio,
     &more_work_min_relative,
+    &storage_read_ratio,
+    &storage_read_min_bytes,
+    &majflt_min_per_call,
     &oversubscribed_share,
     &link_min_ratio,
     &link_min_absolute_ns,

@@ -303,6 +303,14 @@ std::vector<std::map<std::int64_t, CpuPerCall>> cpu_per_call(const std::vector<R
       }
       c.quota_us = r.quota_us;
       c.period_us = r.period_us;
+      const auto per_call = [&](std::int64_t now, std::int64_t then, double scale) {
+        return now >= 0 && then >= 0 && now >= then ? static_cast<double>(now - then) * scale / calls : -1.0;
+      };
+      c.majflt = per_call(r.majflt, b.majflt, 1);
+      c.read_bytes = per_call(r.read_bytes, b.read_bytes, 1);
+      c.mem_stall_ns = per_call(r.mem_stall_us, b.mem_stall_us, 1000);
+      if (r.mem_limit_hits >= 0 && b.mem_limit_hits >= 0 && r.mem_limit_hits >= b.mem_limit_hits)
+        c.mem_limit_hits = r.mem_limit_hits - b.mem_limit_hits;
       out[i][r.rank] = c;
     }
   }

@@ -58,6 +58,12 @@ struct RankEvents {
   // recorded without them, evidence that predates them, the process not readable).
   std::int64_t state_samples = -1;
   std::int64_t stopped_samples = -1;
+  // Its memory counters at the read (cgroup.hpp MemoryCounters; -1 unknown): major faults, bytes read from
+  // storage, its memory cgroup's limit hits and stall (us).
+  std::int64_t majflt = -1;
+  std::int64_t read_bytes = -1;
+  std::int64_t mem_limit_hits = -1;
+  std::int64_t mem_stall_us = -1;
   std::vector<records::CollectiveEvent> events;  // the ring, oldest first
 };
 
@@ -113,6 +119,12 @@ struct CpuPerCall {
   std::int64_t window_ns = 0;
   std::int64_t quota_us = -1;  // the quota at the later read (-1: none; period_us 0: unknown)
   std::int64_t period_us = 0;
+  // Memory per call between the reads (-1: not counted at both reads): major faults, bytes read from storage,
+  // memory stall (ns); and its memory cgroup's limit hits over the window.
+  double majflt = -1;
+  double read_bytes = -1;
+  double mem_stall_ns = -1;
+  std::int64_t mem_limit_hits = -1;
 };
 
 // Per rank of evidence[i], its counters per call between evidence[i-1] and evidence[i] (none for the

@@ -30,6 +30,7 @@ TRAINER = os.path.join(HERE, "trainers", "straggler_trainer.py")
 
 
 CPU_CGROUP_V1 = "/sys/fs/cgroup/cpu"
+MEMORY_CGROUP_V1 = "/sys/fs/cgroup/memory"
 
 
 def cpu_hierarchy():
@@ -61,6 +62,15 @@ def cpu_quota_unavailable():
         return f"no cpu controller: neither a cgroup v1 cpu hierarchy at {CPU_CGROUP_V1} nor a cgroup2 mount offering cpu"
     if not os.access(h[1], os.W_OK):
         return f"{h[1]} is not writable (not root)"
+    return None
+
+
+def memory_cgroup_unavailable():
+    """Why a cgroup v1 memory limit (StragglerJob.memory_limit) cannot be set here (None: it can)."""
+    if os.geteuid() != 0:
+        return "a memory cgroup needs root"
+    if not os.path.exists(os.path.join(MEMORY_CGROUP_V1, "memory.limit_in_bytes")):
+        return f"no cgroup v1 memory controller at {MEMORY_CGROUP_V1}"
     return None
 
 
@@ -102,16 +112,17 @@ def remove_cgroup(path, timeout_s=10):
 def remove_stale_cgroups():
     """Removes the empty cgroups an earlier, killed test run left (rmdir fails on any that is in use)."""
     h = cpu_hierarchy()
-    try:
-        names = os.listdir(h[1]) if h else []
-    except OSError:
-        return
-    for name in names:
-        if name.startswith("scout-straggler-"):
-            try:
-                os.rmdir(os.path.join(h[1], name))
-            except OSError:
-                pass
+    for root in ([h[1]] if h else []) + [MEMORY_CGROUP_V1]:
+        try:
+            names = os.listdir(root)
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith("scout-straggler-"):
+                try:
+                    os.rmdir(os.path.join(root, name))
+                except OSError:
+                    pass
 
 
 def busy_s(pid):
@@ -173,7 +184,7 @@ class StragglerJob:
         return f"host{rank // self.ranks_per_host}" if self.ranks_per_host else None
 
     def start(self, slow_rank=-1, slow_factor=1.0, slow_group=(), slow_group_delay=0.0, slow_all_factor=1.0,
-              slow_at="each", slow_kind="cpu"):
+              slow_at="each", slow_kind="cpu", read_mb=0):
         port = free_port()
         for rank in range(self.world):
             env = dict(os.environ)
@@ -188,6 +199,8 @@ class StragglerJob:
                    "--slow-group-ranks", ",".join(map(str, slow_group)),
                    "--slow-group-delay", str(slow_group_delay), "--slow-all-file", self.slow_file,
                    "--slow-all-factor", str(slow_all_factor)]
+            if read_mb > 0:  # a data loader reading its shard (memory_limit makes one rank read it from disk)
+                cmd += ["--read-dir", self.logdir, "--read-mb", str(read_mb)]
             log = open(os.path.join(self.logdir, f"rank{rank}.log"), "w")
             self._logs.append(log)
             self.procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -273,6 +286,24 @@ class StragglerJob:
         print(f"straggler_jobs: rank {rank} (pid {pid}) used {rate:.2f} CPUs; quota {quota}/{period} us in {path} "
               f"(cgroup v{version})", file=sys.stderr, flush=True)
         return quota / period
+
+    def memory_limit(self, rank, limit_mb):
+        """Puts `rank` in a cgroup v1 memory cgroup limited to `limit_mb` (scout-straggler-mem-<job>-<rank>, removed
+        at teardown) and drops its shard's cached pages, so that its reads are charged there: with a limit under its
+        shard (start(read_mb=N): 4 N MB) the kernel reclaims the shard's pages as it reads them, and every step reads
+        its N MB from disk again (a rank under memory pressure). Needs root and the v1 memory controller."""
+        path = os.path.join(MEMORY_CGROUP_V1, f"scout-straggler-mem-{self.job}-{rank}")
+        os.makedirs(path, exist_ok=True)
+        self._cgroups.append(path)
+        _write(os.path.join(path, "memory.limit_in_bytes"), limit_mb << 20)
+        _write(os.path.join(path, "cgroup.procs"), self.procs[rank].pid)
+        fd = os.open(os.path.join(self.logdir, f"shard-{rank}"), os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+        print(f"straggler_jobs: rank {rank} (pid {self.procs[rank].pid}) in {path}, memory limited to {limit_mb} MB",
+              file=sys.stderr, flush=True)
 
     def cpu_hogs(self, rank, hogs, deadline_s=600):
         """Slows `rank` by contention alone: every thread of it pinned to one CPU with `hogs` busy loops, and

@@ -18,7 +18,8 @@ import time
 import unittest
 
 import scoutlib
-from straggler_jobs import StragglerJob, busy_per_round, busy_ratio, cpu_quota_unavailable, python_for, remove_stale_cgroups
+from straggler_jobs import (StragglerJob, busy_per_round, busy_ratio, cpu_quota_unavailable, memory_cgroup_unavailable,
+                            python_for, remove_stale_cgroups)
 from trainer_harness import require_python
 
 SEED = int(os.environ["STRAGGLER_SEED"]) if os.environ.get("STRAGGLER_SEED") else None
@@ -209,6 +210,35 @@ class StragglerOnRealJobs(scoutlib.ScoutTestCase):
         if (os.cpu_count() or 1) < 2 or len(os.sched_getaffinity(0)) < 2:
             self.skipTest("contention from pinned busy loops needs 2 CPUs: the peers run on another one")
         self.check_compute_straggler("/usr/bin/python3", "contention", cause="cpu_contention")
+
+    def test_compute_straggler_under_memory_pressure(self):
+        # Every rank reads the next 64 MB of its data shard (256 MB) each step, from the page cache; the victim's
+        # memory cgroup (v1) is limited to 16 MB, so the kernel reclaims its shard's pages as it reads them and it
+        # reads its batch from storage every step. Measured on 2 CPUs: 1.6x its peers' compute (by CPU: the
+        # reclaim and the reads cost it CPU), ~96 MB a call from storage against 0 for its peers, its cgroup at its
+        # limit hundreds of thousands of times (seed 105). Named, with the cause memory_pressure.
+        why = memory_cgroup_unavailable()
+        if why:
+            self.skipTest(why)
+        with StragglerJob(world=4, seed=SEED, python=require_python()) as job:
+            victim = job.rng.randrange(4)
+            print(f"test_straggler: victim={victim} how=memory (16 MB limit, 64 MB read a step)", flush=True)
+            job.start(read_mb=64)
+            job.wait_steps(3)
+            job.memory_limit(victim, 16)
+            time.sleep(1.0)
+            ev_path = os.path.join(job.logdir, "evidence.json")
+            r = straggler(job.job, "--rounds", "3", "--interval", "1.5", "--evidence-out", ev_path)
+            keep_evidence(ev_path, r, f"memory-{job.seed}")
+            doc = r.json()
+            self.assertExit(r, "attributed")
+            self.assertEqual([(s["rank"], s["reason"]) for s in doc["suspects"]], [(victim, "compute")], doc["summary"])
+            ev = doc["suspects"][0]["evidence"]
+            print(f"test_straggler: cause {ev['cause']} {ev['cause_figures']}", flush=True)
+            self.assertEqual(ev["cause"], "memory_pressure", ev)
+            f = ev["cause_figures"]
+            self.assertGreater(f["read_mb_per_call"], 4 * f["peers_read_mb_per_call"], f)
+            self.assertGreater(f["memory_limit_hits"], 0, f)
 
     def test_compute_straggler_torch2(self):
         py = python_for("2")
@@ -428,7 +458,7 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
              "inside-477098678": (1, "stopped", "--mesh", "dp=4"), "stall2-20358202": (4, "cpu"),
              "stall-20418006": (1, "cpu"), "pair-stall2-20468000": (1, "cpu"),
              "pair-clean-631963951": (None, None), "link-31002": (1, "link"), "link-31003": (3, "link"),
-             "pair-clean-55434957": (None, None)}
+             "pair-clean-55434957": (None, None), "pair-clean-238488398": (None, None)}
 
     def test_recorded_runs_are_decided_as_measured(self):
         data = os.path.join(scoutlib.SOURCE_DIR, "tests", "integration", "data", "straggler")

@@ -213,14 +213,15 @@ void pair_persistence_check(Decision& d, const std::vector<RoundResult>& rounds,
 
 // A pair's two ranks compared with each other cannot tell a slow rank from a partner that is fast: a mesh of
 // several pairs (dp=2 x tp) can. Each rank's CPU per call pooled over the rounds (weighted by its calls) is compared
-// with the median of the other pairs' ranks (pairs with another named rank left out); a rank named by the cpu measure
-// whose own CPU per call is within half the cpu floor of that median, while its partner's is below it by more, looks
-// like any rank of the mesh: the pair's gap is its partner running light, not it running heavy, and it is not named.
-// Measured, dp=2 x tp=2 clean job beside a build at load 18 (seed 55434957): rank 2 at 1.48, 1.80 and 1.37x its
-// partner's CPU per call (1.52x pooled, twice the other pair's spread), named; its partner rank 0 used 8.7-9.8 ms a
-// call in every round while ranks 1, 2 and 3 used 12-16 ms. A rank slowed for real stands above the other pairs' ranks
-// too (its partner near them), and a pair whose stage does other work (pp) than the other pairs is not within their
-// level: neither is dropped.
+// with the other pairs' ranks (pairs with another named rank left out): a rank named by the cpu measure whose CPU per
+// call is at their median's level or above but within half the cpu floor of their highest, while its partner's is
+// below their median by more than half the floor, looks like a rank of the mesh: the pair's gap is its partner running
+// light, not it running heavy, and it is not named. Measured, dp=2 x tp=2 clean jobs beside builds at load 15-18:
+// rank 2 at 1.48, 1.80 and 1.37x its partner's CPU per call (1.52x pooled, twice the other pair's spread), named; its
+// partner rank 0 used 8.7-9.8 ms a call in every round, ranks 1, 2 and 3 12-16 ms (seed 55434957); again rank 2 at
+// 1.56x pooled, rank 1 at 0.96x its CPU per call, rank 0 at 0.64x (seed 238488398). A rank slowed for real stands
+// above every other pair's ranks (its partner near them), and a pair whose stage does other work (pp) than the other
+// pairs is not at their level: neither is dropped.
 void pair_partner_low_check(Decision& d, const std::vector<RoundResult>& rounds, const DecideOptions& o) {
   std::map<std::int64_t, std::vector<std::int64_t>> pair_of;
   std::map<std::int64_t, double> cpu, calls;
@@ -255,17 +256,20 @@ void pair_partner_low_check(Decision& d, const std::vector<RoundResult>& rounds,
       kept.push_back(std::move(s));
       continue;
     }
-    const double level = median(others);
-    const double mine = cpu[s.rank] / calls[s.rank] / level, theirs = cpu[partner] / calls[partner] / level;
-    if (level <= 0 || std::abs(mine - 1) > margin || theirs >= 1 - margin) {
+    const double level = median(others), highest = *std::max_element(others.begin(), others.end());
+    const double own_cpu = cpu[s.rank] / calls[s.rank];
+    const double mine = own_cpu / level, theirs = cpu[partner] / calls[partner] / level;
+    // At the other pairs' level or above it, but no more than half the floor above their highest rank, while its
+    // partner is below their level by more than that.
+    if (level <= 0 || mine < 1 - margin || own_cpu > (1 + margin) * highest || theirs >= 1 - margin) {
       kept.push_back(std::move(s));
       continue;
     }
     d.notes.push_back(
-        fmt::format("rank {} used {:.2f}x its partner's CPU per call, but {:.2f}x the other pairs' ranks (median) "
-                    "while its partner "
-                    "used {:.2f}x: its partner runs light, it does not run heavy: not named",
-                    s.rank, s.ratio, mine, theirs));
+        fmt::format("rank {} used {:.2f}x its partner's CPU per call, but {:.2f}x the other pairs' ranks (median; "
+                    "{:.2f}x their highest) while its partner used {:.2f}x: its partner runs light, it does not run "
+                    "heavy: not named",
+                    s.rank, s.ratio, mine, own_cpu / highest, theirs));
   }
   d.suspects = std::move(kept);
 }

@@ -31,6 +31,11 @@ Slowdowns (as degraded hardware would):
   --slow-group-ranks a,b --slow-group-delay D  the ranks of that group (a tp or dp group)
                                   sleep D seconds inside each of that group's collectives,
                                   after the publisher recorded the enter (a slow link)
+Data:
+  --read-dir D --read-mb N        a data loader: the rank writes its shard D/shard-RANK (4 N MB) once, then
+                                  reads the next N MB of it every step, before the step's computation (from
+                                  the page cache, or from disk where its memory cgroup cannot hold the shard:
+                                  StragglerJob.memory_limit)
 Prints "ready" after the first step.
 """
 import argparse
@@ -58,6 +63,8 @@ def main(argv=None):
     p.add_argument("--slow-group-delay", type=float, default=0.0)
     p.add_argument("--steps", type=int, default=1000000)
     p.add_argument("--pg-timeout", type=float, default=300.0)
+    p.add_argument("--read-dir", default="")
+    p.add_argument("--read-mb", type=int, default=0)
     a = p.parse_args(argv)
 
     rank = int(os.environ["RANK"])
@@ -128,6 +135,25 @@ def main(argv=None):
         while time.thread_time() - start < extra:
             b = torch.tanh(b @ m)
 
+    shard, shard_size, shard_at, chunk = None, 0, 0, a.read_mb << 20
+    if a.read_dir and a.read_mb > 0:
+        path = os.path.join(a.read_dir, f"shard-{rank}")
+        block = os.urandom(1 << 20)
+        with open(path, "wb") as f:
+            for _ in range(4 * a.read_mb):
+                f.write(block)
+            f.flush()
+            os.fsync(f.fileno())
+        shard, shard_size = os.open(path, os.O_RDONLY), 4 * chunk
+
+    def read_batch():
+        nonlocal shard_at
+        left = chunk
+        while left > 0:
+            got = os.pread(shard, min(left, 1 << 20), shard_at)
+            shard_at = (shard_at + len(got)) % shard_size
+            left -= len(got)
+
     model = DDP(torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 2)))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.randn(8, 16)
@@ -139,6 +165,8 @@ def main(argv=None):
         if a.slow_all_file and os.path.exists(a.slow_all_file):
             factor *= a.slow_all_factor
         started = clock()
+        if shard is not None:
+            read_batch()
         acc = m
         for _ in range(a.work):
             acc = torch.tanh(acc @ m)

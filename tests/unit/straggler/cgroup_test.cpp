@@ -253,5 +253,112 @@ TEST(StragglerCause, FiguresAreNumbers) {
   EXPECT_TRUE(c.figures["quota_known"].get<bool>());
 }
 
+TEST(StragglerMemory, ProcAndCgroupTextIsParsed) {
+  // /proc/PID/stat: a comm with spaces and ')' does not shift the fields; majflt is field 12.
+  EXPECT_EQ(parse_majflt("4321 (py thon) x) S 1 4321 4321 0 -1 4194560 1500 0 77 0 12 3 0 0 20 0 1 0"), 77);
+  EXPECT_FALSE(parse_majflt("4321 (py S 1"));
+  EXPECT_FALSE(parse_majflt("garbage"));
+  EXPECT_FALSE(parse_majflt("1 (a) S 1 1 1 0 -1 0 0 0 -5 0"));
+  EXPECT_EQ(parse_keyed("rchar: 6976\nwchar: 0\nread_bytes: 1048576\nwrite_bytes: 0\n", "read_bytes"), 1048576);
+  EXPECT_EQ(parse_keyed("low 0\nhigh 0\nmax 42\noom 0\n", "max"), 42);
+  EXPECT_FALSE(parse_keyed("rchar: 1\n", "read_bytes"));
+  EXPECT_FALSE(parse_keyed("read_bytes: x\n", "read_bytes"));
+  EXPECT_EQ(parse_pressure_some_total("some avg10=0.00 avg60=0.12 avg300=0.01 total=123456\n"
+                                      "full avg10=0.00 avg60=0.00 avg300=0.00 total=100\n"),
+            123456);
+  EXPECT_FALSE(parse_pressure_some_total("full avg10=0.00 total=100\n"));
+  auto m = controller_cgroup_of("9:name=systemd:/\n4:memory:/scout-straggler-mem-j-2\n1:cpu:/x\n0::/\n", "memory");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->version, 1);
+  EXPECT_EQ(m->path, "/scout-straggler-mem-j-2");
+  m = controller_cgroup_of("0::/system.slice/train.service\n", "memory");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->version, 2);
+  // This process: /proc/self/stat and /proc/self/io are readable.
+  const auto own = read_memory_counters(getpid());
+  EXPECT_GE(own.majflt, 0);
+  EXPECT_GE(own.read_bytes, 0);
+  EXPECT_EQ(read_memory_counters(-5).majflt, -1);
+}
+
+TEST(StragglerMemory, CountersTravelInTheEvidenceAndTheirDeltasPerCall) {
+  std::vector<RoundEvidence> rounds(2);
+  for (int i = 0; i < 2; ++i) {
+    RankEvents e;
+    e.rank = 0;
+    e.read_ns = 1'000'000'000LL * (i + 1);
+    e.written = 10 + 4 * static_cast<std::uint64_t>(i);
+    e.cpu_ns = 100 + 50 * i;
+    e.runq_ns = 10;
+    e.majflt = 5 + 40 * i;
+    e.read_bytes = 1000 + 4000 * i;
+    e.mem_limit_hits = 3 + 7 * i;
+    rounds[static_cast<std::size_t>(i)].world = 1;
+    rounds[static_cast<std::size_t>(i)].ranks.push_back(e);
+  }
+  auto back = parse_evidence(evidence_json(rounds, "j").dump(), "j", "test");
+  ASSERT_TRUE(back) << back.error().message();
+  const auto c = cpu_per_call(*back)[1].at(0);
+  EXPECT_DOUBLE_EQ(c.majflt, 10.0);
+  EXPECT_DOUBLE_EQ(c.read_bytes, 1000.0);
+  EXPECT_EQ(c.mem_limit_hits, 7);
+  EXPECT_DOUBLE_EQ(c.mem_stall_ns, -1.0);  // no PSI counter at either read
+  auto j = evidence_json(rounds, "j");
+  j["rounds"][0]["ranks"][0]["memory"] = {1, 2, 3};
+  EXPECT_FALSE(parse_evidence(j.dump(), "j", "test"));
+  j["rounds"][0]["ranks"][0]["memory"] = {1, -7, 3, -1};
+  EXPECT_FALSE(parse_evidence(j.dump(), "j", "test"));
+}
+
+// memory_causes over a hand-made round: rank 1 named for compute among peers 0, 2, 3.
+Decision memory_case(double read_mb, double peers_read_mb, double faults, std::int64_t hits, const char* cause,
+                     RoundResult& round) {
+  round = RoundResult{};
+  PeerRound p;
+  p.members = {0, 1, 2, 3};
+  for (std::int64_t r = 0; r < 4; ++r) {
+    RankRound x;
+    x.rank = r;
+    x.window.calls = 20;
+    x.window.read_bytes = (r == 1 ? read_mb : peers_read_mb) * 1048576.0;
+    x.window.majflt = r == 1 ? faults : 0;
+    x.window.mem_limit_hits = r == 1 ? hits : 0;
+    p.ranks.push_back(x);
+  }
+  round.peers.push_back(p);
+  Decision d;
+  Suspicion s;
+  s.rank = 1;
+  s.reason = "compute";
+  s.evidence["cause"] = cause;
+  s.evidence["cause_figures"] = nlohmann::json::object();
+  d.suspects.push_back(s);
+  memory_causes(d, {round});
+  return d;
+}
+
+TEST(StragglerMemory, ReadsFromStorageItsPeersDoNotMakeTheCause) {
+  RoundResult round;
+  // At its memory cgroup's limit, reading 48 MB a call its peers read from the page cache: memory pressure.
+  auto d = memory_case(48, 0, 0, 300, "slow_compute", round);
+  EXPECT_EQ(d.suspects[0].evidence["cause"], "memory_pressure");
+  EXPECT_DOUBLE_EQ(d.suspects[0].evidence["cause_figures"]["read_mb_per_call"].get<double>(), 48.0);
+  EXPECT_EQ(d.suspects[0].evidence["cause_figures"]["memory_limit_hits"].get<std::int64_t>(), 300);
+  // The same reads with no limit hit: its data comes from storage.
+  d = memory_case(48, 0, 0, 0, "blocked", round);
+  EXPECT_EQ(d.suspects[0].evidence["cause"], "storage_reads");
+  // Major faults alone (mapped data reclaimed) count too.
+  d = memory_case(0, 0, 200, 5, "slow_compute", round);
+  EXPECT_EQ(d.suspects[0].evidence["cause"], "memory_pressure");
+  // Its peers read as much: not the cause. Too little to matter: not the cause.
+  d = memory_case(48, 40, 0, 300, "slow_compute", round);
+  EXPECT_EQ(d.suspects[0].evidence["cause"], "slow_compute");
+  d = memory_case(0.01, 0, 2, 300, "slow_compute", round);
+  EXPECT_EQ(d.suspects[0].evidence["cause"], "slow_compute");
+  // A cause from stronger evidence (a quota, stops) is kept.
+  d = memory_case(48, 0, 0, 300, "cpu_quota", round);
+  EXPECT_EQ(d.suspects[0].evidence["cause"], "cpu_quota");
+}
+
 }  // namespace
 }  // namespace scout::straggler
