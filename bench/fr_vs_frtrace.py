@@ -18,7 +18,8 @@ Layouts (the job scripts of the FR integration tests):
   ddp     tests/integration/trainers/torch2_trainer.py --mode ddp (plain DDP,
           then one world all_reduce per step; that trainer has no other-kind
           fault, so ddp/other-kind is not run). Its clean run does not dump by
-          itself: a wrapper dumps before destroy_process_group.
+          itself: a wrapper dumps before destroy_process_group, once the
+          recorder retired the closing barrier (up to 3 s).
 
 What a tool "names" (blames): scout: the ranks of `suspects`; fr_trace: every
 rank in its "missing ranks: {..}" (not all ranks joining) and "Culprit rank N"
@@ -67,14 +68,25 @@ LAYOUTS = ("groups", "mesh", "ddp")
 DDP_FAULT = {"none": "none", "exit": "exit", "stop": "stop-before-collective", "skip": "skip-collective",
              "wrong-shape": "wrong-shape"}
 
-# torch2_trainer dumps only when a collective fails; a clean run dumps after its closing barrier.
+# torch2_trainer dumps only when a collective fails; a clean run dumps after its closing barrier, once its
+# recorder retired it (as fr_mesh_job's settled_dump: gloo retires a call after it returns, on another thread;
+# dumped at once, 2 of 3 clean runs held one or two ranks' barrier unretired, which scout without --world
+# cannot tell from survivors of a stopped last rank; a real dump is taken on a timeout, long after).
 DDP_WRAPPER = r"""
-import os, runpy, sys
+import json, os, runpy, sys, time
+import torch
 import torch.distributed as dist
 sys.path.insert(0, os.path.dirname(sys.argv[1]))
 import torch2_trainer as t
 orig = dist.destroy_process_group
 def destroy(*a, **k):
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline:
+        doc = json.loads(torch._C._distributed_c10d._dump_fr_trace_json(includeCollectives=True))
+        entries = doc.get("entries") or []
+        if entries and entries[-1].get("retired"):
+            break
+        time.sleep(0.02)
     t.dump_flight_recorder(int(os.environ["RANK"]))
     return orig(*a, **k)
 dist.destroy_process_group = destroy

@@ -291,3 +291,84 @@ TEST(FlightRecorderWorld, ADumpBeyondTheGivenWorldIsBadInputNamingIt) {
   for (std::int64_t w : {0, -1}) EXPECT_FALSE(hang::read_flight_recorder_dir(dir, "job", w).ok()) << w;
   std::filesystem::remove_all(dir);
 }
+
+namespace {
+
+// Marks the newest entry of `path` (a JSON dump) not retired, as gloo's recorder leaves a call it has not
+// yet retired (it retires a call after it returns, on another thread).
+void unretire_newest(const std::string& path) {
+  nlohmann::json doc;
+  {
+    std::ifstream in(path);
+    in >> doc;
+  }
+  doc["entries"].back()["retired"] = false;
+  std::ofstream(path) << doc.dump();
+}
+
+}  // namespace
+
+TEST(FlightRecorderDir, ACleanJobsBarrierSomeRanksHadNotRetiredYetIsDone) {
+  // Real dumps of a clean DDP job (bench/fr_vs_frtrace.py, layout ddp, torch 2.15, gloo), each taken just
+  // after the closing barrier returned: ranks 1 and 3 hold it unretired, ranks 0 and 2 retired. Every
+  // member of the world (--world 4) holds the same barrier, so it completed: the job reads healthy, not as a
+  // group stall.
+  const std::string dir = dumps("clean_ddp_unretired_barrier/json");
+  auto reads = hang::read_flight_recorder_dir(dir, "job", 4);
+  ASSERT_TRUE(reads.ok()) << reads.error().message();
+  ASSERT_EQ(reads->size(), 4u);
+  for (const auto& r : *reads) {
+    EXPECT_EQ(r.snapshot->pending.type, records::CollectiveType::barrier) << r.snapshot->rank;
+    EXPECT_EQ(r.snapshot->collective_state, records::CollectiveState::done) << r.snapshot->rank;
+  }
+  Verdict v = probe_dumps(dir, 4);
+  EXPECT_EQ(v.status, VerdictStatus::healthy) << to_json(v).dump(2);
+  EXPECT_TRUE(v.suspects.empty());
+  // Without the world the pg's members are only the ranks that dumped: survivors of a last rank that stopped
+  // look the same, so the unretired barrier stays inside (a stall, nobody named).
+  Verdict unknown = probe_dumps(dir, std::nullopt);
+  EXPECT_NE(unknown.status, VerdictStatus::healthy) << to_json(unknown).dump(2);
+  EXPECT_TRUE(unknown.suspects.empty()) << to_json(unknown).dump(2);
+}
+
+TEST(FlightRecorderWorld, AnUnretiredGlooCallIsDoneOnlyWhereEveryToldMemberHoldsItAndOneRetiredIt) {
+  const std::string dir = fresh_dir("scout_fr_unretired");
+  // Every rank's closing barrier, two of them unretired: done (healthy).
+  for (std::int64_t r = 0; r < 4; ++r) write_gloo_dump(dir, r, 3, true, true);
+  unretire_newest(dir + "/rank_1.json");
+  unretire_newest(dir + "/rank_2.json");
+  EXPECT_EQ(probe_dumps(dir, 4).status, VerdictStatus::healthy);
+  EXPECT_NE(probe_dumps(dir, std::nullopt).status, VerdictStatus::healthy);  // the members a guess
+  // Nobody retired it: every rank may still be inside it (a stall), never healthy.
+  for (std::int64_t r = 0; r < 4; ++r) write_gloo_dump(dir, r, 3, false, false);
+  Verdict none = probe_dumps(dir, 4);
+  EXPECT_NE(none.status, VerdictStatus::healthy) << to_json(none).dump(2);
+  EXPECT_TRUE(none.suspects.empty()) << to_json(none).dump(2);
+  // A member without a dump (rank 3 exited before the call): the others' call is not done, retired or not,
+  // and rank 3 is named where the world is known.
+  std::filesystem::remove(dir + "/rank_3.json");
+  for (std::int64_t r = 0; r < 3; ++r) write_gloo_dump(dir, r, 3, r != 1, false);
+  Verdict exited = probe_dumps(dir, 4);
+  EXPECT_EQ(exited.status, VerdictStatus::attributed) << to_json(exited).dump(2);
+  EXPECT_EQ(suspect_ranks(exited), std::vector<std::int64_t>{3}) << to_json(exited).dump(2);
+  // A member holds another call in its place (rank 2 a call behind, its newest retired): not done.
+  for (std::int64_t r = 0; r < 4; ++r) write_gloo_dump(dir, r, r == 2 ? 2 : 3, r != 0, false);
+  Verdict behind = probe_dumps(dir, 4);
+  EXPECT_NE(behind.status, VerdictStatus::healthy) << to_json(behind).dump(2);
+  for (auto r : suspect_ranks(behind)) EXPECT_EQ(r, 2) << to_json(behind).dump(2);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(FlightRecorderDir, AWrongShapeWhoseVictimLeftNoDumpIsNeverHealthyAndNamesNoInnocent) {
+  // Real dumps of bench/fr_vs_frtrace.py, groups layout, wrong-shape at rank 1 step 1 (seed 39): rank 1
+  // issued the world all_reduce with 24 floats; gloo aborted rank 0, the peer that received the wrong size,
+  // before it could dump; ranks 2 (its call unretired) and 3 (retired) issued 16. The dumpers split 2:1
+  // with rank 0's call unknown: no strict majority of the pg, so nobody is named; never an innocent, and
+  // never healthy.
+  const std::string dir = dumps("wrong_shape_rank1_groups/json");
+  for (std::optional<std::int64_t> world : {std::optional<std::int64_t>{}, std::optional<std::int64_t>{4}}) {
+    Verdict v = probe_dumps(dir, world);
+    EXPECT_NE(v.status, VerdictStatus::healthy) << to_json(v).dump(2);
+    for (auto r : suspect_ranks(v)) EXPECT_EQ(r, 1) << to_json(v).dump(2);
+  }
+}
