@@ -25,11 +25,12 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
     last = &calls;
   }
   out.calls = static_cast<std::int64_t>(all_keys.size());
+  const RankIndex ix(t);
 
   // Compute: per peer group over the calls every present peer completed.
   for (auto& group : mesh.peer_groups()) {
     // 1. stats
-    const auto stats = peer_stats(t, group, o);
+    const auto stats = peer_stats(t, group, o, ix);
     if (!stats) continue;
     const PeerStats& s = *stats;
     PeerRound p;
@@ -67,7 +68,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
     out.peers.push_back(std::move(p));
   }
   // 6. link
-  measure_link(t, o, out);
+  measure_link(t, o, out, ix);
   // 6b. a slow link's members block outside their calls too
   check_link_blocked(t, out);
   return out;

@@ -18,10 +18,8 @@ namespace scout::straggler::detail {
 // min_absolute_ns: were all its stops between collectives, it would be a min_relative compute straggler), and no
 // other peer stopped in stopped_peer_share of its share. Where it flags, it is the measure reported.
 void measure_stopped(const PeerStats& s, std::size_t i, const DecideOptions& o, RankRound& rr) {
-  const auto& stopped = s.table->stopped;
-  auto sit = stopped.find(s.present[i]);
-  if (sit == stopped.end() || sit->second.samples <= 0) return;
-  const StoppedWindow& st = sit->second;
+  if (!s.stopped_of[i] || s.stopped_of[i]->samples <= 0) return;
+  const StoppedWindow& st = *s.stopped_of[i];
   rr.stopped = st;
   rr.stopped_ratio = 1 / (1 - std::min(st.share(), thresholds::stopped_share_cap.value));
   const double others_share = std::max(0.0, s.others_stopped_share.max_without(i, 0.0));

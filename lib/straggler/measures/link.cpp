@@ -15,12 +15,13 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "lib/straggler/measures/measures.hpp"
 
 namespace scout::straggler::detail {
 
-void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out) {
+void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out, const RankIndex& ix) {
   // Per kind, each group's median link time over the calls all groups of the kind share.
   std::map<std::string, std::vector<std::size_t>> by_kind;
   for (std::size_t i = 0; i < t.groups.size(); ++i)
@@ -28,7 +29,12 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
   for (const auto& [kind, idx] : by_kind) {
     if (idx.size() < 2) continue;
     std::vector<std::vector<CallKey>> keys_of;
-    for (auto i : idx) keys_of.push_back(common_keys(t, t.groups[i].members));
+    std::vector<const RankCalls*> member_calls;
+    for (auto i : idx) {
+      member_calls.clear();
+      for (auto r : t.groups[i].members) member_calls.push_back(ix.calls.find(r));
+      keys_of.push_back(common_keys(member_calls));
+    }
     // ... whose wait is exact on every member of every group: an upper bound (a wait() returning, not the
     // call completing) says nothing about how long the link took.
     const std::uint32_t kind_id = t.kind_index(kind);
@@ -46,7 +52,9 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
     std::vector<bool> exact(shared.size(), true);
     for (std::size_t j = 0; j < idx.size() && !shared.empty(); ++j)
       for (auto r : t.groups[idx[j]].members) {
-        calls[j].push_back(calls_at(t.ranks.at(r), shared));
+        const RankCalls* rc = ix.calls.find(r);
+        if (!rc) throw std::out_of_range("measure_link: a member without calls shares calls");
+        calls[j].push_back(calls_at(*rc, shared));
         for (std::size_t k = 0; k < shared.size(); ++k) exact[k] = exact[k] && calls[j].back()[k]->wait_exact;
       }
     std::vector<CallKey> keys;
@@ -104,8 +112,8 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
       mean_link.push_back(sum / static_cast<double>(keys.size()));
       double w = 0;
       for (auto r : t.groups[idx[j]].members) {
-        auto c = t.cpu.find(r);
-        w = c == t.cpu.end() || w < 0 ? -1 : w + c->second.runq_ns;
+        const CpuPerCall* c = ix.cpu.find(r);
+        w = !c || w < 0 ? -1 : w + c->runq_ns;
       }
       cpu_wait.push_back(w);
     }

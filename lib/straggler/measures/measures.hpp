@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,41 @@ std::vector<const CallTiming*> calls_at(const RankCalls& calls, const std::vecto
 bool is_mesh_kind(const std::string& kind);
 double ms(double ns);  // ns -> ms, rounded to the microsecond
 std::string hex_id(std::uint64_t id);
+
+// A rank's entry of one of the table's per-rank maps in O(1): a dense array where the ranks are 0..n-1 (or nearly:
+// the largest under twice the count), the map itself otherwise. Built once per round (a map lookup per member and
+// figure cost most of a round at 100k ranks); the map must outlive it and not change meanwhile.
+template <class V>
+class ByRank {
+ public:
+  explicit ByRank(const std::map<std::int64_t, V>& m) : m_map(&m) {
+    if (m.empty() || m.begin()->first < 0 || m.rbegin()->first >= 2 * static_cast<std::int64_t>(m.size()) + 64) return;
+    m_dense.assign(static_cast<std::size_t>(m.rbegin()->first) + 1, nullptr);
+    for (const auto& [r, v] : m) m_dense[static_cast<std::size_t>(r)] = &v;
+  }
+  const V* find(std::int64_t r) const {
+    if (m_dense.empty()) {
+      auto it = m_map->find(r);
+      return it == m_map->end() ? nullptr : &it->second;
+    }
+    return r >= 0 && static_cast<std::size_t>(r) < m_dense.size() ? m_dense[static_cast<std::size_t>(r)] : nullptr;
+  }
+
+ private:
+  const std::map<std::int64_t, V>* m_map;
+  std::vector<const V*> m_dense;  // empty: look up m_map
+};
+
+// The table's per-rank maps, each as a ByRank.
+struct RankIndex {
+  explicit RankIndex(const TimingTable& t) : calls(t.ranks), cpu(t.cpu), stopped(t.stopped) {}
+  ByRank<RankCalls> calls;
+  ByRank<CpuPerCall> cpu;
+  ByRank<StoppedWindow> stopped;
+};
+
+// The keys every one of `calls` has, in key order (none where one is null).
+std::vector<CallKey> common_keys(const std::vector<const RankCalls*>& calls);
 
 // ---- 1. stats: one peer group's figures in one round ----
 struct PeerStats {
@@ -72,14 +108,20 @@ struct PeerStats {
   LeaveOneOut others_throttled;      // throttled time, where known (throttle_known: every member's)
   LeaveOneOut others_stopped_share;  // the stopped share, where stopped_min_samples samples or more
   bool throttle_known = false;       // counted, and every member's throttled time known
+  // Per member, its entries of the table's cpu and stopped maps (null: none), looked up once.
+  std::vector<const CpuPerCall*> cpu_of;
+  std::vector<const StoppedWindow*> stopped_of;
 
-  const CpuPerCall& counters(std::size_t i) const { return table->cpu.at(present[i]); }
+  const CpuPerCall& counters(std::size_t i) const {
+    if (!cpu_of[i]) throw std::out_of_range("PeerStats::counters: no counters for the member");
+    return *cpu_of[i];
+  }
   // v's member i less 1 at least min_relative and at least `factor` times the other members' spread (max - min) of v.
   bool stands_out(const LeaveOneOut& v, std::size_t i, double factor) const;
 };
 // Empty where fewer than two members have calls or they share fewer than min_calls.
 std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std::int64_t>& group,
-                                    const DecideOptions& o);
+                                    const DecideOptions& o, const RankIndex& ix);
 // The RankRound of member i with its figures, flagged by nothing yet.
 RankRound rank_figures(const PeerStats& s, std::size_t i);
 
@@ -109,7 +151,7 @@ void check_stopped_peer(PeerRound& p);
 void check_absorbed_alone(PeerRound& p);
 
 // ---- 6. link: every kind's process groups, slow ones marked (appended to out.groups) ----
-void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out);
+void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out, const RankIndex& ix);
 
 // ---- 6b. link_blocked: off_cpu flags of the slow groups' members dropped (round_checks.cpp) ----
 void check_link_blocked(const TimingTable& t, RoundResult& out);

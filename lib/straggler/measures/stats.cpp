@@ -11,25 +11,33 @@
 
 namespace scout::straggler::detail {
 
-std::vector<CallKey> common_keys(const TimingTable& t, const std::vector<std::int64_t>& ranks) {
+std::vector<CallKey> common_keys(const std::vector<const RankCalls*>& calls) {
   std::vector<CallKey> out;
-  if (ranks.empty()) return out;
-  auto first = t.ranks.find(ranks[0]);
-  if (first == t.ranks.end()) return out;
-  for (const auto& [key, c] : first->second) out.push_back(key);
+  if (calls.empty() || !calls[0]) return out;
+  out.reserve(calls[0]->size());
+  for (const auto& [key, c] : *calls[0]) out.push_back(key);
   // Each other rank's calls walked once beside the keys kept so far (both in key order): O(K) per rank.
-  for (std::size_t i = 1; i < ranks.size() && !out.empty(); ++i) {
-    auto it = t.ranks.find(ranks[i]);
-    if (it == t.ranks.end()) return {};
+  for (std::size_t i = 1; i < calls.size() && !out.empty(); ++i) {
+    if (!calls[i]) return {};
     std::size_t kept = 0;
-    auto call = it->second.begin();
+    auto call = calls[i]->begin();
     for (const auto& key : out) {
-      while (call != it->second.end() && call->first < key) ++call;
-      if (call != it->second.end() && call->first == key) out[kept++] = key;
+      while (call != calls[i]->end() && call->first < key) ++call;
+      if (call != calls[i]->end() && call->first == key) out[kept++] = key;
     }
     out.resize(kept);
   }
   return out;
+}
+
+std::vector<CallKey> common_keys(const TimingTable& t, const std::vector<std::int64_t>& ranks) {
+  std::vector<const RankCalls*> calls;
+  calls.reserve(ranks.size());
+  for (auto r : ranks) {
+    auto it = t.ranks.find(r);
+    calls.push_back(it == t.ranks.end() ? nullptr : &it->second);
+  }
+  return common_keys(calls);
 }
 
 std::vector<const CallTiming*> calls_at(const RankCalls& calls, const std::vector<CallKey>& keys) {
@@ -116,9 +124,9 @@ void others_of(PeerStats& s, const DecideOptions& o) {
   std::vector<double> share(n, 0.0);
   std::vector<bool> sampled(n, false);
   for (std::size_t i = 0; i < n; ++i) {
-    auto it = s.table->stopped.find(s.present[i]);
-    sampled[i] = it != s.table->stopped.end() && it->second.samples >= o.stopped_min_samples;
-    if (sampled[i]) share[i] = it->second.share();
+    const StoppedWindow* st = s.stopped_of[i];
+    sampled[i] = st && st->samples >= o.stopped_min_samples;
+    if (sampled[i]) share[i] = st->share();
   }
   s.others_stopped_share = LeaveOneOut(std::move(share), sampled);
 }
@@ -132,16 +140,16 @@ bool PeerStats::stands_out(const LeaveOneOut& v, std::size_t i, double factor) c
 }
 
 std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std::int64_t>& group,
-                                    const DecideOptions& o) {
+                                    const DecideOptions& o, const RankIndex& ix) {
   PeerStats s;
   s.table = &t;
   std::vector<std::int64_t>& present = s.present;
   std::vector<const RankCalls*> member_calls;  // per member in `present`, its calls
   for (auto r : group) {
-    auto it = t.ranks.find(r);
-    if (it == t.ranks.end() || it->second.empty()) continue;
+    const RankCalls* calls = ix.calls.find(r);
+    if (!calls || calls->empty()) continue;
     present.push_back(r);
-    member_calls.push_back(&it->second);
+    member_calls.push_back(calls);
   }
   // Three or more peers: each rank against the group's median. Two (a two-rank job, the replicas of a
   // dp=2 x tp mesh): no strict minority, but the asymmetry of a synchronous pair still tells which one is
@@ -150,8 +158,14 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   if (present.size() < 2) return std::nullopt;
   const bool pair = s.pair = present.size() == 2;
   s.min_relative = pair ? std::max(o.min_relative, o.pair_min_relative) : o.min_relative;
-  auto keys = common_keys(t, present);
+  auto keys = common_keys(member_calls);
   if (static_cast<std::int64_t>(keys.size()) < o.min_calls) return std::nullopt;
+  s.cpu_of.reserve(present.size());
+  s.stopped_of.reserve(present.size());
+  for (auto r : present) {
+    s.cpu_of.push_back(ix.cpu.find(r));
+    s.stopped_of.push_back(ix.stopped.find(r));
+  }
   s.calls = keys.size();
   // Per member, its calls at `keys` (looked up once: the loops below read them per rank and call).
   std::vector<std::vector<const CallTiming*>> at;
@@ -176,7 +190,7 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   // showed as 1.13x. Where the scheduler counters show such a wait for the group (at least
   // `contended_share` of compute), time says little, and the CPU each rank used per call decides.
   bool counted = true;
-  for (auto r : present) counted &= t.cpu.count(r) > 0;
+  for (const auto* c : s.cpu_of) counted &= c != nullptr;
   s.counted = counted;
   // Who waits for whom is told by the calls whose wait is exact on every peer: a wait that ends when the
   // trainer's wait() returns (CallTiming::wait_exact) holds whatever the rank did before calling it. With
@@ -246,8 +260,8 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
       if (blocks.size() >= k_min_blocks) relative.back() = median(blocks);
     }
     if (counted) {
-      cpu.push_back(t.cpu.at(r).cpu_ns);
-      shares.push_back(compute.back() > 0 ? t.cpu.at(r).runq_ns / compute.back() : 0.0);
+      cpu.push_back(s.counters(ri).cpu_ns);
+      shares.push_back(compute.back() > 0 ? s.counters(ri).runq_ns / compute.back() : 0.0);
     }
   }
   // Each rank's reference: the group's median of a measure, or in a pair the other rank's value.
@@ -273,12 +287,12 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   // (a store, a communication thread) only in the process's.
   bool main_counted = counted;
   if (counted)
-    for (auto r : present) main_counted &= t.cpu.at(r).main_cpu_ns >= 0;
+    for (std::size_t i = 0; i < present.size(); ++i) main_counted &= s.counters(i).main_cpu_ns >= 0;
   s.main_counted = main_counted;
   s.ref_main_cpu.assign(present.size(), 0.0);
   if (main_counted) {
     std::vector<double> mc;
-    for (auto r : present) mc.push_back(t.cpu.at(r).main_cpu_ns);
+    for (std::size_t i = 0; i < present.size(); ++i) mc.push_back(s.counters(i).main_cpu_ns);
     s.ref_main_cpu = reference(mc);
   }
   s.off_ratio.assign(present.size(), 1.0);
@@ -290,11 +304,11 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
     // its partner -0.95 ms, named by off_cpu at 1.20x in 2 of 3 rounds).
     std::vector<double> off;
     for (std::size_t i = 0; i < present.size(); ++i)
-      off.push_back(std::max(0.0, compute[i] - t.cpu.at(present[i]).main_cpu_ns - t.cpu.at(present[i]).runq_ns));
+      off.push_back(std::max(0.0, compute[i] - s.counters(i).main_cpu_ns - s.counters(i).runq_ns));
     const std::vector<double> ref_off = reference(off);
     for (std::size_t i = 0; i < present.size(); ++i) {
       if (s.ref_c[i] > 0) s.off_ratio[i] = 1 + (off[i] - ref_off[i]) / s.ref_c[i];
-      s.main_ratio[i] = s.ref_main_cpu[i] > 0 ? t.cpu.at(present[i]).main_cpu_ns / s.ref_main_cpu[i] : 1.0;
+      s.main_ratio[i] = s.ref_main_cpu[i] > 0 ? s.counters(i).main_cpu_ns / s.ref_main_cpu[i] : 1.0;
     }
   }
   others_of(s, o);
