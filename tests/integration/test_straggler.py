@@ -458,7 +458,8 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
              "inside-477098678": (1, "stopped", "--mesh", "dp=4"), "stall2-20358202": (4, "cpu"),
              "stall-20418006": (1, "cpu"), "pair-stall2-20468000": (1, "cpu"),
              "pair-clean-631963951": (None, None), "link-31002": (1, "link"), "link-31003": (3, "link"),
-             "pair-clean-55434957": (None, None), "pair-clean-238488398": (None, None)}
+             "pair-clean-55434957": (None, None), "pair-clean-238488398": (None, None),
+             "pair-clean-1021091123": (None, None)}
 
     def test_recorded_runs_are_decided_as_measured(self):
         data = os.path.join(scoutlib.SOURCE_DIR, "tests", "integration", "data", "straggler")

@@ -103,19 +103,27 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
     std::vector<double> consistent(idx.size(), 0);
     for (std::size_t j = 0; j < idx.size(); ++j)
       consistent[j] = static_cast<double>(slower[j]) / static_cast<double>(keys.size());
-    // Each group's mean link time, and its members' CPU wait per call summed (their main threads' runnable time
-    // without a CPU; -1 where a member lacks counters).
-    std::vector<double> mean_link, cpu_wait;
+    // Each group's mean link time, and its members' CPU wait per call (their main threads' runnable time without a
+    // CPU; -1 where a member lacks counters), summed and the largest: a collective waits for its last member, so
+    // the member kept longest from a CPU can delay it by its own wait, and members waiting by turns by theirs
+    // together. The larger of the two explanations is taken out below. Summed alone, one starved member was
+    // diluted by a partner that waited less than the other groups' members: a clean dp=2 x tp=2 job beside a build
+    // (seed 1021091123) had rank 0 at 15.5-17 ms of CPU wait a call against 3-8 ms for the rest, its tp group's
+    // link 11 ms against 0.8 ms, 6 ms of it explained summed, and the node was named (communication, 14x); its
+    // largest member's wait explains 7.7-9 ms of it.
+    std::vector<double> mean_link, cpu_wait, cpu_wait_max;
     for (std::size_t j = 0; j < idx.size(); ++j) {
       double sum = 0;
       for (double x : per_group[j]) sum += x;
       mean_link.push_back(sum / static_cast<double>(keys.size()));
-      double w = 0;
+      double w = 0, most = 0;
       for (auto r : t.groups[idx[j]].members) {
         const CpuPerCall* c = ix.cpu.find(r);
         w = !c || w < 0 ? -1 : w + c->runq_ns;
+        most = !c || most < 0 ? -1 : std::max(most, c->runq_ns);
       }
       cpu_wait.push_back(w);
+      cpu_wait_max.push_back(most);
     }
     std::vector<bool> slow(idx.size(), false);
     if (idx.size() >= 3) {
@@ -133,7 +141,8 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
     }
     std::vector<bool> waits_known(idx.size());
     for (std::size_t j = 0; j < idx.size(); ++j) waits_known[j] = cpu_wait[j] >= 0;
-    const LeaveOneOut other_links(link), other_means(mean_link), other_waits(cpu_wait, waits_known);
+    const LeaveOneOut other_links(link), other_means(mean_link), other_waits(cpu_wait, waits_known),
+        other_waits_max(cpu_wait_max, waits_known);
     for (std::size_t j = 0; j < idx.size(); ++j) {
       const double ref = other_links.median_without(j);
       GroupRound g;
@@ -145,7 +154,8 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
       // taken out (none where counters are missing) must be slow against the others' mean.
       const double mean_ref = other_means.median_without(j);
       const double cpu_wait_excess = cpu_wait[j] >= 0 && other_waits.count_without(j) > 0
-                                         ? std::max(0.0, cpu_wait[j] - other_waits.median_without(j))
+                                         ? std::max({0.0, cpu_wait[j] - other_waits.median_without(j),
+                                                     cpu_wait_max[j] - other_waits_max.median_without(j)})
                                          : 0.0;
       const double discounted = mean_link[j] - cpu_wait_excess;
       const bool beyond_cpu_wait = cpu_wait_excess <= 0 || (discounted >= o.link_min_ratio * mean_ref &&
