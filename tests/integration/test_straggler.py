@@ -459,7 +459,8 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
              "stall-20418006": (1, "cpu"), "pair-stall2-20468000": (1, "cpu"),
              "pair-clean-631963951": (None, None), "link-31002": (1, "link"), "link-31003": (3, "link"),
              "pair-clean-55434957": (None, None), "pair-clean-238488398": (None, None),
-             "pair-clean-1021091123": (None, None)}
+             "pair-clean-1021091123": (None, None), "pair-clean-900927578": (None, None),
+             "pair-clean-23329949": (None, None)}
 
     def test_recorded_runs_are_decided_as_measured(self):
         data = os.path.join(scoutlib.SOURCE_DIR, "tests", "integration", "data", "straggler")
