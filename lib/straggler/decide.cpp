@@ -94,8 +94,10 @@ Decision decide(const std::vector<RoundResult>& rounds, const std::vector<Timing
   // 8. pooled pairs, then the pairs' noise
   PairRatios pair_ratios;
   name_pooled(d, pooled_pairs(rounds, o, pair_ratios), node_of, o);
-  pair_noise_check(d, pair_ratios, o);
+  // Persistence first: a rank it drops (heavy in some rounds only) is the noise of its pair, not a second straggler
+  // to leave out of the other pairs' noise (seed 353869121, pair_noise_check).
   pair_persistence_check(d, rounds, o);
+  pair_noise_check(d, rounds, pair_ratios, o);
   pair_partner_low_check(d, rounds, o);
   memory_causes(d, rounds);
   std::sort(d.suspects.begin(), d.suspects.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });

@@ -94,17 +94,24 @@ class StragglerOnRealJobs(scoutlib.ScoutTestCase):
                           "--evidence-out", ev_path)
             keep_evidence(ev_path, r, f"{how}-{job.seed}")
             doc = r.json()
-            if how == "contention":
+            if how in ("contention", "quota"):
                 # The same premise in the rounds scout decided on, from their scheduler counters: the host's load
                 # moves within seconds (seed 8004: the victim busy 2.01x, 1.37x, then 0.94x its peers in its
                 # three rounds, after 2.01x before them; seed 8000: 2.33x, 1.18x, 1.31x), and a rank slowed in one
-                # round of three is not named (the majority rule).
+                # round of three is not named (the majority rule). A quota is set from the CPU the victim got in
+                # the second before it: when the host's load then takes more from it than the quota would, the
+                # quota never bites (CI fresh clone, seed 701145559: quota 0.26 CPUs after it had used 0.47,
+                # healthy). Throttled time is run-queue wait in schedstat (measured: a busy loop under a 0.25 CPU
+                # quota, 0.53 s run and 1.45 s wait in 2 s), so the busy time sees the quota. Where the fault did
+                # not make a straggler, no innocent may be named all the same.
                 ratios = busy_per_round(ev_path, victim)
                 print(f"test_straggler: victim's busy time per round {[round(x, 2) for x in ratios]} x its peers'",
                       flush=True)
                 if 2 * sum(x >= 1.5 for x in ratios) <= len(ratios):
-                    self.skipTest(f"the hogs slowed the victim 1.5x or more in a minority of the rounds "
-                                  f"({[round(x, 2) for x in ratios]}): contention was not controlled here")
+                    self.assertEqual([s for s in doc["suspects"] if s.get("rank") != victim], [], doc["summary"])
+                    self.skipTest(f"the {'hogs' if how == 'contention' else 'quota'} slowed the victim 1.5x or more "
+                                  f"in a minority of the rounds ({[round(x, 2) for x in ratios]}): the fault was not "
+                                  f"controlled here")
             self.assertExit(r, "attributed")
             self.assertEqual([(s["rank"], s["reason"]) for s in doc["suspects"]], [(victim, "compute")], doc["summary"])
             self.assertEqual(doc["details"]["straggler"]["diagnosis"], "compute")
@@ -444,6 +451,11 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
         it a compute straggler on another node) and link-31003 (node 3's link; rank 3 itself 1.6x off a CPU, named
         for compute beside communication): off_cpu flags of a slow group's members are dropped, the link names the
         rank.
+    And a clean dp=2 x tp=2 job beside a CI build and 2 busy loops (load 11 on 2 CPUs):
+      pair-clean-353869121 (rank 0 at 1.31, 1.66 and 1.28x its partner's CPU per call, 1.40x pooled; the other
+        pair's heavy rank moved, rank 3 in two rounds and rank 1 in the third, 0.57-0.85 apart in each round and 0.32
+        pooled): a pair's noise is also its drift within a round, and a rank heavy in some rounds only is that noise,
+        not a second straggler; no one is named.
     ("unseen", r): rank r was slowed and is not named, and the verdict notes the oversubscribed host and a rank no
     one named at 1.15x or more."""
 
@@ -460,7 +472,7 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
              "pair-clean-631963951": (None, None), "link-31002": (1, "link"), "link-31003": (3, "link"),
              "pair-clean-55434957": (None, None), "pair-clean-238488398": (None, None),
              "pair-clean-1021091123": (None, None), "pair-clean-900927578": (None, None),
-             "pair-clean-23329949": (None, None)}
+             "pair-clean-23329949": (None, None), "pair-clean-353869121": (None, None)}
 
     def test_recorded_runs_are_decided_as_measured(self):
         data = os.path.join(scoutlib.SOURCE_DIR, "tests", "integration", "data", "straggler")

@@ -185,7 +185,8 @@ std::vector<PooledPair> pooled_pairs(const std::vector<RoundResult>& rounds, con
 void name_pooled(Decision& d, const std::vector<PooledPair>& pooled, const std::map<std::int64_t, std::string>& node_of,
                  const DecideOptions& o);
 // A pair's cpu suspect stays named only outside the other pairs' noise.
-void pair_noise_check(Decision& d, const PairRatios& pair_ratios, const DecideOptions& o);
+void pair_noise_check(Decision& d, const std::vector<RoundResult>& rounds, const PairRatios& pair_ratios,
+                      const DecideOptions& o);
 // A contended pair's cpu suspect stays named only above the cpu floor in every round (its noise over time).
 void pair_persistence_check(Decision& d, const std::vector<RoundResult>& rounds, const DecideOptions& o);
 // A contended pair's cpu suspect stays named only where it, not its partner, stands apart from the other pairs' ranks.

@@ -28,6 +28,25 @@ std::optional<double> other_pairs_spread(const PairRatios& pair_ratios, const st
   return median(spreads);
 }
 
+// The median, over the rounds and the contended pairs other than `own` (pairs with a rank in `skip` left out), of
+// the two ranks' CPU ratios apart in one round (each rank's the smaller of process and main thread, against its
+// partner): how far a pair drifts within a round, which pooling hides where the heavier rank changes from round to
+// round. 0 without such a round.
+double other_pairs_round_spread(const std::vector<RoundResult>& rounds, const PairRatios& pair_ratios,
+                                const std::vector<std::int64_t>& own, const std::set<std::int64_t>& skip) {
+  std::vector<double> spreads;
+  for (const auto& r : rounds)
+    for (const auto& p : r.peers) {
+      if (p.members == own || p.members.size() != 2 || p.ranks.size() != 2 || !p.contended ||
+          !pair_ratios.count(p.members) || skip.count(p.members[0]) || skip.count(p.members[1]))
+        continue;
+      const double a = std::min(p.ranks[0].cpu_ratio, p.ranks[0].main_cpu_ratio);
+      const double b = std::min(p.ranks[1].cpu_ratio, p.ranks[1].main_cpu_ratio);
+      if (a > 0 && b > 0) spreads.push_back(std::abs(a - b));
+    }
+  return spreads.empty() ? 0.0 : median(spreads);
+}
+
 }  // namespace
 
 // In a pair there is no third peer to measure noise by, and on a loaded VM a rank's CPU time per unit of work moves
@@ -150,7 +169,13 @@ void name_pooled(Decision& d, const std::vector<PooledPair>& pooled_pairs,
 // second straggler is no noise). Measured, dp=2 x tp=2 on 2 CPUs at load 7-11: a clean run's rank at 1.25x its
 // partner pooled, in all 3 rounds, where the other pair's ranks stood at 1.15x and 0.87x (seed 20266206); 20
 // trainer-slowed ranks at 1.26-1.76x, the other pair's at most 1.11x (their excess 4.5-530x its spread/2).
-void pair_noise_check(Decision& d, const PairRatios& pair_ratios, const DecideOptions& o) {
+// Pooled spreads hide a heavy rank that moves: the noise is the larger of the pooled median spread and the median
+// of the other pairs' spreads in each round (round_spreads). Measured, a clean dp=2 x tp=2 job beside a build, load
+// 11 on 2 CPUs: rank 0 at 1.31, 1.66 and 1.28x its partner's CPU per call (1.40x pooled), named; the other pair's
+// heavy rank was rank 3 in two rounds and rank 1 in the third (0.65, 0.85 and 0.57 apart, 0.32 pooled; seed
+// 353869121).
+void pair_noise_check(Decision& d, const std::vector<RoundResult>& rounds, const PairRatios& pair_ratios,
+                      const DecideOptions& o) {
   std::set<std::int64_t> named;
   for (const auto& s : d.suspects) named.insert(s.rank);
   std::vector<Suspicion> kept;
@@ -158,7 +183,8 @@ void pair_noise_check(Decision& d, const PairRatios& pair_ratios, const DecideOp
     const auto own = std::find_if(pair_ratios.begin(), pair_ratios.end(), [&](const auto& p) {
       return p.second.size() == 2 && std::find(p.first.begin(), p.first.end(), s.rank) != p.first.end();
     });
-    const auto noise = own == pair_ratios.end() ? std::nullopt : other_pairs_spread(pair_ratios, own->first, named);
+    auto noise = own == pair_ratios.end() ? std::nullopt : other_pairs_spread(pair_ratios, own->first, named);
+    if (noise) noise = std::max(*noise, other_pairs_round_spread(rounds, pair_ratios, own->first, named));
     if (!noise || s.evidence.value("measure", "") != "cpu") {
       kept.push_back(std::move(s));
       continue;
@@ -170,7 +196,7 @@ void pair_noise_check(Decision& d, const PairRatios& pair_ratios, const DecideOp
     }
     d.notes.push_back(fmt::format(
         "rank {} used {:.2f}x its partner's CPU per call over the rounds, within the noise of the other pairs of "
-        "its mesh (their ranks {:.2f} apart, median): not named",
+        "its mesh (their ranks {:.2f} apart, median, pooled or in a round): not named",
         s.rank, ratio, *noise));
   }
   d.suspects = std::move(kept);
