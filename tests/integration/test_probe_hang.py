@@ -629,7 +629,9 @@ class Observe(SeededCase):
                         doc = json.load(f)
                     validate(doc)
                     self.assertEqual(doc["command"], "observe")
-                    self.assertEqual(suspects(doc), [job.fault_rank], f"seed {job.seed} observer {i}\n{err}")
+                    self.assertEqual(suspects(doc), [job.fault_rank],
+                                     f"seed {job.seed} observer {i}: {doc['status']}: {doc.get('summary')}\n"
+                                     f"{json.dumps(doc.get('details'), indent=1)[:4000]}\n{err}")
                     self.assertEqual(doc["details"]["observers"]["reached"], [0, 1], f"seed {job.seed}")
                     self.assertTrue(doc["details"]["transport"]["authenticated"])
                     docs.append(doc)
