@@ -49,6 +49,25 @@ extern "C" void on_stop_signal(int) {
   g_stop.store(true);
 }
 
+// Probes of one stall (the first included) while they miss an observer and name no one (run_observe).
+constexpr int k_partial_probes = 2;
+
+// Whether a probe's verdict was decided without every observer: the store out of reach, an observer
+// unreachable, or fewer reached than --nodes.
+bool missed_an_observer(const Verdict& v) {
+  const auto& d = v.details;
+  if (!d.is_object()) return false;
+  const auto t = d.find("transport");
+  if (t != d.end() && t->is_object() && t->value("store_unreachable", false)) return true;
+  const auto obs = d.find("observers");
+  if (obs == d.end() || !obs->is_object()) return false;
+  const auto unreachable = obs->find("unreachable");
+  if (unreachable != obs->end() && unreachable->is_array() && !unreachable->empty()) return true;
+  const auto reached = obs->find("reached");
+  const std::int64_t nodes = t != d.end() && t->is_object() ? t->value("nodes", std::int64_t{1}) : 1;
+  return reached != obs->end() && reached->is_array() && static_cast<std::int64_t>(reached->size()) < nodes;
+}
+
 // What this node can see of the job's progress: the silence rule over its
 // records (lib/hang/silence.hpp, the rule decide() applies) and a signature
 // of where every rank is.
@@ -115,6 +134,14 @@ int run_observe(const ObserveOptions& o) {
   const std::int64_t threshold_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(po.threshold).count();
   std::string last_stall;  // signature of the stall the last verdict was about
   std::string previous;    // signature seen by the previous read
+  std::string partial;     // signature of a stall whose probe missed an observer and named no one
+  int partial_probes = 0;  // probes of that stall so far
+  // Whether a stall whose probe missed an observer and named no one is probed once more (k_partial_probes).
+  const auto probe_again = [&partial, &partial_probes](const std::string& stall) {
+    partial_probes = partial == stall ? partial_probes + 1 : 1;
+    partial = stall;
+    return partial_probes < k_partial_probes;
+  };
   std::int64_t verdicts = 0;
   StragglerWatch watch(o.straggler, po.job, o.probe.observer.attempt, o.probe.mesh, o.probe.order, o.probe.local_ranks,
                        o.probe.shm_dir, o.probe.allow_other_owner);
@@ -170,6 +197,11 @@ int run_observe(const ObserveOptions& o) {
         } else if (v->status == VerdictStatus::healthy) {
           spdlog::info("probe: healthy ({})", v->summary);
           last_stall = view.signature;
+        } else if (missed_an_observer(*v) && v->suspects.empty() && probe_again(view.signature)) {
+          // An observer that starts late (its node's daemon started after this one, its module still loading on
+          // a loaded host) is missed by the first probe, which then names no one: the same stall is probed
+          // again before a verdict is written (a lost node is named by the first, and written at once).
+          spdlog::info("probe: {} without every observer; probing again", v->summary);
         } else {
           last_stall = view.signature;
           report(*v, trace::from_hang(seen, *v));

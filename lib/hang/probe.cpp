@@ -367,7 +367,15 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
     transport_details["store"] = (o.store ? *o.store : transport::default_store_uri(o.job)).text;
     auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
     auto budget = std::max(std::chrono::milliseconds(500), o.timeout - elapsed - std::chrono::milliseconds(100));
+    const auto join_began = std::chrono::steady_clock::now();
     auto store = session::join_store(o.job, o.store, o.host_store, *index, o.listen_address, budget * 3 / 4);
+    // The store's host waits for the others from when its store is up: the time it took to start it (loading
+    // the LibTorch module, seconds on a loaded host) is no time another observer could have joined in. Measured,
+    // two observe daemons beside a CI run (load 8-12 on 2 CPUs): observer 0's store came up 3 s into its 10 s
+    // probe, its gather closed 3.6 s later, and observer 1, whose own module load took 7 s, reached the store
+    // 0.7 s after that: each decided alone.
+    const auto hosting_took = store.ok() && store->hosted_here ? std::chrono::steady_clock::now() - join_began
+                                                               : std::chrono::steady_clock::duration::zero();
     transport_details["store_hosted_here"] = store.ok() && store->hosted_here;
     std::vector<std::string> notes;
     std::optional<session::TwoPhaseResult> gathered;              // a flat session's gather
@@ -395,7 +403,8 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
       v.details["transport"] = transport_details;
       return v;
     } else {
-      elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+      elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start -
+                                                                      hosting_took);
       const auto gather_timeout =
           std::max(std::chrono::milliseconds(300), o.timeout - elapsed - std::chrono::milliseconds(150));
       const auto gather_deadline = std::chrono::steady_clock::now() + gather_timeout;

@@ -632,7 +632,8 @@ class Observe(SeededCase):
                     self.assertEqual(suspects(doc), [job.fault_rank],
                                      f"seed {job.seed} observer {i}: {doc['status']}: {doc.get('summary')}\n"
                                      f"{json.dumps(doc.get('details'), indent=1)[:4000]}\n{err}")
-                    self.assertEqual(doc["details"]["observers"]["reached"], [0, 1], f"seed {job.seed}")
+                    self.assertEqual(doc["details"]["observers"]["reached"], [0, 1],
+                                     f"seed {job.seed} observer {i}\n{outs[0][1]}\n{outs[1][1]}")
                     self.assertTrue(doc["details"]["transport"]["authenticated"])
                     docs.append(doc)
                 self.assertEqual(docs[0]["suspects"], docs[1]["suspects"])
