@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "lib/straggler/measures/measures.hpp"
 
@@ -114,14 +115,14 @@ Analysis analyse(const std::vector<RoundEvidence>& evidence, const Mesh& mesh, c
   Analysis a;
   const auto known = mesh_groups(mesh);
   UsedCalls used;
-  const auto cpus = cpu_per_call(evidence);
-  const auto stops = stopped_per_round(evidence);
+  auto cpus = cpu_per_call(evidence);
+  auto stops = stopped_per_round(evidence);
   for (std::size_t i = 0; i < evidence.size(); ++i) {
     TimingTable table = build_table(evidence[i], known, &used);
     used.add(table);
     if (evidence[i].baseline) continue;  // it opens the counters' window; its calls were before it
-    table.cpu = cpus[i];
-    table.stopped = stops[i];
+    table.cpu = std::move(cpus[i]);
+    table.stopped = std::move(stops[i]);
     a.tables.push_back(std::move(table));
     a.rounds.push_back(analyse_round(a.tables.back(), mesh, o));
   }

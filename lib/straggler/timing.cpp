@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <iterator>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
@@ -13,12 +15,17 @@
 namespace scout::straggler {
 
 double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
-  std::nth_element(v.begin(), mid, v.end());
+  return median_in_place(v.data(), v.data() + v.size());
+}
+
+double median_in_place(double* first, double* last) {
+  const std::ptrdiff_t n = last - first;
+  if (n <= 0) return 0;
+  double* mid = first + n / 2;
+  std::nth_element(first, mid, last);
   double hi = *mid;
-  if (v.size() % 2 == 1) return hi;
-  double lo = *std::max_element(v.begin(), mid);
+  if (n % 2 == 1) return hi;
+  double lo = *std::max_element(first, mid);
   return (lo + hi) / 2;
 }
 
@@ -137,13 +144,25 @@ std::uint32_t TimingTable::add_kind(const std::string& name) {
 
 void UsedCalls::add(const TimingTable& t) {
   kinds = t.kinds;  // t's kinds begin with these
+  // Both in rank order: each rank's entry found or added beside the last one (O(1) with the hint), its keys and the
+  // table's merged into one scratch array (an inplace_merge allocated a buffer per rank).
+  std::vector<CallKey> merged;
+  auto hint = ranks.begin();
   for (const auto& [rank, calls] : t.ranks) {
     if (calls.empty()) continue;
-    auto& used = ranks[rank];
-    const std::size_t before = used.size();
-    for (const auto& [key, c] : calls) used.push_back(key);
-    std::inplace_merge(used.begin(), used.begin() + static_cast<std::ptrdiff_t>(before), used.end());
-    used.erase(std::unique(used.begin(), used.end()), used.end());
+    auto it = ranks.try_emplace(hint, rank);
+    hint = std::next(it);
+    auto& used = it->second;
+    merged.clear();
+    merged.reserve(used.size() + calls.size());
+    auto u = used.begin();
+    for (const auto& [key, c] : calls) {
+      while (u != used.end() && *u < key) merged.push_back(*u++);
+      if (u != used.end() && *u == key) ++u;
+      merged.push_back(key);
+    }
+    merged.insert(merged.end(), u, used.end());
+    used.swap(merged);
   }
 }
 
@@ -180,17 +199,57 @@ void latest_completed_before(const std::vector<records::CollectiveEvent>& ev, st
   }
 }
 
+namespace {
+
+// A group's place in the table by its id: the hash map, with a few ids seen last in front of it (a rank's events
+// name its three or four groups by turns; hashing each of 3.6M events' ids was 13% of build_table at 10k ranks).
+class GroupLookup {
+ public:
+  explicit GroupLookup(std::unordered_map<std::uint64_t, std::size_t>& index) : m_index(index) {
+    m_recent.fill({0, k_none});
+  }
+  // The group's place (k_none: not in the table).
+  std::size_t find(std::uint64_t id) {
+    for (const auto& [seen, at] : m_recent)
+      if (seen == id && at != k_none) return at;
+    auto it = m_index.find(id);
+    if (it == m_index.end()) return k_none;
+    m_recent[m_next] = {id, it->second};
+    m_next = (m_next + 1) % m_recent.size();
+    return it->second;
+  }
+  void add(std::uint64_t id, std::size_t at) { m_index.emplace(id, at); }
+  static constexpr std::size_t k_none = static_cast<std::size_t>(-1);
+
+ private:
+  std::unordered_map<std::uint64_t, std::size_t>& m_index;
+  std::array<std::pair<std::uint64_t, std::size_t>, 8> m_recent;  // (id, place); place k_none: empty
+  std::size_t m_next = 0;
+};
+
+// The entry of `rank` in a map by rank, where ranks are asked in ascending order: the entry after the last one found
+// is tried first (O(1) where the map holds the same ranks), a lookup otherwise.
+template <class Map>
+typename Map::const_iterator find_after(const Map& m, typename Map::const_iterator& hint, std::int64_t rank) {
+  auto it = hint != m.end() && hint->first == rank ? hint : m.find(rank);
+  hint = it == m.end() ? m.end() : std::next(it);
+  return it;
+}
+
+}  // namespace
+
 TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>& known, const UsedCalls* exclude) {
   TimingTable t;
   t.groups = known;
   if (exclude) t.kinds = exclude->kinds;
   std::unordered_map<std::uint64_t, std::size_t> index;
   for (std::size_t i = 0; i < t.groups.size(); ++i) index.emplace(t.groups[i].id, i);
+  GroupLookup group_of(index);
   // Groups the mesh does not know: members are the ranks seen calling them.
   for (const auto& r : round.ranks)
     for (const auto& e : r.events) {
-      if (e.op_seq == 0 || index.count(e.fingerprint.group)) continue;
-      index.emplace(e.fingerprint.group, t.groups.size());
+      if (e.op_seq == 0 || group_of.find(e.fingerprint.group) != GroupLookup::k_none) continue;
+      group_of.add(e.fingerprint.group, t.groups.size());
       t.groups.push_back(GroupInfo{e.fingerprint.group, "group:" + hex64(e.fingerprint.group), {}});
     }
   std::vector<bool> unknown(t.groups.size());
@@ -199,7 +258,7 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
     for (const auto& r : round.ranks)
       for (const auto& e : r.events) {
         if (e.op_seq == 0) continue;
-        const std::size_t gi = index.at(e.fingerprint.group);
+        const std::size_t gi = group_of.find(e.fingerprint.group);
         auto& g = t.groups[gi];
         if (unknown[gi] && std::find(g.members.begin(), g.members.end(), r.rank) == g.members.end())
           g.members.push_back(r.rank);
@@ -211,16 +270,19 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
   std::vector<records::CollectiveEvent> ev;
   std::vector<RankCalls::Entry> entries;
   std::vector<std::ptrdiff_t> latest;  // per call, latest_completed_before
+  auto used_hint = exclude ? exclude->ranks.begin() : decltype(exclude->ranks.begin()){};
   for (const auto& r : round.ranks) {
-    t.nodes[r.rank] = r.node;
+    // (The ranks come in ascending order: each rank's entries are added at the maps' end, O(1) with the hint.)
+    t.nodes.insert_or_assign(t.nodes.end(), r.rank, r.node);
     ev.clear();
     for (const auto& e : r.events)
       if (e.op_seq != 0) ev.push_back(e);
-    std::sort(ev.begin(), ev.end(), [](const auto& a, const auto& b) { return a.op_seq < b.op_seq; });
-    auto& calls = t.ranks[r.rank];
+    const auto by_seq = [](const auto& a, const auto& b) { return a.op_seq < b.op_seq; };
+    if (!std::is_sorted(ev.begin(), ev.end(), by_seq)) std::sort(ev.begin(), ev.end(), by_seq);
+    auto& calls = t.ranks.try_emplace(t.ranks.end(), r.rank)->second;
     const std::vector<CallKey>* used = nullptr;
     if (exclude) {
-      auto it = exclude->ranks.find(r.rank);
+      auto it = find_after(exclude->ranks, used_hint, r.rank);
       if (it != exclude->ranks.end()) used = &it->second;
     }
     entries.clear();
@@ -239,7 +301,7 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
       const auto& before = ev[static_cast<std::size_t>(latest[i])];
       const std::int64_t prev = before.exit_ns;
       if (!timed(before)) continue;
-      const CallKey key{kind_of[index.at(e.fingerprint.group)], e.fingerprint.group_seq};
+      const CallKey key{kind_of[group_of.find(e.fingerprint.group)], e.fingerprint.group_seq};
       if (used && std::binary_search(used->begin(), used->end(), key)) continue;
       CallTiming c;
       c.compute_ns = std::max<std::int64_t>(0, e.enter_ns - prev);
@@ -253,21 +315,36 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
     calls.assign(entries);
   }
   // A call is the same call only where the ranks agree on what it is: drop keys whose (type, count) differ.
+  // The votes in key order, each rank's calls walked beside them (most ranks make the same calls: O(K) per rank; a
+  // std::map of the keys, one lookup per rank and call, was a third of build_table at 10k ranks).
   struct Vote {
+    CallKey key;
     std::uint8_t type = 0;
     std::uint64_t count = 0;
     bool differs = false;
   };
-  std::map<CallKey, Vote> votes;
-  for (const auto& [rank, calls] : t.ranks)
+  std::vector<Vote> votes, fresh, merged;
+  for (const auto& [rank, calls] : t.ranks) {
+    fresh.clear();
+    auto v = votes.begin();
     for (const auto& [key, c] : calls) {
-      auto [it, fresh] = votes.try_emplace(key, Vote{c.type, c.count, false});
-      if (!fresh && (it->second.type != c.type || it->second.count != c.count)) it->second.differs = true;
+      while (v != votes.end() && v->key < key) ++v;
+      if (v != votes.end() && v->key == key) {
+        if (v->type != c.type || v->count != c.count) v->differs = true;
+      } else {
+        fresh.push_back(Vote{key, c.type, c.count, false});
+      }
     }
-  for (const auto& [key, v] : votes) {
+    if (fresh.empty()) continue;
+    merged.clear();
+    std::merge(votes.begin(), votes.end(), fresh.begin(), fresh.end(), std::back_inserter(merged),
+               [](const Vote& a, const Vote& b) { return a.key < b.key; });
+    votes.swap(merged);
+  }
+  for (const auto& v : votes) {
     if (!v.differs) continue;
     ++t.misaligned;
-    for (auto& [rank, calls] : t.ranks) calls.erase(key);
+    for (auto& [rank, calls] : t.ranks) calls.erase(v.key);
   }
   return t;
 }
@@ -276,15 +353,53 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
 
 namespace scout::straggler {
 
+namespace {
+
+// A round's ranks by rank, for the next round's reads to find their earlier read: a dense array where the ranks are
+// 0..n-1 (or nearly), a map otherwise (a std::map of 100k ranks per round, built twice per round, was most of
+// cpu_per_call and stopped_per_round at 100k ranks). Of a rank read twice, the last read counts.
+class ReadsByRank {
+ public:
+  explicit ReadsByRank(const RoundEvidence& round) {
+    std::int64_t top = -1;
+    bool negative = false;
+    for (const auto& r : round.ranks) {
+      top = std::max(top, r.rank);
+      negative |= r.rank < 0;
+    }
+    if (!negative && top < 2 * static_cast<std::int64_t>(round.ranks.size()) + 64) {
+      m_dense.assign(static_cast<std::size_t>(top + 1), nullptr);
+      for (const auto& r : round.ranks) m_dense[static_cast<std::size_t>(r.rank)] = &r;
+    } else {
+      m_sparse = true;
+      for (const auto& r : round.ranks) m_map[r.rank] = &r;
+    }
+  }
+  const RankEvents* find(std::int64_t rank) const {
+    if (m_sparse) {
+      auto it = m_map.find(rank);
+      return it == m_map.end() ? nullptr : it->second;
+    }
+    return rank >= 0 && static_cast<std::size_t>(rank) < m_dense.size() ? m_dense[static_cast<std::size_t>(rank)]
+                                                                        : nullptr;
+  }
+
+ private:
+  bool m_sparse = false;
+  std::vector<const RankEvents*> m_dense;
+  std::map<std::int64_t, const RankEvents*> m_map;
+};
+
+}  // namespace
+
 std::vector<std::map<std::int64_t, CpuPerCall>> cpu_per_call(const std::vector<RoundEvidence>& evidence) {
   std::vector<std::map<std::int64_t, CpuPerCall>> out(evidence.size());
   for (std::size_t i = 1; i < evidence.size(); ++i) {
-    std::map<std::int64_t, const RankEvents*> before;
-    for (const auto& r : evidence[i - 1].ranks) before[r.rank] = &r;
+    const ReadsByRank before(evidence[i - 1]);
     for (const auto& r : evidence[i].ranks) {
-      auto it = before.find(r.rank);
-      if (it == before.end()) continue;
-      const RankEvents& b = *it->second;
+      const RankEvents* earlier = before.find(r.rank);
+      if (!earlier) continue;
+      const RankEvents& b = *earlier;
       if (r.cpu_ns < 0 || r.runq_ns < 0 || b.cpu_ns < 0 || b.runq_ns < 0 || r.written <= b.written ||
           r.cpu_ns < b.cpu_ns || r.runq_ns < b.runq_ns)
         continue;  // no counters, no call in between, or another process (counters went back)
@@ -311,7 +426,7 @@ std::vector<std::map<std::int64_t, CpuPerCall>> cpu_per_call(const std::vector<R
       c.mem_stall_ns = per_call(r.mem_stall_us, b.mem_stall_us, 1000);
       if (r.mem_limit_hits >= 0 && b.mem_limit_hits >= 0 && r.mem_limit_hits >= b.mem_limit_hits)
         c.mem_limit_hits = r.mem_limit_hits - b.mem_limit_hits;
-      out[i][r.rank] = c;
+      out[i].insert_or_assign(out[i].end(), r.rank, c);  // (ranks in ascending order: O(1) at the end)
     }
   }
   return out;
@@ -320,20 +435,19 @@ std::vector<std::map<std::int64_t, CpuPerCall>> cpu_per_call(const std::vector<R
 std::vector<std::map<std::int64_t, StoppedWindow>> stopped_per_round(const std::vector<RoundEvidence>& evidence) {
   std::vector<std::map<std::int64_t, StoppedWindow>> out(evidence.size());
   for (std::size_t i = 1; i < evidence.size(); ++i) {
-    std::map<std::int64_t, const RankEvents*> before;
-    for (const auto& r : evidence[i - 1].ranks) before[r.rank] = &r;
+    const ReadsByRank before(evidence[i - 1]);
     for (const auto& r : evidence[i].ranks) {
-      auto it = before.find(r.rank);
-      if (it == before.end() || r.state_samples <= 0 || r.stopped_samples < 0 || r.stopped_samples > r.state_samples)
-        continue;
-      const RankEvents& b = *it->second;
+      const RankEvents* earlier = before.find(r.rank);
+      if (!earlier || r.state_samples <= 0 || r.stopped_samples < 0 || r.stopped_samples > r.state_samples) continue;
+      const RankEvents& b = *earlier;
       // Evidence comes from files and other observers: no window that overflows, no absurd call count.
       std::int64_t window = 0;
       if (r.written <= b.written || r.written - b.written > (std::uint64_t{1} << 40) || r.read_ns <= b.read_ns ||
           __builtin_sub_overflow(r.read_ns, b.read_ns, &window))
         continue;
-      out[i][r.rank] =
-          StoppedWindow{r.state_samples, r.stopped_samples, window, static_cast<std::int64_t>(r.written - b.written)};
+      out[i].insert_or_assign(
+          out[i].end(), r.rank,
+          StoppedWindow{r.state_samples, r.stopped_samples, window, static_cast<std::int64_t>(r.written - b.written)});
     }
   }
   return out;

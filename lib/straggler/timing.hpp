@@ -227,6 +227,8 @@ void latest_completed_before(const std::vector<records::CollectiveEvent>& ev, st
 
 // Median of `v` (0 when empty); averages the two middle values.
 double median(std::vector<double> v);
+// The same of [first, last), reordered in place: no copy (a scratch row per call, issue 40).
+double median_in_place(double* first, double* last);
 
 // One figure of a group's members, sorted once, read as each member sees the others: the median (exactly what
 // median() of the others' values gives: the same middle values, averaged alike), the least and the largest of every

@@ -176,12 +176,17 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   // computation happens (median compute at least busy_call_share of the largest) carry the signal; the median
   // over them drops a loaded host's descheduling spikes. (A summed excess, tried to catch CPU taken from
   // outside in bursts, was as large on clean runs at load 8-17 on 2 CPUs as on 1.6x stragglers.)
+  // (The members' compute per call gathered member by member, each member's calls read in order, into one row per
+  // call, and each row's median taken in place: gathered call by call, one member's call after another's, with a
+  // fresh array per call, this was a third of peer_stats at 100k ranks, most of it cache misses.)
+  const std::size_t n = present.size();
+  std::vector<double> by_call(keys.size() * n);  // row k: every member's compute at call k
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t k = 0; k < keys.size(); ++k) by_call[k * n + i] = static_cast<double>(at[i][k]->compute_ns);
   std::vector<double> call_median(keys.size());
   double largest = 0;
   for (std::size_t k = 0; k < keys.size(); ++k) {
-    std::vector<double> g;
-    for (std::size_t i = 0; i < present.size(); ++i) g.push_back(static_cast<double>(at[i][k]->compute_ns));
-    call_median[k] = median(g);
+    call_median[k] = median_in_place(by_call.data() + k * n, by_call.data() + (k + 1) * n);
     largest = std::max(largest, call_median[k]);
   }
   // On a host with more runnable threads than CPUs every rank's compute time includes time its main
@@ -195,12 +200,10 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   // Who waits for whom is told by the calls whose wait is exact on every peer: a wait that ends when the
   // trainer's wait() returns (CallTiming::wait_exact) holds whatever the rank did before calling it. With
   // no such call, every rank's wait is 0 and no time measure flags anyone (the stopped samples still do).
-  std::vector<bool> exact(keys.size(), true);
-  std::size_t exact_calls = 0;
-  for (std::size_t k = 0; k < keys.size(); ++k) {
-    for (std::size_t i = 0; i < present.size(); ++i) exact[k] = exact[k] && at[i][k]->wait_exact;
-    exact_calls += exact[k] ? 1 : 0;
-  }
+  std::vector<char> exact(keys.size(), 1);  // (member by member, as above)
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t k = 0; k < keys.size(); ++k) exact[k] = exact[k] && at[i][k]->wait_exact;
+  const auto exact_calls = static_cast<std::size_t>(std::count(exact.begin(), exact.end(), 1));
   // Per step, too: a rank whose extra time falls in one gap of a step of several calls (a slow data loader, a
   // host-side optimizer step) computes longer at one call in P, and the per-call median misses it (measured, a
   // two-rank job whose rank 0 burned 0.42x its step's CPU after the optimizer step: 1.44x its partner's mean
@@ -227,11 +230,12 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   }
   const std::size_t period = step_period(order, order_calls);
   std::vector<double> shares;
+  std::vector<double> rel, blocks;  // per member, reused
   auto &compute = s.compute, &wait = s.wait, &relative = s.relative, &cpu = s.cpu;
   for (std::size_t ri = 0; ri < present.size(); ++ri) {
     const auto r = present[ri];
     double c = 0, w = 0;
-    std::vector<double> rel;
+    rel.clear();
     const auto& calls = at[ri];
     const auto& partner = at[present[0] == r ? 1 : 0];  // a pair's other rank
     for (std::size_t k = 0; k < keys.size(); ++k) {
@@ -245,9 +249,9 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
     }
     compute.push_back(c / static_cast<double>(keys.size()));
     wait.push_back(exact_calls > 0 ? w / static_cast<double>(exact_calls) : 0.0);
-    relative.push_back(rel.empty() ? 1.0 : median(rel));
+    relative.push_back(rel.empty() ? 1.0 : median_in_place(rel.data(), rel.data() + rel.size()));
     if (period > 0 && order.size() / period >= k_min_blocks) {
-      std::vector<double> blocks;
+      blocks.clear();
       for (std::size_t start = 0; start + period <= order.size(); start += period) {
         double mine = 0, ref = 0;
         for (std::size_t k = start; k < start + period; ++k) {
@@ -257,7 +261,8 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
         }
         if (ref > 0) blocks.push_back(mine / ref);
       }
-      if (blocks.size() >= k_min_blocks) relative.back() = median(blocks);
+      if (blocks.size() >= k_min_blocks)
+        relative.back() = median_in_place(blocks.data(), blocks.data() + blocks.size());
     }
     if (counted) {
       cpu.push_back(s.counters(ri).cpu_ns);
