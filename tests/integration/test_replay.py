@@ -3,6 +3,7 @@ the real LibTorch battery. Injection campaigns choose peers, recipes,
 quantities, words and bits at random and print their seed
 (SCOUT_TEST_SEED=<seed> reproduces a run); a fault scout did not inject (a
 BLAS routine that returns a wrong bit on one peer) is found too."""
+import importlib.util
 import json
 import os
 import random
@@ -234,6 +235,8 @@ TRAINER = os.path.join(SOURCE_DIR, "bench", "replay_trainer.py")
 
 
 @unittest.skipUnless(os.path.exists(HASH_LIB), "libscout_hash.so was not built")
+@unittest.skipUnless(importlib.util.find_spec("torch"), f"{sys.executable} has no torch for the trainer: run the "
+                     "tests with /usr/bin/python3 (as ctest does) or the project's venv")
 class InJobReplay(ScoutTestCase):
     """The Python package replays inside a real gloo DDP job; scout decides; the ledger gates checkpoints."""
 
