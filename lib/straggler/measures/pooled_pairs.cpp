@@ -170,9 +170,9 @@ void name_pooled(Decision& d, const std::vector<PooledPair>& pooled_pairs,
 // partner pooled, in all 3 rounds, where the other pair's ranks stood at 1.15x and 0.87x (seed 20266206); 20
 // trainer-slowed ranks at 1.26-1.76x, the other pair's at most 1.11x (their excess 4.5-530x its spread/2).
 // Pooled spreads hide a heavy rank that moves: the noise is the larger of the pooled median spread and the median
-// of the other pairs' spreads in each round (round_spreads). Measured, a clean dp=2 x tp=2 job beside a build, load
-// 11 on 2 CPUs: rank 0 at 1.31, 1.66 and 1.28x its partner's CPU per call (1.40x pooled), named; the other pair's
-// heavy rank was rank 3 in two rounds and rank 1 in the third (0.65, 0.85 and 0.57 apart, 0.32 pooled; seed
+// of the other pairs' spreads in each round (other_pairs_round_spread). Measured, a clean dp=2 x tp=2 job beside a
+// build, load 11 on 2 CPUs: rank 0 at 1.31, 1.66 and 1.28x its partner's CPU per call (1.40x pooled), named; the other
+// pair's heavy rank was rank 3 in two rounds and rank 1 in the third (0.65, 0.85 and 0.57 apart, 0.32 pooled; seed
 // 353869121).
 void pair_noise_check(Decision& d, const std::vector<RoundResult>& rounds, const PairRatios& pair_ratios,
                       const DecideOptions& o) {
