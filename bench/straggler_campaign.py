@@ -28,6 +28,9 @@ Scenarios (every run draws its rank, factor, group and delay from its seed):
   compute-contention  one random rank pinned to one CPU with H busy loops pinned there, H in [8, 12]
                    (no quota); its cause should be cpu_contention
   link-tp / link-dp  a delay in [10, 30] ms inside one tp / dp group's collectives (dp=2,tp=2, 2 hosts)
+  memory           every rank reads the next 64 MB of its 256 MB data shard each step; one random rank's memory
+                   cgroup (v1) limited to M MB, M in [8, 24], so it reads its batch from disk every step (root and
+                   the v1 memory controller); its cause should be memory_pressure
   fleet            every rank 3x slower after three --history probes (temporal finding)
 
 Premises: a compute-contention run is scored only when the hogs slowed its victim: its busy time (main
@@ -62,9 +65,9 @@ from straggler_jobs import StragglerJob, busy_per_round, busy_ratio, python_for,
 from trainer_harness import SCOUT_BIN  # noqa: E402
 
 SCENARIOS = ("clean", "compute-trainer", "compute-outside", "link-tp", "link-dp", "fleet", "compute-quota",
-             "compute-contention", "compute-stall", "compute-sleep")
+             "compute-contention", "compute-stall", "compute-sleep", "memory")
 CAUSE = {"compute-trainer": "slow_compute", "compute-quota": "cpu_quota", "compute-contention": "cpu_contention",
-         "compute-stall": "slow_compute", "compute-sleep": "blocked"}
+         "compute-stall": "slow_compute", "compute-sleep": "blocked", "memory": "memory_pressure"}
 
 
 def scout(job, *args, timeout=180):
@@ -190,6 +193,8 @@ def one_run(scenario, seed, python, tmp, work_ms=25, keep=None, factors=None, wo
             job.start(slow_group=truth_group, slow_group_delay=rng.uniform(0.01, 0.03))
         elif scenario == "fleet":
             job.start(slow_all_factor=3.0)
+        elif scenario == "memory":
+            job.start(read_mb=64)
         else:
             job.start()
         job.wait_steps(3)
@@ -201,6 +206,11 @@ def one_run(scenario, seed, python, tmp, work_ms=25, keep=None, factors=None, wo
             victim, factor = rng.randrange(world), rng.uniform(1.5, 3.0)
             truth_ranks = {victim}
             job.cpu_quota(victim, factor)
+        elif scenario == "memory":
+            victim, factor = rng.randrange(world), rng.randint(8, 24)  # factor: the limit in MB
+            truth_ranks = {victim}
+            job.memory_limit(victim, factor)
+            time.sleep(1.0)
         elif scenario == "compute-contention":
             victim, factor = rng.randrange(world), rng.randint(8, 12)
             truth_ranks = {victim}
@@ -265,7 +275,8 @@ def one_run(scenario, seed, python, tmp, work_ms=25, keep=None, factors=None, wo
             "factor": factor, "causes": causes, "load": load,
             "baselines": {k: sorted(x) for k, x in base.items()}, "summary": v["summary"], "wall_s": round(wall, 1),
             "measures": measures, "stopped_shares": shares, "sampling_cpu_share": sampling.get("cpu_share"),
-            "world": world, "tp": tp, "premise": premise, "innocent": sorted(compute_named - truth_ranks)}
+            "world": world, "tp": tp, "premise": premise, "innocent": sorted(compute_named - truth_ranks),
+            "truth_group": truth_group, "slow_groups": slow}
 
 
 def _load_json(path):
