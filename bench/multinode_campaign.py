@@ -16,7 +16,7 @@ run's seed, printed; `--seed S --runs 1 --faults F` reproduces one run):
               (multinode_job.link_layout): straggler
   none-hang, none-straggler   controls: no fault, nothing may be named
 Every observer's verdict is classed (multinode_job.judge): right, innocent,
-wrong_reason, missed, cut_off (the culprit's own observer behind its downed
+wrong_reason, ranks_only (a killed node's ranks named, not the node), missed, cut_off (the culprit's own observer behind its downed
 link, naming no one), unavailable (no verdict: e.g. the store's host is the
 culprit), dead (the culprit's observer, lost with its node), and whether every observer (the cut-off and dead
 ones aside) agreed. Rows are split by whether the culprit is node 0, which hosts torchrun's store ("store host"),
@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 import multinode_job as mj  # noqa: E402
 import netns_nodes  # noqa: E402
 
-CLASSES = ("right", "innocent", "wrong_reason", "missed", "cut_off", "unavailable", "dead", "clean")
+CLASSES = ("right", "innocent", "wrong_reason", "ranks_only", "missed", "cut_off", "unavailable", "dead", "clean")
 
 
 def size(text):

@@ -308,7 +308,8 @@ def alone(doc):
 def judge(results, culprit, rank_nodes, hostnames, fault):
     """Classifies each observer's verdict against the culprit node: 'right' (something named, all on the
     culprit node; for a rate limit with reason communication), 'innocent' (a rank or node elsewhere named),
-    'wrong_reason' (the culprit node's ranks named as compute stragglers), 'missed' (nothing named),
+    'wrong_reason' (the culprit node's ranks named as compute stragglers), 'ranks_only' (a killed node's ranks
+    named, not the node: scope rank), 'missed' (nothing named),
     'cut_off' (the culprit's own observer behind its downed link, naming no one: it cannot tell),
     'unavailable' (no verdict); with no fault (CONTROLS) 'clean' or 'innocent'. Returns (classes by observer, agree: every observer with a verdict, the
     cut-off one aside, printed the same status and suspects; one that decided without the store, on its own node
@@ -333,6 +334,8 @@ def judge(results, culprit, rank_nodes, hostnames, fault):
             per.append("innocent")
         elif fault == "rate-limit" and reasons - {"communication"}:
             per.append("wrong_reason")
+        elif fault in ("kill", "power-off") and doc.get("scope") != "node":
+            per.append("ranks_only")  # the whole node died: some of its ranks named, the node not
         else:
             per.append("right")
     # An observer that could not reach the store decided on its own node alone (store_unreachable): it cannot

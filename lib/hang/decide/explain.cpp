@@ -10,7 +10,8 @@
 //   process_stopped; torn_record (a strict minority); with post-mortem dumps only, the ranks that left
 //     none where every call the others wait in misses only them (wait_chain_end); first_failure, then
 //     first_failed_node (a whole node, first_failures.cpp), lost_node (the one silent observer's
-//     node); uninterruptible_sleep (a strict minority, in a stall).
+//     node); uninterruptible_sleep (a strict minority, in a stall). Ranks named by these rules whose
+//     whole node died unrecorded name that node instead (killed_node).
 // Every other dead or failed rank is a victim, with how it died and where.
 // Thresholds: k_victim_abort_signal, strict_minority, k_max_group_values.
 #include <map>
@@ -234,11 +235,15 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
       }
   }
   if (out.suspects.empty()) name_first_failures(pos, views, out.suspects);
-  if (out.suspects.empty())
-    if (auto node = first_failed_node(pos, cmp, views))
-      out.nodes.push_back(std::move(*node));
+  if (auto node = killed_node(pos, cmp, views, out.suspects)) {
+    out.suspects.clear();  // they are its ranks
+    out.nodes.push_back(std::move(*node));
+  } else if (out.suspects.empty()) {
+    if (auto first = first_failed_node(pos, cmp, views))
+      out.nodes.push_back(std::move(*first));
     else if (auto lost = lost_node(pos, cmp, views))
       out.nodes.push_back(std::move(*lost));
+  }
   std::set<std::int64_t> on_named_node;
   for (const auto& n : out.nodes) on_named_node.insert(n.ranks.begin(), n.ranks.end());
   // Uninterruptible sleep: a minority stuck in the kernel, when nothing else explains the stall. A rank

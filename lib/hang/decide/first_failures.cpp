@@ -225,6 +225,66 @@ std::optional<NodeFinding> first_failed_node(const Positions& pos, const Compari
   return out;
 }
 
+namespace {
+
+// Died with nothing in its record the way no victim dies: its writer gone, no failed call, no
+// communication error or launcher's SIGTERM, not ended by its program, by no signal a peer's failure sends.
+bool died_unrecorded(const Positions& pos, const Views& views, std::int64_t r) {
+  const auto& p = pos.ranks[r];
+  if (!p.s || !p.dead_final || p.failed || p.comm_error) return false;
+  const auto& proc = views.ranks[r].evidence->process;
+  if (proc.exit_code == 0 && proc.signal == 0) return false;
+  return proc.signal == 0 || !cascade_form_signal(proc.signal);
+}
+
+}  // namespace
+
+// The killed node: the rules above named a rank (a position singled it out: killed before it entered
+// the call its peers wait in) and every other rank of its node died unrecorded too (campaign 4x2 on
+// etcd, seed 41705: node 2 killed, rank 5 named as never having entered, rank 4 listed as a victim;
+// 8x4 seed 41800: ranks 4 and 6 of node 1 named, 5 and 7 victims). A node's processes killed together
+// (its machine, its launcher, the kernel, an operator) is that node's fault, whichever of its ranks
+// lagged: the node is named with all its ranks. Not where a call or history departs from its group's
+// (the rank's own calls are the fault), where a rank of the node lives, failed or was terminated,
+// where a rank of another node died unrecorded too; never half the world or more.
+std::optional<NodeFinding> killed_node(const Positions& pos, const Comparison& cmp, const Views& views,
+                                       const std::map<std::int64_t, Finding>& named) {
+  const auto world = static_cast<std::int64_t>(pos.ranks.size());
+  if (world < 3 || named.empty() || !no_divergence(cmp)) return std::nullopt;
+  const auto* node = views.ranks[named.begin()->first].node;
+  if (!node || node->empty()) return std::nullopt;
+  for (const auto& [r, f] : named)
+    if (!views.ranks[r].node || *views.ranks[r].node != *node || !died_unrecorded(pos, views, r)) return std::nullopt;
+  std::vector<std::int64_t> ranks;
+  std::string reason;
+  for (std::int64_t r = 0; r < world; ++r) {
+    const bool on_node = views.ranks[r].node && *views.ranks[r].node == *node;
+    if (died_unrecorded(pos, views, r) != on_node) return std::nullopt;  // a rank of it alive, or a death elsewhere
+    if (!on_node) continue;
+    ranks.push_back(r);
+    const auto why = process_reason(views.ranks[r].evidence->process);
+    reason = reason.empty() || reason == why ? why : "process_died";
+  }
+  if (ranks.size() < 2 || !strict_minority(static_cast<std::int64_t>(ranks.size()), world)) return std::nullopt;
+  json first = json::array();
+  for (const auto& [r, f] : named)
+    if (first.size() < k_max_group_values)
+      first.push_back({{"rank", r}, {"reason", f.reason}, {"measure", measure_name(f.measure)}});
+  NodeFinding out;
+  out.node = *node;
+  out.ranks = ranks;
+  out.finding = Finding{reason,
+                        HangKind::dead_rank,
+                        {{"killed_node",
+                          {{"why",
+                            "every rank of this node died with no failure in its record, one of them singled out "
+                            "first; no rank of another node died so"},
+                           {"ranks", first_ranks(ranks)},
+                           {"singled_out", std::move(first)}}}},
+                        Measure::killed_node};
+  return out;
+}
+
 // The lost node: one observer never answered (its machine lost power, panicked, or dropped off the
 // network with its processes), and every rank the others can see recorded a failure or waits inside a
 // call, at least one of them a failure, with no call or history departing from its group's. What

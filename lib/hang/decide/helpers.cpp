@@ -59,6 +59,8 @@ std::string_view measure_name(Measure m) {
       return "first_failure";
     case Measure::first_failed_node:
       return "first_failed_node";
+    case Measure::killed_node:
+      return "killed_node";
     case Measure::lost_node:
       return "lost_node";
     case Measure::uninterruptible_sleep:
@@ -84,6 +86,7 @@ std::string_view measure_stage(Measure m) {
     case Measure::torn_record:
     case Measure::first_failure:
     case Measure::first_failed_node:
+    case Measure::killed_node:
     case Measure::lost_node:
     case Measure::uninterruptible_sleep:
       return "explain";

@@ -71,6 +71,7 @@ enum class Measure {
   torn_record,            // 5: a torn record whose writer died
   first_failure,          // 5: the one death no failure was recorded for
   first_failed_node,      // 5: a node whose every rank died unrecorded, before every other rank's failure
+  killed_node,            // 5: a node whose every rank died unrecorded, one of them singled out by the rules above
   lost_node,              // 5: the one silent observer's node, every visible rank failed or waiting
   uninterruptible_sleep,  // 5: a minority stuck in the kernel
   unreachable_observer,   // 6: the ranks no observer could see, the visible ones all waiting
@@ -306,6 +307,10 @@ void name_first_failures(const Positions& pos, const Views& views, std::map<std:
 std::optional<NodeFinding> first_failed_node(const Positions& pos, const Comparison& cmp, const Views& views);
 // The lost-node rule (first_failures.cpp): one observer silent, every visible rank failed or waiting.
 std::optional<NodeFinding> lost_node(const Positions& pos, const Comparison& cmp, const Views& views);
+// The node of the ranks named so far, when those ranks and every other rank of their node died
+// unrecorded, and no rank elsewhere did (first_failures.cpp).
+std::optional<NodeFinding> killed_node(const Positions& pos, const Comparison& cmp, const Views& views,
+                                       const std::map<std::int64_t, Finding>& named);
 // A death by a signal a peer's failure kills with (k_cascade_signals).
 bool cascade_form_signal(int sig);
 

@@ -661,6 +661,79 @@ TEST_F(CascadeTest, ANodeWhoseRanksAllDiedUnrecordedBeforeEveryOtherFailureIsNam
   EXPECT_EQ(v.status, VerdictStatus::inconclusive);
 }
 
+// A node's processes killed together while one of them lagged: that rank had not entered the call the
+// others wait in, so its position singles it out; its node-mates died inside the call, unrecorded too
+// (campaign 4x2 on etcd, seed 41705: rank 5 named, rank 4 of the same node listed as a victim). The node
+// is named, with all its ranks. Not when a rank of the node was terminated by its launcher (a lone crash
+// whose node-mates were torn down), not when a rank of another node died unrecorded too, and not when
+// the lagging rank's own calls differ (its history departs: the rank is the fault).
+TEST_F(CascadeTest, ANodeKilledWhileOneOfItsRanksLaggedIsNamedWithAllItsRanks) {
+  for (int trial = 0; trial < 8; ++trial) {
+    const std::int64_t nodes = pick(3, 6), per = pick(2, 4);
+    const std::int64_t world = nodes * per, bad = pick(0, nodes - 1);
+    const auto at = static_cast<std::size_t>(pick(2, 6));
+    const std::int64_t lag = bad * per + pick(0, per - 1);
+    SCOPED_TRACE(testing::Message() << nodes << "x" << per << " node " << bad << " lagging " << lag << " at " << at
+                                    << " seed " << seed);
+    Sim sim(fmt::format("dp={}", world), 8, {"world"});
+    for (std::int64_t r = bad * per; r < (bad + 1) * per; ++r)
+      sim.faults[r] = {r == lag ? Fault::exit_before : Fault::die_inside, at};
+    auto ev = sim.run(true, true);
+    for (std::int64_t r = 0; r < world; ++r) {
+      const bool on_node = r / per == bad;
+      ev[r].snapshot.heartbeat_ns = ev[r].snapshot.progress_ns = k_now - (on_node ? 12 : 10) * k_s + pick(0, k_s);
+    }
+    std::set<std::int64_t> node_ranks;
+    for (std::int64_t r = bad * per; r < (bad + 1) * per; ++r) node_ranks.insert(r);
+    Verdict v = decide(input_by_node(ev, per));
+    ASSERT_EQ(v.suspects.size(), 1u) << v.summary;
+    const auto& s = v.suspects[0];
+    EXPECT_EQ(s.rank, -1) << v.summary;
+    EXPECT_EQ(s.node, fmt::format("node{}", bad));
+    EXPECT_EQ(v.scope, Scope::node);
+    EXPECT_EQ(s.evidence.value("measure", ""), "killed_node");
+    std::set<std::int64_t> listed;
+    for (const auto& x : s.evidence["ranks"]) listed.insert(x["rank"].get<std::int64_t>());
+    EXPECT_EQ(listed, node_ranks);
+    auto vic = victims(v);
+    for (std::int64_t r = 0; r < world; ++r) EXPECT_EQ(vic.count(r), node_ranks.count(r) ? 0u : 1u) << r;
+
+    // A lone crash whose node-mates its launcher tore down (SIGTERM, recorded): the rank, not its node.
+    {
+      auto torn = ev;
+      for (auto r : node_ranks)
+        if (r != lag) {
+          torn[r].snapshot.phase = records::Phase::terminated;
+          torn[r].process = {ProcessState::exited, 'Z', -1, SIGTERM, false, "terminated"};
+        }
+      Verdict t = decide(input_by_node(torn, per));
+      for (const auto& x : t.suspects) EXPECT_NE(x.rank, -1) << t.summary;
+      EXPECT_EQ(suspects(t), std::set<std::int64_t>{lag}) << t.summary;
+    }
+    // A rank of another node dead unrecorded too: no node is named.
+    {
+      auto two = ev;
+      std::int64_t r = pick(0, world - 1);
+      while (r / per == bad) r = pick(0, world - 1);
+      two[r].snapshot.collective_state = CollectiveState::inside;
+      two[r].snapshot.recent.back().failed = false;
+      two[r].snapshot.recent.back().exit_ns = 0;
+      two[r].snapshot.phase = records::Phase::collective;
+      two[r].process = {ProcessState::gone, '?', -1, 0, false, "gone"};
+      Verdict o = decide(input_by_node(two, per));
+      for (const auto& x : o.suspects) EXPECT_NE(x.rank, -1) << o.summary;
+    }
+  }
+  // The lagging rank's calls differ (it skipped one): the rank is named, not its node.
+  Sim sim("dp=6", 8, {"world"});
+  sim.faults[2] = {Fault::skip, 3};
+  auto ev = sim.run(true, true);
+  ev[3].process = {ProcessState::gone, '?', -1, 0, false, "gone"};
+  ev[3].writer_alive = false;
+  Verdict v = decide(input_by_node(ev, 2));
+  for (const auto& x : v.suspects) EXPECT_NE(x.rank, -1) << v.summary;
+}
+
 // A node lost with its observer (power gone: its processes and its observer at once): the other
 // observers see every rank of theirs fail its call, and nothing of that node. Its node is named by its
 // observer's label, with the ranks no observer saw; never with two observers silent, never where a
