@@ -334,8 +334,9 @@ def judge(results, culprit, rank_nodes, hostnames, fault):
             per.append("innocent")
         elif fault == "rate-limit" and reasons - {"communication"}:
             per.append("wrong_reason")
-        elif fault in ("kill", "power-off") and doc.get("scope") != "node":
-            per.append("ranks_only")  # the whole node died: some of its ranks named, the node not
+        elif fault in ("kill", "power-off") and doc.get("scope") != "node" and \
+                sum(n == culprit for n in rank_nodes.values()) > 1:
+            per.append("ranks_only")  # the whole node died: some of its ranks named, the node not (one rank: alike)
         else:
             per.append("right")
     # An observer that could not reach the store decided on its own node alone (store_unreachable): it cannot
