@@ -117,18 +117,19 @@ class CleanJob(scoutlib.ScoutTestCase):
                 types = {e["type"] for e in rec["recent"]}
                 # DDP buckets (2.x: ProcessGroup hooks; 1.13: the default comm hook), loss, final barrier;
                 # (DDP's constructor also broadcasts the parameters and all-gathers their shapes.)
-                self.assertEqual(types - {"broadcast", "all_gather"} if th.TORCH == "2" else types, {"all_reduce", "barrier"})
+                self.assertEqual(types - {"broadcast", "all_gather"} if th.HOOKS else types, {"all_reduce", "barrier"})
                 for e in rec["recent"]:
                     self.assertIsNotNone(e["exit_ns"])
                     self.assertGreaterEqual(e["exit_ns"], e["enter_ns"])
-                    # What the exit time is: 2.x's hooks take it from the backend's completion; 1.13's
-                    # wrappers when the call returned, or from the async call's future (DDP's buckets).
-                    self.assertIn(e["exit_kind"], ("completed",) if th.TORCH == "2" else ("returned", "completed"), e)
+                    # What the exit time is: 2.15's hooks take it from the backend's completion; the
+                    # wrappers (1.13, 2.x before 2.15) when the call returned, or from the async call's
+                    # future (DDP's buckets).
+                    self.assertIn(e["exit_kind"], ("completed",) if th.HOOKS else ("returned", "completed"), e)
             # DDP buckets: float32 all_reduce of the model's 178 parameters (op SUM on 1.13's comm
             # hook; the 2.x hooks do not see the reduce op: -1).
             buckets = [e for e in first["recent"] if e["type"] == "all_reduce" and e["count"] == 178]
             self.assertEqual(len(buckets), 4)
-            self.assertEqual({(e["dtype"], e["root_or_op"]) for e in buckets}, {("F32", -1 if th.TORCH == "2" else 0)})
+            self.assertEqual({(e["dtype"], e["root_or_op"]) for e in buckets}, {("F32", -1 if th.HOOKS else 0)})
             text = scoutlib.run(["records", "list", "--job", job.job], fmt="text")
             self.assertEqual(text.rc, 0)
             self.assertIn(f"scout.{job.job}.2", text.stdout)

@@ -70,6 +70,22 @@ def require_python(torch_version=None):
 
 PYTHON = python_for() or VENV_PYTHON  # the trainers' interpreter of this run
 
+
+def torch_version(python):
+    """The torch version (major, minor) installed for `python`, read from its metadata (no import), or None."""
+    try:
+        out = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('torch'))"],
+                             capture_output=True, text=True, timeout=60).stdout.strip()
+        return tuple(int(x) for x in out.split("+")[0].split(".")[:2])
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return None
+
+
+# How the publisher captures this run's collectives: ProcessGroup hooks on torch 2.15 and later (every
+# collective, exit at the backend's completion), else wrapped torch.distributed functions (1.13, and 2.x
+# before 2.15: SCOUT_VENV naming such a torch's venv).
+HOOKS = TORCH == "2" and (torch_version(PYTHON) or (0, 0)) >= (2, 15)
+
 FAULTS = ("none", "stop-before-collective", "stop-inside-collective", "exit", "crash", "skip-collective", "wrong-shape")
 
 _counter = [0]
