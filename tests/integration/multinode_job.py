@@ -433,7 +433,9 @@ def run_case(nodes_cls, n, r, fault, seed, out=sys.stderr, observer_store="torch
                 summaries.append(f"node {k}: exit {rc}, no verdict: {err.strip()[-400:]}")
             else:
                 sus = [(s.get("rank"), s.get("node"), s.get("reason")) for s in doc.get("suspects", [])]
-                summaries.append(f"node {k}: exit {rc} {doc.get('status')} suspects={sus} :: {doc.get('summary')}")
+                summaries.append(f"node {k}: exit {rc} {doc.get('status')} suspects={sus} :: {doc.get('summary')}" +
+                                 (f" || stderr: {' | '.join(err.strip().splitlines()[-3:])[-600:]}"
+                                  if per[k] != "right" and err and err.strip() else ""))
         return {"fault": fault, "seed": seed, "nodes": n, "ranks_per_node": r, "culprit": culprit,
                 "observer_store": observer_store,
                 "per_observer": per, "agree": agree, "summaries": summaries, "rank_nodes": rank_nodes,
