@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "lib/transport/tcp_store_dialect.hpp"
 
@@ -49,7 +50,10 @@ Result<JoinedStore> join_store(const std::string& job, const std::optional<trans
   // etcd:// is a cluster of its own that scout never hosts: every observer joins it.
   const bool networked = tcp || out.uri.kind == transport::StoreUri::Kind::etcd;
   bool try_host = tcp && (host == HostStore::always || (host == HostStore::auto_observer0 && member == 0));
-  if (try_host && host == HostStore::auto_observer0) {
+  const bool may_host = try_host && host == HostStore::auto_observer0;
+  const auto began = std::chrono::steady_clock::now();
+  bool answered = false;  // a store already answered there when observer 0 looked
+  if (may_host) {
     // A store that already answers there (torchrun's agent on this node, a trainer's) is joined
     // without trying to host it: hosting loads the default LibTorch module first (1.13's), which then
     // cannot speak to a torch 2.x store, and observer 0 of a torchrun job went on alone. Nothing
@@ -60,13 +64,31 @@ Result<JoinedStore> join_store(const std::string& job, const std::optional<trans
     if (d != transport::StoreDialect::unknown) {
       spdlog::info("{} already answers ({}): joining it", out.uri.text, transport::store_dialect_name(d));
       try_host = false;
+      answered = true;
     }
   }
-  auto opened = transport::open_store(out.uri, try_host, timeout);
-  if (!opened && try_host && host == HostStore::auto_observer0) {
+  using namespace std::chrono_literals;
+  const auto left = [&] {
+    return std::max<std::chrono::milliseconds>(200ms, timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                    std::chrono::steady_clock::now() - began));
+  };
+  // A store that answered may be on its way out: torchrun's agent exits with its store once its workers
+  // failed, seconds after a node's loss (campaign 4x2, kill of node 3 on torchrun's store, seed 44002: every
+  // observer, observer 0 too, timed out joining it after 7.4 s and decided alone). Observer 0 joins it with a
+  // short bound first and, where nothing answers any longer, hosts it after all while the others still try.
+  auto opened = transport::open_store(out.uri, try_host,
+                                      answered ? std::min<std::chrono::milliseconds>(timeout, 2500ms) : timeout);
+  if (!opened && answered) {
+    const auto d = transport::probe_store_dialect(out.uri.host, out.uri.port, std::min(left(), 1500ms));
+    try_host = d == transport::StoreDialect::unknown;
+    spdlog::info("joining {} failed ({}); {}", out.uri.text, opened.error().why,
+                 try_host ? "nothing answers there now: hosting it" : "it still answers: joining it again");
+    opened = transport::open_store(out.uri, try_host, left());
+  }
+  if (!opened && try_host && may_host) {
     // Someone (the launcher, or a store-host observer) already serves it: join.
     spdlog::info("hosting {} failed ({}); joining it", out.uri.text, opened.error().why);
-    opened = transport::open_store(out.uri, false, timeout);
+    opened = transport::open_store(out.uri, false, answered ? left() : timeout);
   }
   if (!opened) return opened.error();
   out.hosted_here = try_host && (*opened)->describe().find("hosted") != std::string::npos;
