@@ -127,11 +127,6 @@ const CallTiming& RankCalls::at(CallKey key) const {
   return *c;
 }
 
-bool RankCalls::same_keys(const RankCalls& other) const {
-  return std::equal(m_entries.begin(), m_entries.end(), other.m_entries.begin(), other.m_entries.end(),
-                    [](const Entry& a, const Entry& b) { return a.first == b.first; });
-}
-
 std::uint32_t TimingTable::kind_index(const std::string& name) const {
   return static_cast<std::uint32_t>(std::find(kinds.begin(), kinds.end(), name) - kinds.begin());
 }

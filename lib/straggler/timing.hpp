@@ -172,8 +172,6 @@ class RankCalls {
   const CallTiming* find(CallKey key) const;
   const CallTiming& at(CallKey key) const;
   std::size_t count(CallKey key) const { return find(key) ? 1 : 0; }
-  // Whether `other` holds calls at exactly the same keys.
-  bool same_keys(const RankCalls& other) const;
 
   std::size_t size() const { return m_entries.size(); }
   bool empty() const { return m_entries.empty(); }

@@ -29,11 +29,11 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
   for (const auto& [kind, idx] : by_kind) {
     if (idx.size() < 2) continue;
     std::vector<std::vector<CallKey>> keys_of;
-    std::vector<const RankCalls*> member_calls;
+    std::vector<std::uint32_t> member_sets;
     for (auto i : idx) {
-      member_calls.clear();
-      for (auto r : t.groups[i].members) member_calls.push_back(ix.calls.find(r));
-      keys_of.push_back(common_keys(member_calls));
+      member_sets.clear();
+      for (auto r : t.groups[i].members) member_sets.push_back(ix.key_sets.of(r));
+      keys_of.push_back(ix.key_sets.common(member_sets));
     }
     // ... whose wait is exact on every member of every group: an upper bound (a wait() returning, not the
     // call completing) says nothing about how long the link took.
@@ -50,11 +50,12 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
     // shares none).
     std::vector<std::vector<std::vector<const CallTiming*>>> calls(idx.size());
     std::vector<bool> exact(shared.size(), true);
+    CallsAtKeys calls_at(ix.key_sets, shared);
     for (std::size_t j = 0; j < idx.size() && !shared.empty(); ++j)
       for (auto r : t.groups[idx[j]].members) {
         const RankCalls* rc = ix.calls.find(r);
         if (!rc) throw std::out_of_range("measure_link: a member without calls shares calls");
-        calls[j].push_back(calls_at(*rc, shared));
+        calls[j].push_back(calls_at(ix.key_sets.of(r), *rc));
         for (std::size_t k = 0; k < shared.size(); ++k) exact[k] = exact[k] && calls[j].back()[k]->wait_exact;
       }
     std::vector<CallKey> keys;
