@@ -296,6 +296,36 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
   std::vector<std::uint32_t> kind_of(t.groups.size());  // per group, its kind's index
   for (std::size_t i = 0; i < t.groups.size(); ++i) kind_of[i] = t.add_kind(t.groups[i].kind);
 
+  // A call is the same call only where the ranks agree on what it is: keys whose (type, count) differ are dropped at
+  // the end. The votes in key order, each rank's calls walked beside them as soon as they are built, still in the
+  // cache (most ranks make the same calls: O(K) per rank; a std::map of the keys, one lookup per rank and call, was a
+  // third of build_table at 10k ranks, and a walk of every rank's calls after the table was built, a sixth at 100k).
+  struct Vote {
+    CallKey key;
+    std::uint8_t type = 0;
+    std::uint64_t count = 0;
+    bool differs = false;
+  };
+  std::vector<Vote> votes, fresh, merged;
+  const auto vote = [&](const RankCalls& calls) {
+    fresh.clear();
+    auto v = votes.begin();
+    for (const auto& [key, c] : calls) {
+      while (v != votes.end() && v->key < key) ++v;
+      if (v != votes.end() && v->key == key) {
+        if (v->type != c.type || v->count != c.count) v->differs = true;
+      } else {
+        fresh.push_back(Vote{key, c.type, c.count, false});
+      }
+    }
+    if (fresh.empty()) return;
+    merged.clear();
+    std::merge(votes.begin(), votes.end(), fresh.begin(), fresh.end(), std::back_inserter(merged),
+               [](const Vote& a, const Vote& b) { return a.key < b.key; });
+    votes.swap(merged);
+  };
+  bool reread = false;  // a rank read twice in the round (its last read counts)
+
   std::vector<records::CollectiveEvent> ev;
   std::vector<RankCalls::Entry> entries;
   std::vector<std::ptrdiff_t> latest;  // per call, latest_completed_before
@@ -347,34 +377,13 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
       c.op_seq = e.op_seq;
       entries.push_back({key, c});
     }
+    reread |= !calls.empty();
     calls.assign(entries);
+    if (!reread) vote(calls);
   }
-  // A call is the same call only where the ranks agree on what it is: drop keys whose (type, count) differ.
-  // The votes in key order, each rank's calls walked beside them (most ranks make the same calls: O(K) per rank; a
-  // std::map of the keys, one lookup per rank and call, was a third of build_table at 10k ranks).
-  struct Vote {
-    CallKey key;
-    std::uint8_t type = 0;
-    std::uint64_t count = 0;
-    bool differs = false;
-  };
-  std::vector<Vote> votes, fresh, merged;
-  for (const auto& [rank, calls] : t.ranks) {
-    fresh.clear();
-    auto v = votes.begin();
-    for (const auto& [key, c] : calls) {
-      while (v != votes.end() && v->key < key) ++v;
-      if (v != votes.end() && v->key == key) {
-        if (v->type != c.type || v->count != c.count) v->differs = true;
-      } else {
-        fresh.push_back(Vote{key, c.type, c.count, false});
-      }
-    }
-    if (fresh.empty()) continue;
-    merged.clear();
-    std::merge(votes.begin(), votes.end(), fresh.begin(), fresh.end(), std::back_inserter(merged),
-               [](const Vote& a, const Vote& b) { return a.key < b.key; });
-    votes.swap(merged);
+  if (reread) {  // a rank read twice: its earlier read voted; the votes again over the calls kept
+    votes.clear();
+    for (const auto& [rank, calls] : t.ranks) vote(calls);
   }
   for (const auto& v : votes) {
     if (!v.differs) continue;
