@@ -95,8 +95,8 @@ class KeySets {
 class CallsAtKeys {
  public:
   CallsAtKeys(const KeySets& sets, const std::vector<CallKey>& keys) : m_sets(sets), m_keys(keys) {}
-  // The calls at the keys of a rank whose key set is `set` and whose calls are `calls`.
-  std::vector<const CallTiming*> operator()(std::uint32_t set, const RankCalls& calls);
+  // The calls at the keys of a rank whose key set is `set` and whose calls are `calls`, into out[0 .. keys.size()).
+  void operator()(std::uint32_t set, const RankCalls& calls, const CallTiming** out);
 
  private:
   const KeySets& m_sets;

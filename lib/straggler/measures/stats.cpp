@@ -87,16 +87,13 @@ void KeySets::places(std::uint32_t set, const std::vector<CallKey>& keys, std::v
   }
 }
 
-std::vector<const CallTiming*> CallsAtKeys::operator()(std::uint32_t set, const RankCalls& calls) {
+void CallsAtKeys::operator()(std::uint32_t set, const RankCalls& calls, const CallTiming** out) {
   if (set != m_set) {
     m_sets.places(set, m_keys, m_places);
     m_set = set;
   }
-  std::vector<const CallTiming*> out;
-  out.reserve(m_places.size());
   const auto first = calls.begin();
-  for (auto p : m_places) out.push_back(&first[static_cast<std::ptrdiff_t>(p)].second);
-  return out;
+  for (auto p : m_places) *out++ = &first[static_cast<std::ptrdiff_t>(p)].second;
 }
 
 bool is_mesh_kind(const std::string& kind) {
@@ -217,11 +214,13 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
     s.stopped_of.push_back(ix.stopped.find(r));
   }
   s.calls = keys.size();
-  // Per member, its calls at `keys` (looked up once: the loops below read them per rank and call).
-  std::vector<std::vector<const CallTiming*>> at;
-  at.reserve(present.size());
+  // Per member, its calls at `keys` (looked up once: the loops below read them per rank and call), one row each of
+  // one array (an array per member, 100k of them per round, was malloc's).
+  const std::size_t n = present.size();
+  std::vector<const CallTiming*> at_rows(n * keys.size());
+  const auto at = [&](std::size_t i) { return at_rows.data() + i * keys.size(); };
   CallsAtKeys calls_at(ix.key_sets, keys);
-  for (std::size_t i = 0; i < member_calls.size(); ++i) at.push_back(calls_at(member_sets[i], *member_calls[i]));
+  for (std::size_t i = 0; i < n; ++i) calls_at(member_sets[i], *member_calls[i], at_rows.data() + i * keys.size());
   // Per call, each rank's compute relative to its peers' median for that call: what the whole machine does
   // at that moment cancels out (every rank slowed alike is no straggler). The calls where the step's
   // computation happens (median compute at least busy_call_share of the largest) carry the signal; the median
@@ -230,10 +229,9 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   // (The members' compute per call gathered member by member, each member's calls read in order, into one row per
   // call, and each row's median taken in place: gathered call by call, one member's call after another's, with a
   // fresh array per call, this was a third of peer_stats at 100k ranks, most of it cache misses.)
-  const std::size_t n = present.size();
   std::vector<double> by_call(keys.size() * n);  // row k: every member's compute at call k
   for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t k = 0; k < keys.size(); ++k) by_call[k * n + i] = static_cast<double>(at[i][k]->compute_ns);
+    for (std::size_t k = 0; k < keys.size(); ++k) by_call[k * n + i] = static_cast<double>(at(i)[k]->compute_ns);
   std::vector<double> call_median(keys.size());
   double largest = 0;
   for (std::size_t k = 0; k < keys.size(); ++k) {
@@ -253,7 +251,7 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   // no such call, every rank's wait is 0 and no time measure flags anyone (the stopped samples still do).
   std::vector<char> exact(keys.size(), 1);  // (member by member, as above)
   for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t k = 0; k < keys.size(); ++k) exact[k] = exact[k] && at[i][k]->wait_exact;
+    for (std::size_t k = 0; k < keys.size(); ++k) exact[k] = exact[k] && at(i)[k]->wait_exact;
   const auto exact_calls = static_cast<std::size_t>(std::count(exact.begin(), exact.end(), 1));
   // Per step, too: a rank whose extra time falls in one gap of a step of several calls (a slow data loader, a
   // host-side optimizer step) computes longer at one call in P, and the per-call median misses it (measured, a
@@ -272,12 +270,12 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   std::vector<std::size_t> order_at(keys.size());  // the place in `keys` of each call in the program's order
   for (std::size_t k = 0; k < keys.size(); ++k) order_at[k] = k;
   std::sort(order_at.begin(), order_at.end(),
-            [&](std::size_t a, std::size_t b) { return at[0][a]->op_seq < at[0][b]->op_seq; });
+            [&](std::size_t a, std::size_t b) { return at(0)[a]->op_seq < at(0)[b]->op_seq; });
   std::vector<CallKey> order(keys.size());
   std::vector<const CallTiming*> order_calls(keys.size());  // the first member's calls in that order
   for (std::size_t k = 0; k < keys.size(); ++k) {
     order[k] = keys[order_at[k]];
-    order_calls[k] = at[0][order_at[k]];
+    order_calls[k] = at(0)[order_at[k]];
   }
   const std::size_t period = step_period(order, order_calls);
   std::vector<double> shares;
@@ -287,8 +285,8 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
     const auto r = present[ri];
     double c = 0, w = 0;
     rel.clear();
-    const auto& calls = at[ri];
-    const auto& partner = at[present[0] == r ? 1 : 0];  // a pair's other rank
+    const auto* calls = at(ri);
+    const auto* partner = at(present[0] == r ? 1 : 0);  // a pair's other rank
     for (std::size_t k = 0; k < keys.size(); ++k) {
       const auto& call = *calls[k];
       c += static_cast<double>(call.compute_ns);
