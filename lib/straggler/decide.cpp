@@ -18,15 +18,11 @@ namespace scout::straggler {
 RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOptions& o) {
   using namespace detail;
   RoundResult out;
-  std::set<CallKey> all_keys;
-  const RankCalls* last = nullptr;  // the last rank whose keys were added: most ranks make the same calls
-  for (const auto& [rank, calls] : t.ranks) {
-    if (last && calls.same_keys(*last)) continue;
-    for (const auto& [key, c] : calls) all_keys.insert(key);
-    last = &calls;
-  }
-  out.calls = static_cast<std::int64_t>(all_keys.size());
   const RankIndex ix(t);
+  std::set<CallKey> all_keys;  // over the ranks' distinct key sets
+  for (std::uint32_t s = 0; s < ix.key_sets.size(); ++s)
+    all_keys.insert(ix.key_sets.keys(s).begin(), ix.key_sets.keys(s).end());
+  out.calls = static_cast<std::int64_t>(all_keys.size());
 
   // Compute: per peer group over the calls every present peer completed.
   for (auto& group : mesh.peer_groups()) {

@@ -31,15 +31,17 @@ double median_in_place(double* first, double* last) {
 
 LeaveOneOut::LeaveOneOut(std::vector<double> values, const std::vector<bool>& counted)
     : m_values(std::move(values)), m_pos(m_values.size(), k_absent) {
-  std::vector<std::size_t> order;
+  // (value, member) sorted by value: the values beside their members, not read through them (issue 40). Of equal
+  // values either order gives the same figures.
+  std::vector<std::pair<double, std::size_t>> order;
   order.reserve(m_values.size());
   for (std::size_t i = 0; i < m_values.size(); ++i)
-    if (counted.empty() || counted[i]) order.push_back(i);
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return m_values[a] < m_values[b]; });
+    if (counted.empty() || counted[i]) order.emplace_back(m_values[i], i);
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   m_sorted.reserve(order.size());
   for (std::size_t k = 0; k < order.size(); ++k) {
-    m_pos[order[k]] = k;
-    m_sorted.push_back(m_values[order[k]]);
+    m_pos[order[k].second] = k;
+    m_sorted.push_back(order[k].first);
   }
 }
 
@@ -100,13 +102,23 @@ void RankCalls::set(CallKey key, const CallTiming& call) {
     m_entries.insert(it, Entry{key, call});
 }
 
-void RankCalls::assign(std::vector<Entry> entries) {
-  // Stable, so that of a repeated key the last one appended ends its run.
-  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.first < b.first; });
+void RankCalls::assign(const std::vector<Entry>& entries) {
+  // The entries' places sorted by key, of a repeated key in the order appended (as a stable sort, without its
+  // buffer allocated per rank: issue 40), so that the last one appended ends its run; each call copied once.
+  std::vector<std::uint32_t> order(entries.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::uint32_t>(i);
+  std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return entries[a].first != entries[b].first ? entries[a].first < entries[b].first : a < b;
+  });
+  const auto last_of_key = [&](std::size_t i) {
+    return i + 1 == order.size() || entries[order[i + 1]].first != entries[order[i]].first;
+  };
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < order.size(); ++i) kept += last_of_key(i) ? 1 : 0;
   m_entries.clear();
-  m_entries.reserve(entries.size());
-  for (std::size_t i = 0; i < entries.size(); ++i)
-    if (i + 1 == entries.size() || entries[i + 1].first != entries[i].first) m_entries.push_back(entries[i]);
+  m_entries.reserve(kept);
+  for (std::size_t i = 0; i < order.size(); ++i)
+    if (last_of_key(i)) m_entries.push_back(entries[order[i]]);
 }
 
 void RankCalls::erase(CallKey key) {
@@ -125,11 +137,6 @@ const CallTiming& RankCalls::at(CallKey key) const {
   const CallTiming* c = find(key);
   if (!c) throw std::out_of_range("RankCalls::at: no call at the key");
   return *c;
-}
-
-bool RankCalls::same_keys(const RankCalls& other) const {
-  return std::equal(m_entries.begin(), m_entries.end(), other.m_entries.begin(), other.m_entries.end(),
-                    [](const Entry& a, const Entry& b) { return a.first == b.first; });
 }
 
 std::uint32_t TimingTable::kind_index(const std::string& name) const {
@@ -169,6 +176,28 @@ void UsedCalls::add(const TimingTable& t) {
 void latest_completed_before(const std::vector<records::CollectiveEvent>& ev, std::vector<std::ptrdiff_t>& out) {
   const std::size_t n = ev.size();
   out.assign(n, -1);
+  // Where the calls completed in call order (their exits ascending, equal ones allowed: calls one after another),
+  // the latest completion before a call is the last earlier call that completed by its enter: one bisection each
+  // over the completed calls, no sort and no tree.
+  std::vector<std::size_t> done;  // the calls that completed, in call order
+  done.reserve(n);
+  bool in_order = true;
+  for (std::size_t i = 0; i < n && in_order; ++i) {
+    if (ev[i].exit_ns <= 0) continue;
+    in_order = done.empty() || ev[done.back()].exit_ns <= ev[i].exit_ns;
+    done.push_back(i);
+  }
+  if (in_order) {
+    std::size_t earlier = 0;  // how many of `done` come before call i
+    for (std::size_t i = 0; i < n; ++i) {
+      while (earlier < done.size() && done[earlier] < i) ++earlier;
+      const auto by =
+          std::upper_bound(done.begin(), done.begin() + static_cast<std::ptrdiff_t>(earlier), ev[i].enter_ns,
+                           [&](std::int64_t enter, std::size_t j) { return enter < ev[j].exit_ns; });
+      if (by != done.begin()) out[i] = static_cast<std::ptrdiff_t>(*std::prev(by));
+    }
+    return;
+  }
   std::vector<std::int64_t> exits;  // the distinct completions, ascending
   exits.reserve(n);
   for (const auto& e : ev)
@@ -267,6 +296,36 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
   std::vector<std::uint32_t> kind_of(t.groups.size());  // per group, its kind's index
   for (std::size_t i = 0; i < t.groups.size(); ++i) kind_of[i] = t.add_kind(t.groups[i].kind);
 
+  // A call is the same call only where the ranks agree on what it is: keys whose (type, count) differ are dropped at
+  // the end. The votes in key order, each rank's calls walked beside them as soon as they are built, still in the
+  // cache (most ranks make the same calls: O(K) per rank; a std::map of the keys, one lookup per rank and call, was a
+  // third of build_table at 10k ranks, and a walk of every rank's calls after the table was built, a sixth at 100k).
+  struct Vote {
+    CallKey key;
+    std::uint8_t type = 0;
+    std::uint64_t count = 0;
+    bool differs = false;
+  };
+  std::vector<Vote> votes, fresh, merged;
+  const auto vote = [&](const RankCalls& calls) {
+    fresh.clear();
+    auto v = votes.begin();
+    for (const auto& [key, c] : calls) {
+      while (v != votes.end() && v->key < key) ++v;
+      if (v != votes.end() && v->key == key) {
+        if (v->type != c.type || v->count != c.count) v->differs = true;
+      } else {
+        fresh.push_back(Vote{key, c.type, c.count, false});
+      }
+    }
+    if (fresh.empty()) return;
+    merged.clear();
+    std::merge(votes.begin(), votes.end(), fresh.begin(), fresh.end(), std::back_inserter(merged),
+               [](const Vote& a, const Vote& b) { return a.key < b.key; });
+    votes.swap(merged);
+  };
+  bool reread = false;  // a rank read twice in the round (its last read counts)
+
   std::vector<records::CollectiveEvent> ev;
   std::vector<RankCalls::Entry> entries;
   std::vector<std::ptrdiff_t> latest;  // per call, latest_completed_before
@@ -274,11 +333,17 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
   for (const auto& r : round.ranks) {
     // (The ranks come in ascending order: each rank's entries are added at the maps' end, O(1) with the hint.)
     t.nodes.insert_or_assign(t.nodes.end(), r.rank, r.node);
-    ev.clear();
-    for (const auto& e : r.events)
-      if (e.op_seq != 0) ev.push_back(e);
+    // The rank's calls (op_seq 0: no call) in op_seq order: its ring itself where it is so already (no copy).
     const auto by_seq = [](const auto& a, const auto& b) { return a.op_seq < b.op_seq; };
-    if (!std::is_sorted(ev.begin(), ev.end(), by_seq)) std::sort(ev.begin(), ev.end(), by_seq);
+    const bool as_is = std::none_of(r.events.begin(), r.events.end(), [](const auto& e) { return e.op_seq == 0; }) &&
+                       std::is_sorted(r.events.begin(), r.events.end(), by_seq);
+    if (!as_is) {
+      ev.clear();
+      for (const auto& e : r.events)
+        if (e.op_seq != 0) ev.push_back(e);
+      if (!std::is_sorted(ev.begin(), ev.end(), by_seq)) std::sort(ev.begin(), ev.end(), by_seq);
+    }
+    const std::vector<records::CollectiveEvent>& evs = as_is ? r.events : ev;
     auto& calls = t.ranks.try_emplace(t.ranks.end(), r.rank)->second;
     const std::vector<CallKey>* used = nullptr;
     if (exclude) {
@@ -286,9 +351,9 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
       if (it != exclude->ranks.end()) used = &it->second;
     }
     entries.clear();
-    latest_completed_before(ev, latest);
-    for (std::size_t i = 0; i < ev.size(); ++i) {
-      const auto& e = ev[i];
+    latest_completed_before(evs, latest);
+    for (std::size_t i = 0; i < evs.size(); ++i) {
+      const auto& e = evs[i];
       // An exit closed by a later call of its group (ExitKind::ordered) is only an upper bound on its
       // completion: neither its wait nor the compute after it is timed.
       auto timed = [](const records::CollectiveEvent& x) {
@@ -298,7 +363,7 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
       // The latest completion the rank had seen when it entered this call (unknown when that one is an
       // upper bound).
       if (latest[i] < 0) continue;  // the oldest call of the ring: what came before it is gone
-      const auto& before = ev[static_cast<std::size_t>(latest[i])];
+      const auto& before = evs[static_cast<std::size_t>(latest[i])];
       const std::int64_t prev = before.exit_ns;
       if (!timed(before)) continue;
       const CallKey key{kind_of[group_of.find(e.fingerprint.group)], e.fingerprint.group_seq};
@@ -312,34 +377,13 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
       c.op_seq = e.op_seq;
       entries.push_back({key, c});
     }
+    reread |= !calls.empty();
     calls.assign(entries);
+    if (!reread) vote(calls);
   }
-  // A call is the same call only where the ranks agree on what it is: drop keys whose (type, count) differ.
-  // The votes in key order, each rank's calls walked beside them (most ranks make the same calls: O(K) per rank; a
-  // std::map of the keys, one lookup per rank and call, was a third of build_table at 10k ranks).
-  struct Vote {
-    CallKey key;
-    std::uint8_t type = 0;
-    std::uint64_t count = 0;
-    bool differs = false;
-  };
-  std::vector<Vote> votes, fresh, merged;
-  for (const auto& [rank, calls] : t.ranks) {
-    fresh.clear();
-    auto v = votes.begin();
-    for (const auto& [key, c] : calls) {
-      while (v != votes.end() && v->key < key) ++v;
-      if (v != votes.end() && v->key == key) {
-        if (v->type != c.type || v->count != c.count) v->differs = true;
-      } else {
-        fresh.push_back(Vote{key, c.type, c.count, false});
-      }
-    }
-    if (fresh.empty()) continue;
-    merged.clear();
-    std::merge(votes.begin(), votes.end(), fresh.begin(), fresh.end(), std::back_inserter(merged),
-               [](const Vote& a, const Vote& b) { return a.key < b.key; });
-    votes.swap(merged);
+  if (reread) {  // a rank read twice: its earlier read voted; the votes again over the calls kept
+    votes.clear();
+    for (const auto& [rank, calls] : t.ranks) vote(calls);
   }
   for (const auto& v : votes) {
     if (!v.differs) continue;

@@ -165,15 +165,13 @@ class RankCalls {
   // Sets the call at `key` (added in key order, or replacing the one there).
   void set(CallKey key, const CallTiming& call);
   // Replaces every call with `entries`, in any order; where a key repeats, the last one of it counts.
-  void assign(std::vector<Entry> entries);
+  void assign(const std::vector<Entry>& entries);
   // Takes out the call at `key`, if any.
   void erase(CallKey key);
   // The call at `key`: nullptr (find) or std::out_of_range (at) where there is none.
   const CallTiming* find(CallKey key) const;
   const CallTiming& at(CallKey key) const;
   std::size_t count(CallKey key) const { return find(key) ? 1 : 0; }
-  // Whether `other` holds calls at exactly the same keys.
-  bool same_keys(const RankCalls& other) const;
 
   std::size_t size() const { return m_entries.size(); }
   bool empty() const { return m_entries.empty(); }
@@ -222,7 +220,8 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
 // For each of one rank's calls `ev` (in op_seq order), the index of the latest completion the rank had seen when it
 // entered the call: of the calls before it (index j < i) that had completed (exit_ns > 0) at or before its enter_ns,
 // the one with the largest exit_ns, of equal ones the later; -1 where there is none. Written into `out` (resized to
-// ev.size()). O(E log E): exits sorted once, a prefix maximum over them (Fenwick) filled in call order.
+// ev.size()). O(E log E): where the exits ascend in call order, a bisection per call; else exits sorted once, a
+// prefix maximum over them (Fenwick) filled in call order.
 void latest_completed_before(const std::vector<records::CollectiveEvent>& ev, std::vector<std::ptrdiff_t>& out);
 
 // Median of `v` (0 when empty); averages the two middle values.

@@ -29,11 +29,11 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
   for (const auto& [kind, idx] : by_kind) {
     if (idx.size() < 2) continue;
     std::vector<std::vector<CallKey>> keys_of;
-    std::vector<const RankCalls*> member_calls;
+    std::vector<std::uint32_t> member_sets;
     for (auto i : idx) {
-      member_calls.clear();
-      for (auto r : t.groups[i].members) member_calls.push_back(ix.calls.find(r));
-      keys_of.push_back(common_keys(member_calls));
+      member_sets.clear();
+      for (auto r : t.groups[i].members) member_sets.push_back(ix.key_sets.of(r));
+      keys_of.push_back(ix.key_sets.common(member_sets));
     }
     // ... whose wait is exact on every member of every group: an upper bound (a wait() returning, not the
     // call completing) says nothing about how long the link took.
@@ -48,15 +48,21 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
     }
     // Per group, per member, its calls at the shared keys (each rank's calls walked once; a member without calls
     // shares none).
-    std::vector<std::vector<std::vector<const CallTiming*>>> calls(idx.size());
+    // (Per group one array, a row of shared.size() per member.)
+    std::vector<std::vector<const CallTiming*>> calls(idx.size());
     std::vector<bool> exact(shared.size(), true);
-    for (std::size_t j = 0; j < idx.size() && !shared.empty(); ++j)
-      for (auto r : t.groups[idx[j]].members) {
-        const RankCalls* rc = ix.calls.find(r);
+    CallsAtKeys calls_at(ix.key_sets, shared);
+    for (std::size_t j = 0; j < idx.size() && !shared.empty(); ++j) {
+      const auto& members = t.groups[idx[j]].members;
+      calls[j].resize(members.size() * shared.size());
+      for (std::size_t m = 0; m < members.size(); ++m) {
+        const RankCalls* rc = ix.calls.find(members[m]);
         if (!rc) throw std::out_of_range("measure_link: a member without calls shares calls");
-        calls[j].push_back(calls_at(*rc, shared));
-        for (std::size_t k = 0; k < shared.size(); ++k) exact[k] = exact[k] && calls[j].back()[k]->wait_exact;
+        const CallTiming** row = calls[j].data() + m * shared.size();
+        calls_at(ix.key_sets.of(members[m]), *rc, row);
+        for (std::size_t k = 0; k < shared.size(); ++k) exact[k] = exact[k] && row[k]->wait_exact;
       }
+    }
     std::vector<CallKey> keys;
     std::vector<std::size_t> at;  // each key's place in `shared`
     for (std::size_t k = 0; k < shared.size(); ++k)
@@ -77,8 +83,8 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
       std::vector<double> per_call;
       for (auto k : at) {
         double m = -1;
-        for (const auto& member : calls[j]) {
-          double w = static_cast<double>(member[k]->wait_ns);
+        for (std::size_t row = k; row < calls[j].size(); row += shared.size()) {
+          double w = static_cast<double>(calls[j][row]->wait_ns);
           m = m < 0 ? w : std::min(m, w);
         }
         per_call.push_back(m);

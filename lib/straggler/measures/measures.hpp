@@ -37,10 +37,6 @@
 
 namespace scout::straggler::detail {
 
-// Keys present in every listed rank's calls, in key order.
-std::vector<CallKey> common_keys(const TimingTable& t, const std::vector<std::int64_t>& ranks);
-// A rank's calls at `keys` (in key order, each one of `calls`: std::out_of_range otherwise), by one walk of both.
-std::vector<const CallTiming*> calls_at(const RankCalls& calls, const std::vector<CallKey>& keys);
 bool is_mesh_kind(const std::string& kind);
 double ms(double ns);  // ns -> ms, rounded to the microsecond
 std::string hex_id(std::uint64_t id);
@@ -69,16 +65,54 @@ class ByRank {
   std::vector<const V*> m_dense;  // empty: look up m_map
 };
 
-// The table's per-rank maps, each as a ByRank.
+// The distinct sets of call keys of a table's ranks, and each rank's: ranks that make the same calls (most of them)
+// share one, so the keys a group's members share are found from their few sets, and a member's calls at those keys
+// by their places in its set, without walking each member's calls (four walks of every rank's calls per round, for
+// its peer group and its group of each kind, were a sixth of the decision at 100k ranks: issue 40). Built with one
+// walk of each rank's calls.
+class KeySets {
+ public:
+  static constexpr std::uint32_t k_none = static_cast<std::uint32_t>(-1);
+  explicit KeySets(const std::map<std::int64_t, RankCalls>& ranks);
+  // The set of `rank`'s keys (k_none: the rank is not in the table).
+  std::uint32_t of(std::int64_t rank) const;
+  // Set `set`'s keys, in key order.
+  const std::vector<CallKey>& keys(std::uint32_t set) const { return m_sets[set]; }
+  std::size_t size() const { return m_sets.size(); }
+  // The keys every one of `sets` has, in key order (none where `sets` is empty or one of them is k_none).
+  std::vector<CallKey> common(std::vector<std::uint32_t> sets) const;
+  // The place in set `set` of each of `keys` (in key order, each one of the set's: std::out_of_range otherwise).
+  void places(std::uint32_t set, const std::vector<CallKey>& keys, std::vector<std::size_t>& out) const;
+
+ private:
+  std::vector<std::vector<CallKey>> m_sets;
+  std::vector<std::uint32_t> m_dense;              // by rank, where the ranks are 0..n-1 or nearly (as ByRank)
+  std::map<std::int64_t, std::uint32_t> m_sparse;  // otherwise
+};
+
+// Members' calls at the same keys, each member's found by the places of the keys in its key set: the places found
+// once per set (consecutive members mostly share one), no member's calls walked.
+class CallsAtKeys {
+ public:
+  CallsAtKeys(const KeySets& sets, const std::vector<CallKey>& keys) : m_sets(sets), m_keys(keys) {}
+  // The calls at the keys of a rank whose key set is `set` and whose calls are `calls`, into out[0 .. keys.size()).
+  void operator()(std::uint32_t set, const RankCalls& calls, const CallTiming** out);
+
+ private:
+  const KeySets& m_sets;
+  const std::vector<CallKey>& m_keys;
+  std::uint32_t m_set = KeySets::k_none;  // the set m_places belong to
+  std::vector<std::size_t> m_places;
+};
+
+// The table's per-rank maps, each as a ByRank, and its ranks' key sets.
 struct RankIndex {
-  explicit RankIndex(const TimingTable& t) : calls(t.ranks), cpu(t.cpu), stopped(t.stopped) {}
+  explicit RankIndex(const TimingTable& t) : calls(t.ranks), cpu(t.cpu), stopped(t.stopped), key_sets(t.ranks) {}
   ByRank<RankCalls> calls;
   ByRank<CpuPerCall> cpu;
   ByRank<StoppedWindow> stopped;
+  KeySets key_sets;
 };
-
-// The keys every one of `calls` has, in key order (none where one is null).
-std::vector<CallKey> common_keys(const std::vector<const RankCalls*>& calls);
 
 // ---- 1. stats: one peer group's figures in one round ----
 struct PeerStats {

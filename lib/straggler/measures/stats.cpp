@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <stdexcept>
+#include <unordered_map>
 #include <utility>
 
 #include "lib/common/hex.hpp"
@@ -11,44 +14,86 @@
 
 namespace scout::straggler::detail {
 
-std::vector<CallKey> common_keys(const std::vector<const RankCalls*>& calls) {
-  std::vector<CallKey> out;
-  if (calls.empty() || !calls[0]) return out;
-  out.reserve(calls[0]->size());
-  for (const auto& [key, c] : *calls[0]) out.push_back(key);
-  // Each other rank's calls walked once beside the keys kept so far (both in key order): O(K) per rank.
-  for (std::size_t i = 1; i < calls.size() && !out.empty(); ++i) {
-    if (!calls[i]) return {};
+KeySets::KeySets(const std::map<std::int64_t, RankCalls>& ranks) {
+  const bool dense = !ranks.empty() && ranks.begin()->first >= 0 &&
+                     ranks.rbegin()->first < 2 * static_cast<std::int64_t>(ranks.size()) + 64;
+  if (dense) m_dense.assign(static_cast<std::size_t>(ranks.rbegin()->first) + 1, k_none);
+  std::unordered_multimap<std::uint64_t, std::uint32_t> by_hash;  // a set's keys hashed -> the set
+  std::vector<CallKey> keys;
+  std::uint32_t last = k_none;  // the previous rank's set: most ranks make the same calls as the rank before
+  auto hint = m_sparse.end();
+  for (const auto& [rank, calls] : ranks) {
+    keys.clear();
+    std::uint64_t h = 0x9E3779B97F4A7C15ULL;
+    for (const auto& [key, c] : calls) {
+      keys.push_back(key);
+      h = (h ^ (key.seq * 0xFF51AFD7ED558CCDULL + key.kind)) * 0xC4CEB9FE1A85EC53ULL;
+    }
+    std::uint32_t set = last != k_none && m_sets[last] == keys ? last : k_none;
+    if (set == k_none) {
+      for (auto [it, end] = by_hash.equal_range(h); it != end && set == k_none; ++it)
+        if (m_sets[it->second] == keys) set = it->second;
+    }
+    if (set == k_none) {
+      set = static_cast<std::uint32_t>(m_sets.size());
+      m_sets.push_back(keys);
+      by_hash.emplace(h, set);
+    }
+    last = set;
+    if (dense)
+      m_dense[static_cast<std::size_t>(rank)] = set;
+    else
+      hint = std::next(m_sparse.insert_or_assign(hint, rank, set));  // (ranks in ascending order: at the end)
+  }
+}
+
+std::uint32_t KeySets::of(std::int64_t rank) const {
+  if (m_dense.empty()) {
+    auto it = m_sparse.find(rank);
+    return it == m_sparse.end() ? k_none : it->second;
+  }
+  return rank >= 0 && static_cast<std::size_t>(rank) < m_dense.size() ? m_dense[static_cast<std::size_t>(rank)]
+                                                                      : k_none;
+}
+
+std::vector<CallKey> KeySets::common(std::vector<std::uint32_t> sets) const {
+  std::sort(sets.begin(), sets.end());
+  sets.erase(std::unique(sets.begin(), sets.end()), sets.end());
+  if (sets.empty() || sets.back() == k_none) return {};
+  std::vector<CallKey> out = m_sets[sets[0]];
+  // Each other set walked once beside the keys kept so far (both in key order).
+  for (std::size_t i = 1; i < sets.size() && !out.empty(); ++i) {
+    const auto& other = m_sets[sets[i]];
     std::size_t kept = 0;
-    auto call = calls[i]->begin();
+    auto key_of = other.begin();
     for (const auto& key : out) {
-      while (call != calls[i]->end() && call->first < key) ++call;
-      if (call != calls[i]->end() && call->first == key) out[kept++] = key;
+      while (key_of != other.end() && *key_of < key) ++key_of;
+      if (key_of != other.end() && *key_of == key) out[kept++] = key;
     }
     out.resize(kept);
   }
   return out;
 }
 
-std::vector<CallKey> common_keys(const TimingTable& t, const std::vector<std::int64_t>& ranks) {
-  std::vector<const RankCalls*> calls;
-  calls.reserve(ranks.size());
-  for (auto r : ranks) {
-    auto it = t.ranks.find(r);
-    calls.push_back(it == t.ranks.end() ? nullptr : &it->second);
+void KeySets::places(std::uint32_t set, const std::vector<CallKey>& keys, std::vector<std::size_t>& out) const {
+  const auto& all = m_sets[set];
+  out.clear();
+  out.reserve(keys.size());
+  std::size_t p = 0;
+  for (const auto& key : keys) {
+    while (p < all.size() && all[p] < key) ++p;
+    if (p == all.size() || all[p] != key) throw std::out_of_range("KeySets::places: a key not in the set");
+    out.push_back(p);
   }
-  return common_keys(calls);
 }
 
-std::vector<const CallTiming*> calls_at(const RankCalls& calls, const std::vector<CallKey>& keys) {
-  std::vector<const CallTiming*> out;
-  out.reserve(keys.size());
-  auto call = calls.begin();
-  for (const auto& key : keys) {
-    while (call != calls.end() && call->first < key) ++call;
-    out.push_back(call != calls.end() && call->first == key ? &call->second : &calls.at(key));
+void CallsAtKeys::operator()(std::uint32_t set, const RankCalls& calls, const CallTiming** out) {
+  if (set != m_set) {
+    m_sets.places(set, m_keys, m_places);
+    m_set = set;
   }
-  return out;
+  const auto first = calls.begin();
+  for (auto p : m_places) *out++ = &first[static_cast<std::ptrdiff_t>(p)].second;
 }
 
 bool is_mesh_kind(const std::string& kind) {
@@ -145,11 +190,13 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   s.table = &t;
   std::vector<std::int64_t>& present = s.present;
   std::vector<const RankCalls*> member_calls;  // per member in `present`, its calls
+  std::vector<std::uint32_t> member_sets;      // ... and its key set
   for (auto r : group) {
     const RankCalls* calls = ix.calls.find(r);
     if (!calls || calls->empty()) continue;
     present.push_back(r);
     member_calls.push_back(calls);
+    member_sets.push_back(ix.key_sets.of(r));
   }
   // Three or more peers: each rank against the group's median. Two (a two-rank job, the replicas of a
   // dp=2 x tp mesh): no strict minority, but the asymmetry of a synchronous pair still tells which one is
@@ -158,7 +205,7 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   if (present.size() < 2) return std::nullopt;
   const bool pair = s.pair = present.size() == 2;
   s.min_relative = pair ? std::max(o.min_relative, o.pair_min_relative) : o.min_relative;
-  auto keys = common_keys(member_calls);
+  auto keys = ix.key_sets.common(member_sets);
   if (static_cast<std::int64_t>(keys.size()) < o.min_calls) return std::nullopt;
   s.cpu_of.reserve(present.size());
   s.stopped_of.reserve(present.size());
@@ -167,10 +214,13 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
     s.stopped_of.push_back(ix.stopped.find(r));
   }
   s.calls = keys.size();
-  // Per member, its calls at `keys` (looked up once: the loops below read them per rank and call).
-  std::vector<std::vector<const CallTiming*>> at;
-  at.reserve(present.size());
-  for (const auto* calls : member_calls) at.push_back(calls_at(*calls, keys));
+  // Per member, its calls at `keys` (looked up once: the loops below read them per rank and call), one row each of
+  // one array (an array per member, 100k of them per round, was malloc's).
+  const std::size_t n = present.size();
+  std::vector<const CallTiming*> at_rows(n * keys.size());
+  const auto at = [&](std::size_t i) { return at_rows.data() + i * keys.size(); };
+  CallsAtKeys calls_at(ix.key_sets, keys);
+  for (std::size_t i = 0; i < n; ++i) calls_at(member_sets[i], *member_calls[i], at_rows.data() + i * keys.size());
   // Per call, each rank's compute relative to its peers' median for that call: what the whole machine does
   // at that moment cancels out (every rank slowed alike is no straggler). The calls where the step's
   // computation happens (median compute at least busy_call_share of the largest) carry the signal; the median
@@ -179,10 +229,9 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   // (The members' compute per call gathered member by member, each member's calls read in order, into one row per
   // call, and each row's median taken in place: gathered call by call, one member's call after another's, with a
   // fresh array per call, this was a third of peer_stats at 100k ranks, most of it cache misses.)
-  const std::size_t n = present.size();
   std::vector<double> by_call(keys.size() * n);  // row k: every member's compute at call k
   for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t k = 0; k < keys.size(); ++k) by_call[k * n + i] = static_cast<double>(at[i][k]->compute_ns);
+    for (std::size_t k = 0; k < keys.size(); ++k) by_call[k * n + i] = static_cast<double>(at(i)[k]->compute_ns);
   std::vector<double> call_median(keys.size());
   double largest = 0;
   for (std::size_t k = 0; k < keys.size(); ++k) {
@@ -202,7 +251,7 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   // no such call, every rank's wait is 0 and no time measure flags anyone (the stopped samples still do).
   std::vector<char> exact(keys.size(), 1);  // (member by member, as above)
   for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t k = 0; k < keys.size(); ++k) exact[k] = exact[k] && at[i][k]->wait_exact;
+    for (std::size_t k = 0; k < keys.size(); ++k) exact[k] = exact[k] && at(i)[k]->wait_exact;
   const auto exact_calls = static_cast<std::size_t>(std::count(exact.begin(), exact.end(), 1));
   // Per step, too: a rank whose extra time falls in one gap of a step of several calls (a slow data loader, a
   // host-side optimizer step) computes longer at one call in P, and the per-call median misses it (measured, a
@@ -221,12 +270,12 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   std::vector<std::size_t> order_at(keys.size());  // the place in `keys` of each call in the program's order
   for (std::size_t k = 0; k < keys.size(); ++k) order_at[k] = k;
   std::sort(order_at.begin(), order_at.end(),
-            [&](std::size_t a, std::size_t b) { return at[0][a]->op_seq < at[0][b]->op_seq; });
+            [&](std::size_t a, std::size_t b) { return at(0)[a]->op_seq < at(0)[b]->op_seq; });
   std::vector<CallKey> order(keys.size());
   std::vector<const CallTiming*> order_calls(keys.size());  // the first member's calls in that order
   for (std::size_t k = 0; k < keys.size(); ++k) {
     order[k] = keys[order_at[k]];
-    order_calls[k] = at[0][order_at[k]];
+    order_calls[k] = at(0)[order_at[k]];
   }
   const std::size_t period = step_period(order, order_calls);
   std::vector<double> shares;
@@ -236,8 +285,8 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
     const auto r = present[ri];
     double c = 0, w = 0;
     rel.clear();
-    const auto& calls = at[ri];
-    const auto& partner = at[present[0] == r ? 1 : 0];  // a pair's other rank
+    const auto* calls = at(ri);
+    const auto* partner = at(present[0] == r ? 1 : 0);  // a pair's other rank
     for (std::size_t k = 0; k < keys.size(); ++k) {
       const auto& call = *calls[k];
       c += static_cast<double>(call.compute_ns);
