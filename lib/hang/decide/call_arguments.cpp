@@ -2,8 +2,10 @@
 // histories (pending calls included) and the mesh's groups.
 //   call_arguments: at one call (group, per-group sequence) that at least
 //     k_min_majority_group members made, of a kind every member makes alike, a
-//     strict majority of the group's members gave the same arguments; the
-//     others gave other ones. Only calls some rank is in are tallied.
+//     strict majority of the group's members gave the same arguments (members
+//     without any record not voting: a strict majority of those with one that
+//     is at least half the group); the others gave other ones. Only calls some
+//     rank is in are tallied.
 //   stage_arguments: where replica groups are too small for a majority (dp = 2),
 //     at one call of a pipeline stage that k_min_majority_group or more of its
 //     ranks made, a rank's arguments differ from every replica's while a strict
@@ -118,7 +120,11 @@ RankFindings stage_argument_outliers(const Positions& pos, const Mesh& mesh, con
 // A call made with other arguments than the rest of its process group, wherever the ranks now
 // are: at one call (group, per-group sequence) that three or more members made (their histories,
 // pending calls included), a strict majority of the group's members made it with the same
-// arguments, a call every member must make alike, and a strict minority with others. Gloo may let
+// arguments, a call every member must make alike, and a strict minority with others. Members with
+// no record at all do not vote: there, a strict majority of the members with a record that is at
+// least half the group will do (gloo aborts the peer that receives a larger all-reduce than it
+// posted, so the rank whose shape differs outlives that peer, which leaves no Flight Recorder dump:
+// bench/fr_vs_frtrace.py wrong-shape on dp x tp, the two other ranks agreeing). Gloo may let
 // the majority finish such a call and go on while the rank that differs waits inside it (a 2x2
 // pipeline, torch 2.x: the three other ranks left the world all-reduce), so the positions alone
 // do not show it. Only groups the mesh knows (their members are known); a group whose ranks count
@@ -162,8 +168,22 @@ RankFindings call_argument_outliers(const Positions& pos) {
   for (const auto& key : order) {
     const auto& made = calls.at(key);
     if (counted_twice.count(key.first)) continue;
-    const auto group_size = pos.roles.by_id.at(key.first).members.size();
-    const auto tally = tally_arguments(made, group_size);
+    const auto& group_members = pos.roles.by_id.at(key.first).members;
+    const auto group_size = group_members.size();
+    auto tally = tally_arguments(made, group_size);
+    if (!tally.majority) {
+      // Members with no record at all (a rank that died without a Flight Recorder dump) do not
+      // vote: the agreeing ranks must be a strict majority of the members with a record and at
+      // least half of all members, so that absent members who had made the other arguments could
+      // at most tie them, never outnumber them.
+      std::size_t absent = 0;
+      for (auto m : group_members)
+        absent += m >= 0 && m < static_cast<std::int64_t>(pos.ranks.size()) && !pos.ranks[m].s;
+      if (absent > 0) {
+        auto seen = tally_arguments(made, group_size - absent);
+        if (seen.majority && seen.agreeing * 2 >= group_size) tally = seen;
+      }
+    }
     const Call* majority = tally.majority;
     if (!majority || tally.kinds < 2 || !members_give_same_arguments(majority->fingerprint.type)) continue;
     for (const auto& [r, c] : made) {

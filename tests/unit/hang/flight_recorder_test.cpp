@@ -166,9 +166,10 @@ TEST(FlightRecorderDir, AWorldNoJobHasIsBadInputNotAnAllocation) {
 // entry keyed by "" (the ranks of the last pg registered, here a pair), so the dumps name no world size.
 namespace {
 
-// Writes rank `rank`'s JSON dump into `dir`: `calls` world all_reduces of 16 floats, the newest
-// retired or not, then (`barrier`) the closing barrier, retired.
-void write_gloo_dump(const std::string& dir, std::int64_t rank, int calls, bool newest_retired, bool barrier) {
+// Writes rank `rank`'s JSON dump into `dir`: `calls` world all_reduces of 16 floats (the newest of
+// `newest_count`), the newest retired or not, then (`barrier`) the closing barrier, retired.
+void write_gloo_dump(const std::string& dir, std::int64_t rank, int calls, bool newest_retired, bool barrier,
+                     std::int64_t newest_count = 16) {
   nlohmann::json entries = nlohmann::json::array();
   const std::int64_t t0 = 1'700'000'000'000'000'000;  // long ago: every rank is silent past any threshold
   int id = 0;
@@ -194,7 +195,8 @@ void write_gloo_dump(const std::string& dir, std::int64_t rank, int calls, bool 
     ++id;
   };
   for (int c = 1; c <= calls; ++c)
-    entry("gloo:all_reduce", c, nlohmann::json::array({nlohmann::json::array({16})}), c < calls || newest_retired);
+    entry("gloo:all_reduce", c, nlohmann::json::array({nlohmann::json::array({c < calls ? 16 : newest_count})}),
+          c < calls || newest_retired);
   if (barrier) entry("gloo:barrier", calls + 1, nlohmann::json::array(), true);
   nlohmann::json doc = {{"version", "2.10"},
                         {"entries", entries},
@@ -359,16 +361,78 @@ TEST(FlightRecorderWorld, AnUnretiredGlooCallIsDoneOnlyWhereEveryToldMemberHolds
   std::filesystem::remove_all(dir);
 }
 
-TEST(FlightRecorderDir, AWrongShapeWhoseVictimLeftNoDumpIsNeverHealthyAndNamesNoInnocent) {
+TEST(FlightRecorderDir, AWrongShapeWhoseVictimLeftNoDumpNamesTheRankWhoseShapeDiffers) {
   // Real dumps of bench/fr_vs_frtrace.py, groups layout, wrong-shape at rank 1 step 1 (seed 39): rank 1
   // issued the world all_reduce with 24 floats; gloo aborted rank 0, the peer that received the wrong size,
-  // before it could dump; ranks 2 (its call unretired) and 3 (retired) issued 16. The dumpers split 2:1
-  // with rank 0's call unknown: no strict majority of the pg, so nobody is named; never an innocent, and
-  // never healthy.
+  // before it could dump; ranks 2 (its call unretired) and 3 (retired) issued 16. Rank 0 left no record, so
+  // it does not vote: ranks 2 and 3 are a strict majority of the dumps and half the pg (rank 0 could at
+  // most tie them), so rank 1 is named, alone, with and without the world.
   const std::string dir = dumps("wrong_shape_rank1_groups/json");
   for (std::optional<std::int64_t> world : {std::optional<std::int64_t>{}, std::optional<std::int64_t>{4}}) {
     Verdict v = probe_dumps(dir, world);
-    EXPECT_NE(v.status, VerdictStatus::healthy) << to_json(v).dump(2);
-    for (auto r : suspect_ranks(v)) EXPECT_EQ(r, 1) << to_json(v).dump(2);
+    EXPECT_EQ(v.status, VerdictStatus::attributed) << to_json(v).dump(2);
+    EXPECT_EQ(suspect_ranks(v), std::vector<std::int64_t>{1}) << to_json(v).dump(2);
+    EXPECT_EQ(v.details["kind"], "argument_divergence") << to_json(v).dump(2);
+    EXPECT_EQ(v.details["missing_ranks"], nlohmann::json::array({0})) << to_json(v).dump(2);
   }
+}
+
+namespace {
+
+// Adds to the JSON dump at `path` a first call (record_id -1) on new_group pg `pg` (gloo names no
+// pg in pg_config): with a dump missing, its members cannot be told, so every rank stands alone and
+// only the world's calls compare ranks.
+void add_new_group_call(const std::string& path, const std::string& pg) {
+  nlohmann::json doc;
+  {
+    std::ifstream in(path);
+    in >> doc;
+  }
+  nlohmann::json e = doc["entries"][0];
+  e["record_id"] = -1;
+  e["process_group"] = {pg, "undefined"};
+  e["collective_seq_id"] = 1;
+  doc["entries"].insert(doc["entries"].begin(), e);
+  std::ofstream(path) << doc.dump();
+}
+
+std::string measure_of(const Verdict& v) {
+  return v.suspects.empty() ? std::string() : v.suspects[0].evidence.value("measure", std::string());
+}
+
+}  // namespace
+
+TEST(FlightRecorderWorld, AShapeOnlyTheDumpsThatAgreeCanOutvoteNamesTheRankWhoseShapeDiffers) {
+  const std::string dir = fresh_dir("scout_fr_wrong_shape");
+  // Rank 0 left no dump; rank 2's newest world all_reduce has 24 floats, ranks 1 and 3's 16; each first
+  // called its tp pair's pg ("1": 0 and 1, "2": 2 and 3), so the dumps cannot tell the layout.
+  auto write = [&](std::int64_t rank, bool retired, std::int64_t count) {
+    write_gloo_dump(dir, rank, 3, retired, false, count);
+    add_new_group_call(dir + "/rank_" + std::to_string(rank) + ".json", rank < 2 ? "1" : "2");
+  };
+  write(1, false, 16);
+  write(2, false, 24);
+  write(3, true, 16);
+  for (std::optional<std::int64_t> world : {std::optional<std::int64_t>{}, std::optional<std::int64_t>{4}}) {
+    Verdict v = probe_dumps(dir, world);
+    EXPECT_EQ(suspect_ranks(v), std::vector<std::int64_t>{2}) << to_json(v).dump(2);
+    EXPECT_EQ(v.details["kind"], "argument_divergence") << to_json(v).dump(2);
+    EXPECT_EQ(measure_of(v), "call_arguments") << to_json(v).dump(2);
+    EXPECT_EQ(v.details["mesh"], "pp=4") << to_json(v).dump(2);
+  }
+  // Two ranks without a dump in a world of 5: the two that agree are under half the world, and the absent
+  // ranks could outnumber them: call_arguments names nobody.
+  Verdict five = probe_dumps(dir, 5);
+  EXPECT_NE(measure_of(five), "call_arguments") << to_json(five).dump(2);
+  // Every rank dumped and they split 2:2: no majority, nobody named.
+  write(0, false, 24);
+  Verdict split = probe_dumps(dir, 4);
+  EXPECT_TRUE(suspect_ranks(split).empty()) << to_json(split).dump(2);
+  EXPECT_NE(split.status, VerdictStatus::healthy) << to_json(split).dump(2);
+  // Only two dumps, one of each shape: too few to outvote anyone.
+  std::filesystem::remove(dir + "/rank_0.json");
+  std::filesystem::remove(dir + "/rank_3.json");
+  Verdict two = probe_dumps(dir, 4);
+  for (auto r : suspect_ranks(two)) EXPECT_TRUE(r != 1 && r != 2) << to_json(two).dump(2);
+  std::filesystem::remove_all(dir);
 }
