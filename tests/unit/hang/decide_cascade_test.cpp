@@ -294,6 +294,16 @@ class CascadeTest : public ::testing::Test {
   std::int64_t pick(std::int64_t lo, std::int64_t hi) {
     return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
   }
+  // The last signs of life of node `bad`'s ranks (`per` a node) before any other rank's; its ranks.
+  std::set<std::int64_t> node_died_first(std::vector<RankEvidence>& ev, std::int64_t per, std::int64_t bad) {
+    std::set<std::int64_t> node_ranks;
+    for (std::int64_t r = 0; r < static_cast<std::int64_t>(ev.size()); ++r) {
+      const bool on_node = r / per == bad;
+      ev[r].snapshot.heartbeat_ns = ev[r].snapshot.progress_ns = k_now - (on_node ? 12 : 10) * k_s + pick(0, k_s);
+      if (on_node) node_ranks.insert(r);
+    }
+    return node_ranks;
+  }
   std::uint64_t seed = 0;
   std::mt19937_64 rng;
 };
@@ -536,13 +546,7 @@ TEST_F(CascadeTest, ANodeWhoseRanksAllDiedUnrecordedBeforeEveryOtherFailureIsNam
     Sim sim(fmt::format("dp={}", world), 8, {"world"});
     for (std::int64_t r = bad * per; r < (bad + 1) * per; ++r) sim.faults[r] = {Fault::die_inside, at};
     auto ev = sim.run(true, true);
-    // Their last signs of life: the node's ranks before any other rank's.
-    for (std::int64_t r = 0; r < world; ++r) {
-      const bool on_node = r / per == bad;
-      ev[r].snapshot.heartbeat_ns = ev[r].snapshot.progress_ns = k_now - (on_node ? 12 : 10) * k_s + pick(0, k_s);
-    }
-    std::set<std::int64_t> node_ranks;
-    for (std::int64_t r = bad * per; r < (bad + 1) * per; ++r) node_ranks.insert(r);
+    const auto node_ranks = node_died_first(ev, per, bad);
     Verdict v = decide(input_by_node(ev, per));
     if (per == 1) {
       // One rank per node: its lone death of unknown form at the one call is the first failure.
@@ -679,12 +683,7 @@ TEST_F(CascadeTest, ANodeKilledWhileOneOfItsRanksLaggedIsNamedWithAllItsRanks) {
     for (std::int64_t r = bad * per; r < (bad + 1) * per; ++r)
       sim.faults[r] = {r == lag ? Fault::exit_before : Fault::die_inside, at};
     auto ev = sim.run(true, true);
-    for (std::int64_t r = 0; r < world; ++r) {
-      const bool on_node = r / per == bad;
-      ev[r].snapshot.heartbeat_ns = ev[r].snapshot.progress_ns = k_now - (on_node ? 12 : 10) * k_s + pick(0, k_s);
-    }
-    std::set<std::int64_t> node_ranks;
-    for (std::int64_t r = bad * per; r < (bad + 1) * per; ++r) node_ranks.insert(r);
+    const auto node_ranks = node_died_first(ev, per, bad);
     Verdict v = decide(input_by_node(ev, per));
     ASSERT_EQ(v.suspects.size(), 1u) << v.summary;
     const auto& s = v.suspects[0];
