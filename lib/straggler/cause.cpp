@@ -114,8 +114,10 @@ Cause cause_of(const std::vector<const RankRound*>& hits, const DecideOptions& o
   // load 10-12 on 2 CPUs: 1.36-1.70x their peers' CPU per call, 1.3-1.9x their peers' wait per CPU second;
   // 6 of 106 labelled cpu_contention). A rank starved of CPU uses no more CPU than its peers.
   const double floor = 1 + o.more_work_min_relative;
-  const bool more_work =
-      peer_used > 0 && peer_proc_used > 0 && used >= floor * peer_used && proc_used >= floor * peer_proc_used;
+  // ... and more work than its extra time off a CPU: a rank that slept 2-3x its step used 1.2x its peers' CPU per
+  // call beside 16 busy loops (0.10 s more CPU, 2.3 s more off a CPU; seed 619206687), which is not its cause.
+  const bool more_work = peer_used > 0 && peer_proc_used > 0 && used >= floor * peer_used &&
+                         proc_used >= floor * peer_proc_used && used - peer_used >= off_excess;
   c.figures["peers_cpu_s"] = s3(peer_used);
   if (cgroup && throttled >= o.quota_window_share * window && throttled - peer_throttled >= o.cause_share * excess &&
       throttled > peer_throttled) {
