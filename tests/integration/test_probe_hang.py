@@ -180,7 +180,7 @@ class TwoObservers(SeededCase):
                       f"{doc['details']['transport']['bytes_in']}", file=sys.stderr)
             # Every observer computed the same verdict.
             strip = lambda d: json.dumps({k: v for k, v in d.items() if k not in ("created_at",)} | {
-                "details": {k: v for k, v in d["details"].items() if k != "transport"}}, sort_keys=True)
+                "details": {k: v for k, v in d["details"].items() if k not in ("transport", "trace")}}, sort_keys=True)
             self.assertEqual(strip(docs[0]), strip(docs[1]))
             return docs
 
@@ -226,6 +226,7 @@ class TwoObservers(SeededCase):
                     job.settle()
                 procs = [start_probe(job.job, "--nodes", str(WORLD), "--node-index", str(i), "--local-ranks", str(i),
                                      "--store", f"file://{store}", "--observer-group-size", "2", *extra,
+                                     "--trace-out", os.path.join(store, f"trace-{i}.json"),
                                      timeout_s=30, threshold="10" if fault == "none" else THRESHOLD)
                          for i in range(WORLD)]
                 outs = [p.communicate(timeout=90) for p in procs]
@@ -248,9 +249,20 @@ class TwoObservers(SeededCase):
                     print(f"observer {i} ({'leader' if t['leads'] else 'member'}): {t['connections']} connections, "
                           f"bytes in {t['bytes_in']}", file=sys.stderr)
                 strip = lambda d: json.dumps({k: v for k, v in d.items() if k not in ("created_at",)} | {
-                    "details": {k: v for k, v in d["details"].items() if k != "transport"}}, sort_keys=True)
+                    "details": {k: v for k, v in d["details"].items() if k not in ("transport", "trace")}}, sort_keys=True)
                 for doc in docs[1:]:
                     self.assertEqual(strip(doc), strip(docs[0]))
+                # Every observer's trace (--trace-out) holds a track for every rank, each from its own observer's
+                # evidence, not only its own rank's: a leader's from its group, a member's from the verdict's
+                # leaders.
+                for i in range(WORLD):
+                    with open(os.path.join(store, f"trace-{i}.json")) as f:
+                        trace = json.load(f)
+                    tracks = {t["rank"] for t in trace["otherData"]["tracks"]}
+                    self.assertEqual(tracks, set(range(WORLD)), f"observer {i}, seed {job.seed}")
+                    if fault != "none":
+                        with_slices = {e["tid"] for e in trace["traceEvents"] if e["ph"] == "X"}
+                        self.assertEqual(with_slices, set(range(WORLD)), f"observer {i}: empty tracks, seed {job.seed}")
                 return job, docs
         finally:
             shutil.rmtree(store, ignore_errors=True)
