@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cmath>
+#include <filesystem>
 
 #include "lib/common/parse.hpp"
 #include "lib/hang/flight_recorder.hpp"
@@ -73,6 +74,9 @@ hang::RecordSource make_record_source(const HangProbeFlags& f) {
 CommandRunner register_probe_hang(CLI::App& cmd, const GlobalOptions& globals) {
   auto o = std::make_shared<ProbeHangOptions>();
   add_hang_probe_flags(cmd, o->probe);
+  cmd.get_option("--job")->required(false)->description(
+      "Job id whose records are probed (as the trainers' publisher names it; required unless --flight-recorder, "
+      "where it only names the job in the verdict: default, the dump directory's name)");
   cmd.add_option("--flight-recorder", o->flight_recorder,
                  "Directory of torch Flight Recorder dumps, pickled (dump on timeout) or JSON, one per rank with the "
                  "rank at the end of the name, to use as the evidence instead of scout's records");
@@ -86,12 +90,23 @@ CommandRunner register_probe_hang(CLI::App& cmd, const GlobalOptions& globals) {
       "Examples:\n"
       "  scout probe-hang --job J --threshold 5\n"
       "  scout probe-hang --job J --nodes 4 --store tcp://node0:29600 --mesh dp=8,tp=4\n"
-      "  scout probe-hang --job J --flight-recorder /tmp/fr-dumps --world 8\n"
+      "  scout probe-hang --flight-recorder /tmp/fr-dumps --world 8\n"
       "  scout probe-hang --job J --trace-out hang.trace.json   # open in ui.perfetto.dev");
   return make_runner(o, globals, run_probe_hang);
 }
 
-int run_probe_hang(const ProbeHangOptions& options) {
+int run_probe_hang(const ProbeHangOptions& given) {
+  ProbeHangOptions options = given;
+  // Dumps of a job that ran without scout's publisher have no scout job id: the directory names it.
+  auto& job = options.probe.observer.job;
+  if (job.empty() && options.flight_recorder.empty())
+    throw FatalError(usage_error("--job is required", "",
+                                 "pass --job ID, the job id the trainers publish under (or --flight-recorder DIR)"));
+  if (job.empty()) {
+    const auto dir = std::filesystem::path(options.flight_recorder).lexically_normal();
+    job = dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string();
+    if (job.empty() || job == "." || job == "..") job = "flight-recorder";
+  }
   hang::ProbeOptions po = to_probe_options(options.probe, "probe-hang");
   auto source = make_record_source(options.probe);
   // The world of the dumps: --world, else --mesh's (they must agree), else what the dumps name.

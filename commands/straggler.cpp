@@ -18,9 +18,10 @@ void add_straggler_decision_flags(CLI::App& cmd, StragglerFlags& f, const std::s
   cmd.add_option("--" + prefix + "rounds", f.rounds,
                  "Rounds of ring samples; a rank or group is named only when flagged in a strict majority")
       ->default_str("3");
-  cmd.add_option("--" + prefix + "interval", f.interval_s,
-                 "Seconds between rounds (each round compares calls no earlier round used; on one node a round with fewer "
-                 "than 4 calls per rank goes on, up to 4x)")
+  cmd.add_option(
+         "--" + prefix + "interval", f.interval_s,
+         "Seconds between rounds (each round compares calls no earlier round used; on one node a round with fewer "
+         "than 4 calls per rank goes on, up to 4x)")
       ->default_str("1");
   cmd.add_option("--" + prefix + "min-ratio", f.min_ratio,
                  "A compute straggler computes at least this times its peers' median, call by call")

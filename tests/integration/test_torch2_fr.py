@@ -60,11 +60,12 @@ class FlightRecorderEvidence(ScoutTestCase):
                 print(f"-- scout (exit {res.rc}): suspects {[s['rank'] for s in json.loads(res.stdout)['suspects']] if res.stdout else None}")
                 print(f"-- torch fr_trace (exit {rc}):\n{text[-3000:]}")
                 doc = res.json()
-                # The pickled dump-on-timeout files (what torch's analyzer reads) give the same verdict.
-                pres = run(["probe-hang", "--job", job.job, "--flight-recorder", os.path.join(d, "pickle"), "--threshold", "1"],
-                           timeout=60)
+                # The pickled dump-on-timeout files (what torch's analyzer reads) give the same verdict, also without
+                # --job (a job that ran without scout's publisher has no scout job id: the directory names it).
+                pres = run(["probe-hang", "--flight-recorder", os.path.join(d, "pickle"), "--threshold", "1"], timeout=60)
                 self.assertEqual(pres.rc, res.rc, f"{msg}\npickled dumps: {pres}")
                 pdoc = pres.json()
+                self.assertEqual(pdoc["job"], "pickle", msg)
                 self.assertEqual(pdoc["status"], doc["status"], msg)
                 self.assertEqual([s["rank"] for s in pdoc["suspects"]], [s["rank"] for s in doc["suspects"]], msg)
                 self.assertEqual(pdoc["details"].get("missing_ranks"), doc["details"].get("missing_ranks"), msg)
