@@ -229,6 +229,8 @@ class MultinodeJob:
         def one(k):
             cmd = [th.SCOUT_BIN, command, "--job", self.job, "--nodes", str(self.jn), "--node-index", str(k),
                    "--store", self.observer_store_uri, "--format", "json", *args]
+            if os.environ.get("SCOUT_MN_LOG_LEVEL"):  # e.g. debug: the observers' logs in their stderr
+                cmd[1:1] = ["--log-level", os.environ["SCOUT_MN_LOG_LEVEL"]]
             if trace_dir is not None:
                 cmd += ["--trace-out", trace_path(trace_dir, k)]
             env = dict(os.environ, SCOUT_JOB_TOKEN=self.token)
