@@ -428,6 +428,59 @@ std::int64_t world_named(const json& doc, std::int64_t rank, std::vector<std::ve
   return world;
 }
 
+// The elements of a list of shapes (an entry's input_sizes or output_sizes); nullopt when it is not
+// one, or too large to be a tensor's.
+std::optional<std::uint64_t> elements(const json& e, const char* key) {
+  if (!e.contains(key) || !e[key].is_array()) return std::nullopt;
+  std::uint64_t total = 0;
+  for (const auto& shape : e[key]) {
+    if (!shape.is_array()) return std::nullopt;
+    std::uint64_t n = 1;
+    for (const auto& d : shape) {
+      if (!d.is_number_integer() || d.get<std::int64_t>() < 0) return std::nullopt;
+      const auto v = static_cast<std::uint64_t>(d.get<std::int64_t>());
+      if (v != 0 && n > (std::uint64_t{1} << 62) / v) return std::nullopt;
+      n *= v;
+    }
+    total += n;
+    if (total > (std::uint64_t{1} << 62)) return std::nullopt;
+  }
+  return total;
+}
+
+// The world a dump's calls on the default pg (the whole world) tell by their sizes: an all-gather's
+// output holds every member's input (gloo records it as one [world, ...] tensor, NCCL as world
+// tensors; the tensor form as world times the input), a reduce-scatter's input every member's
+// output. 0 when no such call tells it (gloo's dumps carry no world size, and its one pg_config
+// entry lists the last pg registered), -1 when its calls tell different worlds.
+std::int64_t world_by_sizes(const json& doc) {
+  std::int64_t world = 0;
+  for (const auto& e : doc["entries"]) {
+    // Fields of another type than torch writes are left to the snapshot's reading (a clear error).
+    if (!e.is_object() || !e.contains("process_group") || !e["process_group"].is_array() ||
+        e["process_group"].size() < 2 || !e.contains("profiling_name") || !e["profiling_name"].is_string() ||
+        (e.contains("is_p2p") && (!e["is_p2p"].is_boolean() || e["is_p2p"].get<bool>())))
+      continue;
+    const auto& pg = e["process_group"];
+    if (!(pg[0].is_string() && pg[0].get<std::string>() == "0") &&
+        !(pg[1].is_string() && pg[1].get<std::string>() == "default_pg"))
+      continue;
+    const auto t = type_of(e["profiling_name"].get<std::string>());
+    const bool gather = t == CollectiveType::all_gather || t == CollectiveType::all_gather_into_tensor;
+    const bool scatter = t == CollectiveType::reduce_scatter || t == CollectiveType::reduce_scatter_tensor;
+    if (!gather && !scatter) continue;
+    auto in = elements(e, "input_sizes"), out = elements(e, "output_sizes");
+    if (!in || !out) continue;
+    const auto part = gather ? *in : *out, whole = gather ? *out : *in;
+    if (part == 0 || whole % part != 0 || whole / part > static_cast<std::uint64_t>(k_max_flight_recorder_world))
+      continue;
+    const auto w = static_cast<std::int64_t>(whole / part);
+    if (world != 0 && world != w) return -1;
+    world = w;
+  }
+  return world;
+}
+
 // The dump's newest entry (by record_id) was retired: completed, or (gloo) timed out.
 bool last_retired(const json& doc) {
   const json* last = nullptr;
@@ -639,8 +692,18 @@ void place_by_groups(std::vector<records::RecordRead>& reads, std::int64_t world
 
 }  // namespace
 
+std::string untold_world_note(const DumpsWorld& w) {
+  if (!w.told_by.empty()) return {};
+  return fmt::format(
+      "the dumps do not tell the world size (gloo's carry none, and no all-gather or reduce-scatter on the default "
+      "pg gathers it): read as {} ranks, the highest that dumped or that a pg_config names; a last rank that left no "
+      "dump (rank {} or beyond) can only be seen with --world N",
+      w.world, w.world);
+}
+
 Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::string& dir, const std::string& job,
-                                                                  std::optional<std::int64_t> world_given) {
+                                                                  std::optional<std::int64_t> world_given,
+                                                                  DumpsWorld* world_source) {
   namespace fs = std::filesystem;
   // A world this reader can hold: a pg_config naming a rank beyond it is not a torch dump of a real job
   // (an impossible one ran out of memory).
@@ -682,6 +745,7 @@ Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::str
   KnownGroups known;
   std::vector<std::vector<std::int64_t>> configured;  // every pg_config's member lists
   std::map<std::string, std::string> desc_of;         // pg name -> its description
+  std::int64_t by_sizes = 0;                          // the world the default pg's calls tell (-1: they disagree)
   for (const auto& [rank, path] : files) {
     std::ifstream in(path, std::ios::binary);
     std::stringstream buf;
@@ -697,6 +761,8 @@ Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::str
       return e;
     }
     known.world = std::max(known.world, world_named(*doc, rank, &configured));
+    if (const auto w = world_by_sizes(*doc); w != 0 && by_sizes != -1)
+      by_sizes = by_sizes == 0 || by_sizes == w ? w : -1;
     for (const auto& e : (*doc)["entries"]) {
       if (!e.is_object() || !e.contains("process_group") || !e["process_group"].is_array() ||
           e["process_group"].empty() || !e["process_group"][0].is_string())
@@ -722,6 +788,11 @@ Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::str
                          "", "give the job's world size (--world, --mesh)");
     // gloo's dumps name no world: the last ranks may have left none, and are missing all the same.
     known.world = *world_given;
+  } else if (by_sizes >= known.world) {
+    // Not given: the default pg's all-gathers and reduce-scatters tell it by their sizes (a DDP
+    // job's first call gathers every rank's parameter count), so the last ranks that left no dump
+    // are missing too. Never below what the dumps name, nor where its calls tell different worlds.
+    known.world = by_sizes;
   }
   known.complete = static_cast<std::int64_t>(docs.size()) == known.world;
   std::vector<records::RecordRead> out;
@@ -766,11 +837,15 @@ Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::str
     }
   }
   // The groups whose members are told (a pg_config's list, or any group once the world is told: given,
-  // or a pg_config listing every rank), not guessed from the ranks that left a dump.
+  // a pg_config listing every rank, or the default pg's calls' sizes), not guessed from the ranks that
+  // left a dump.
   std::set<std::uint64_t> told;
   {
-    bool world_told = world_given.has_value();
-    for (const auto& ranks : configured) world_told = world_told || static_cast<std::int64_t>(ranks.size()) == world;
+    const char* told_by = world_given ? "given" : by_sizes == world ? "collective_sizes" : "";
+    for (const auto& ranks : configured)
+      if (!*told_by && static_cast<std::int64_t>(ranks.size()) == world) told_by = "pg_config";
+    const bool world_told = *told_by != 0;
+    if (world_source) *world_source = {world, told_by};
     for (const auto& [id, ranks] : groups)
       if (world_told) told.insert(id);
     for (const auto& ranks : configured) told.insert(records::layout::group_id(ranks.data(), ranks.size()));

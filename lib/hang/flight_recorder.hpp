@@ -39,6 +39,20 @@ inline constexpr std::int64_t k_max_flight_recorder_world = std::int64_t{1} << 2
 Result<records::RankSnapshot> snapshot_from_flight_recorder(const std::string& json_text, std::int64_t rank,
                                                             const std::string& job);
 
+// The world the dumps were read with, and what told it: "given" (--world,
+// --mesh), "pg_config" (a pg_config entry listing every rank: NCCL's),
+// "collective_sizes" (the default pg's all-gathers or reduce-scatters gather
+// every rank), or "" (only the highest rank the dumps name: a last rank that
+// left no dump cannot be seen).
+struct DumpsWorld {
+  std::int64_t world = 0;
+  std::string told_by;
+};
+
+// The note a verdict on dumps read with `w` carries where nothing told the
+// world ("" where it was told).
+std::string untold_world_note(const DumpsWorld& w);
+
 // Every dump in `dir` as a record read (one per file whose name ends in a rank
 // number), read together: a pg's members are its pg_config's, else (gloo) the
 // ranks whose dumps call it when every rank left one; a newest call every
@@ -48,13 +62,16 @@ Result<records::RankSnapshot> snapshot_from_flight_recorder(const std::string& j
 // dumps cannot tell, every rank stands alone: pp = world). `world`: the job's
 // world size where the caller knows it (--world, --mesh), else nullopt: the
 // largest rank any dump or pg_config names (NCCL's pg_config lists the
-// world; gloo's one config does not, so a last rank that left no dump does
-// not show). With it, each rank in [0, world) without a dump is missing and
-// the world's pgs count it as a member. Input error when the directory
-// cannot be read, has no dump, two files claim one rank, or a dump or
-// pg_config names a rank at or beyond `world`; a malformed or truncated dump
-// is an error too, naming its file (never skipped).
+// world; gloo's one config does not), or the world the default pg's
+// all-gathers or reduce-scatters gather, where larger; else a last rank that
+// left no dump does not show (`world_source` says which told it). With it,
+// each rank in [0, world) without a dump is missing and the world's pgs count
+// it as a member. Input error when the directory cannot be read, has no dump,
+// two files claim one rank, or a dump or pg_config names a rank at or beyond
+// `world`; a malformed or truncated dump is an error too, naming its file
+// (never skipped).
 Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::string& dir, const std::string& job,
-                                                                  std::optional<std::int64_t> world = std::nullopt);
+                                                                  std::optional<std::int64_t> world = std::nullopt,
+                                                                  DumpsWorld* world_source = nullptr);
 
 }  // namespace scout::hang

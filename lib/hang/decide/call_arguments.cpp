@@ -9,7 +9,8 @@
 //   stage_arguments: where replica groups are too small for a majority (dp = 2),
 //     at one call of a pipeline stage that k_min_majority_group or more of its
 //     ranks made, a rank's arguments differ from every replica's while a strict
-//     majority of the stage's makers agree on other ones; never half the stage.
+//     majority of the stage's makers agree on other ones (where members left no
+//     record, at least half the stage); never half the stage.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -82,12 +83,17 @@ RankFindings stage_argument_outliers(const Positions& pos, const Mesh& mesh, con
     if (!p.s || !p.history_ok) continue;
     for (const auto& c : p.history) calls[{c.role, c.seq}].emplace_back(r, &c);
   }
+  // Members with no record at all do not vote (as in call_arguments): the agreeing ranks must then
+  // also be at least half of the stage, so the absent members could at most tie them.
+  std::size_t absent = 0;
+  for (auto r : members) absent += !pos.ranks[r].s;
   std::set<std::int64_t> named;
   for (const auto& [key, made] : calls) {
     if (made.size() < k_min_majority_group) continue;
     // The stage's majority arguments at this call, counted once (nullptr: no strict majority).
-    const Call* majority = tally_arguments(made, made.size()).majority;
-    if (!majority) continue;
+    const auto tally = tally_arguments(made, made.size());
+    const Call* majority = tally.majority;
+    if (!majority || (absent > 0 && tally.agreeing * 2 < members.size())) continue;
     std::map<std::int64_t, const Call*> by_rank(made.begin(), made.end());
     for (const auto& [r, c] : made) {
       if (named.count(r) || same_call(majority->fingerprint, c->fingerprint)) continue;

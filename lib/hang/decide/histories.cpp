@@ -5,8 +5,9 @@
 // reordered or different call, or the same call with other arguments. Rule: a
 // class of equal histories is named when it is incompatible with a strict
 // majority of the group while some class is compatible with a strict majority
-// (strict_majority). Thresholds: k_min_majority_group, k_history_class_limit,
-// k_history_reference_classes.
+// (strict_majority); where members left no record, those it is incompatible
+// with must also be at least half of the group (absent members do not vote). Thresholds: k_min_majority_group,
+// k_history_class_limit, k_history_reference_classes.
 #include <algorithm>
 #include <map>
 
@@ -145,8 +146,17 @@ RankFindings history_outliers(const Positions& pos, const std::vector<std::int64
   // Only where the histories of a strict majority agree with each other: then
   // a class more than half of the group disagrees with has diverged.
   if (!strict_majority(best_compatible, ref_total)) return out;
+  // Members with no record at all (a rank that left no Flight Recorder dump) do not vote, as in
+  // call_arguments: the ranks a class is incompatible with must then also be at least half of the
+  // group, so that the absent members, had they made the class's calls, could at most tie them,
+  // never outnumber them (2 dumps agreeing against 1 in a world of 5 with 2 dumps missing named
+  // the 1). Where the missing members are themselves the explanation (every rank that dumped
+  // waits for them), explain's missing-dump rule names them.
+  std::size_t absent = 0;
+  for (auto r : members) absent += !pos.ranks[r].s;
   for (std::size_t ci = 0; ci < classes.size(); ++ci) {
     if (!first[ci] || !strict_majority(against[ci], ref_total)) continue;
+    if (absent > 0 && against[ci] * 2 < members.size()) continue;
     for (auto r : classes[ci].ranks) {
       Finding g = *first[ci];
       g.measure = structure_only ? Measure::history_structure : Measure::history;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <fstream>
@@ -326,11 +327,81 @@ TEST(FlightRecorderDir, ACleanJobsBarrierSomeRanksHadNotRetiredYetIsDone) {
   Verdict v = probe_dumps(dir, 4);
   EXPECT_EQ(v.status, VerdictStatus::healthy) << to_json(v).dump(2);
   EXPECT_TRUE(v.suspects.empty());
-  // Without the world the pg's members are only the ranks that dumped: survivors of a last rank that stopped
-  // look the same, so the unretired barrier stays inside (a stall, nobody named).
-  Verdict unknown = probe_dumps(dir, std::nullopt);
+  // Without --world, DDP's first call (an all_gather of every rank's parameter count on the default pg,
+  // output [4, 1]) tells the world: every member holds the barrier, so it reads healthy too.
+  hang::DumpsWorld told;
+  ASSERT_TRUE(hang::read_flight_recorder_dir(dir, "job", std::nullopt, &told).ok());
+  EXPECT_EQ(told.world, 4);
+  EXPECT_EQ(told.told_by, "collective_sizes");
+  EXPECT_EQ(hang::untold_world_note(told), "");
+  EXPECT_EQ(probe_dumps(dir, std::nullopt).status, VerdictStatus::healthy);
+  // Without that call either, the pg's members are only the ranks that dumped: survivors of a last rank that
+  // stopped look the same, so the unretired barrier stays inside (a stall, nobody named).
+  const std::string bare = fresh_dir("scout_fr_ddp_no_gather");
+  for (int r = 0; r < 4; ++r) {
+    nlohmann::json doc;
+    {
+      std::ifstream in(dir + "/rank_" + std::to_string(r) + ".json");
+      in >> doc;
+    }
+    auto& es = doc["entries"];
+    es.erase(std::remove_if(es.begin(), es.end(),
+                            [](const nlohmann::json& e) { return e["profiling_name"] == "gloo:all_gather"; }),
+             es.end());
+    std::ofstream(bare + "/rank_" + std::to_string(r) + ".json") << doc.dump();
+  }
+  Verdict unknown = probe_dumps(bare, std::nullopt);
   EXPECT_NE(unknown.status, VerdictStatus::healthy) << to_json(unknown).dump(2);
   EXPECT_TRUE(unknown.suspects.empty()) << to_json(unknown).dump(2);
+  std::filesystem::remove_all(bare);
+}
+
+TEST(FlightRecorderDir, TheLastRanksAbsentDumpIsNamedWhereTheDefaultPgsGatherTellsTheWorld) {
+  // The real dumps of a clean DDP job (world 4) with rank 3's dump gone, as if it had stopped before the
+  // closing barrier, and gloo's one pg_config entry listing a pair (the last pg registered, as in the groups
+  // layout's dumps): only DDP's first all_gather on the default pg (output [4, 1]) says rank 3 exists.
+  const std::string src = dumps("clean_ddp_unretired_barrier/json");
+  const std::string dir = fresh_dir("scout_fr_ddp_last_missing");
+  auto copy = [&](bool with_gather) {
+    for (int r = 0; r < 3; ++r) {
+      nlohmann::json doc;
+      {
+        std::ifstream in(src + "/rank_" + std::to_string(r) + ".json");
+        in >> doc;
+      }
+      doc["pg_config"] = {{"", {{"name", ""}, {"desc", ""}, {"ranks", "[0, 1]"}}}};
+      auto& es = doc["entries"];
+      if (!with_gather)
+        es.erase(std::remove_if(es.begin(), es.end(),
+                                [](const nlohmann::json& e) { return e["profiling_name"] == "gloo:all_gather"; }),
+                 es.end());
+      std::ofstream(dir + "/rank_" + std::to_string(r) + ".json") << doc.dump();
+    }
+  };
+  copy(true);
+  hang::DumpsWorld told;
+  auto reads = hang::read_flight_recorder_dir(dir, "job", std::nullopt, &told);
+  ASSERT_TRUE(reads.ok()) << reads.error().message();
+  EXPECT_EQ(told.world, 4);
+  EXPECT_EQ(told.told_by, "collective_sizes");
+  for (const auto& r : *reads) EXPECT_EQ(r.snapshot->world_size, 4) << r.snapshot->rank;
+  Verdict v = probe_dumps(dir, std::nullopt);
+  EXPECT_EQ(v.status, VerdictStatus::attributed) << to_json(v).dump(2);
+  EXPECT_EQ(suspect_ranks(v), std::vector<std::int64_t>{3}) << to_json(v).dump(2);
+  EXPECT_EQ(v.details["missing_ranks"], nlohmann::json::array({3})) << to_json(v).dump(2);
+  // --world 4 says the same.
+  EXPECT_EQ(suspect_ranks(probe_dumps(dir, 4)), std::vector<std::int64_t>{3});
+  // Without the all_gather nothing tells rank 3 exists: nobody is named, never healthy, and the note says that
+  // only --world shows a missing last rank.
+  copy(false);
+  ASSERT_TRUE(hang::read_flight_recorder_dir(dir, "job", std::nullopt, &told).ok());
+  EXPECT_EQ(told.world, 3);
+  EXPECT_EQ(told.told_by, "");
+  EXPECT_NE(hang::untold_world_note(told).find("--world N"), std::string::npos) << hang::untold_world_note(told);
+  Verdict unknown = probe_dumps(dir, std::nullopt);
+  EXPECT_TRUE(unknown.suspects.empty()) << to_json(unknown).dump(2);
+  EXPECT_NE(unknown.status, VerdictStatus::healthy) << to_json(unknown).dump(2);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(FlightRecorderWorld, AnUnretiredGlooCallIsDoneOnlyWhereEveryToldMemberHoldsItAndOneRetiredIt) {
@@ -421,9 +492,11 @@ TEST(FlightRecorderWorld, AShapeOnlyTheDumpsThatAgreeCanOutvoteNamesTheRankWhose
     EXPECT_EQ(v.details["mesh"], "pp=4") << to_json(v).dump(2);
   }
   // Two ranks without a dump in a world of 5: the two that agree are under half the world, and the absent
-  // ranks could outnumber them: call_arguments names nobody.
+  // ranks could outnumber them: no measure names anyone (the whole histories named rank 2 from 2 dumps
+  // against 1), and the dumps that agree are no innocents to name.
   Verdict five = probe_dumps(dir, 5);
-  EXPECT_NE(measure_of(five), "call_arguments") << to_json(five).dump(2);
+  EXPECT_TRUE(suspect_ranks(five).empty()) << to_json(five).dump(2);
+  EXPECT_NE(five.status, VerdictStatus::healthy) << to_json(five).dump(2);
   // Every rank dumped and they split 2:2: no majority, nobody named.
   write(0, false, 24);
   Verdict split = probe_dumps(dir, 4);
@@ -434,5 +507,38 @@ TEST(FlightRecorderWorld, AShapeOnlyTheDumpsThatAgreeCanOutvoteNamesTheRankWhose
   std::filesystem::remove(dir + "/rank_3.json");
   Verdict two = probe_dumps(dir, 4);
   for (auto r : suspect_ranks(two)) EXPECT_TRUE(r != 1 && r != 2) << to_json(two).dump(2);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(FlightRecorderWorld, AnEarlierCallOnlyTheDumpsThatAgreeCanOutvoteNamesTheRankWhoseHistoryDiffers) {
+  // Rank 0 left no dump; ranks 1-3 wait in their third world all_reduce, the same call, but rank 2 made the
+  // second with 24 floats where ranks 1 and 3 made it with 16: only the whole histories tell (call_arguments
+  // compares the calls ranks are in).
+  const std::string dir = fresh_dir("scout_fr_history_missing");
+  for (std::int64_t r = 1; r < 4; ++r) {
+    write_gloo_dump(dir, r, 3, false, false);
+    if (r != 2) continue;
+    const std::string path = dir + "/rank_2.json";
+    nlohmann::json doc;
+    {
+      std::ifstream in(path);
+      in >> doc;
+    }
+    for (auto& e : doc["entries"])
+      if (e["collective_seq_id"] == 2) e["input_sizes"] = e["output_sizes"] = nlohmann::json::array({{24}});
+    std::ofstream(path) << doc.dump();
+  }
+  // World 4: ranks 1 and 3 are a strict majority of the dumps and half the world (rank 0 could at most tie
+  // them): rank 2 is named, alone.
+  Verdict four = probe_dumps(dir, 4);
+  EXPECT_EQ(suspect_ranks(four), std::vector<std::int64_t>{2}) << to_json(four).dump(2);
+  EXPECT_EQ(measure_of(four), "history") << to_json(four).dump(2);
+  // World 5, ranks 0 and 4 without a dump: 2 dumps against 1 are under half the world, and the absent ranks
+  // could outnumber them: the histories name nobody. Every rank that dumped waits in one call for the two
+  // that left none, so those are where the waits end; ranks 1 to 3 are never named.
+  Verdict five = probe_dumps(dir, 5);
+  EXPECT_NE(five.status, VerdictStatus::healthy) << to_json(five).dump(2);
+  EXPECT_NE(measure_of(five), "history") << to_json(five).dump(2);
+  for (auto r : suspect_ranks(five)) EXPECT_TRUE(r == 0 || r == 4) << to_json(five).dump(2);
   std::filesystem::remove_all(dir);
 }
