@@ -164,8 +164,10 @@ class RankCalls {
 
   // Sets the call at `key` (added in key order, or replacing the one there).
   void set(CallKey key, const CallTiming& call);
-  // Replaces every call with `entries`, in any order; where a key repeats, the last one of it counts.
+  // Replaces every call with `entries`, in any order; where a key repeats, the last one of it counts. `scratch`:
+  // the caller's, reused rank after rank.
   void assign(const std::vector<Entry>& entries);
+  void assign(const std::vector<Entry>& entries, std::vector<std::uint32_t>& scratch);
   // Takes out the call at `key`, if any.
   void erase(CallKey key);
   // The call at `key`: nullptr (find) or std::out_of_range (at) where there is none.
@@ -223,6 +225,9 @@ TimingTable build_table(const RoundEvidence& round, const std::vector<GroupInfo>
 // ev.size()). O(E log E): where the exits ascend in call order, a bisection per call; else exits sorted once, a
 // prefix maximum over them (Fenwick) filled in call order.
 void latest_completed_before(const std::vector<records::CollectiveEvent>& ev, std::vector<std::ptrdiff_t>& out);
+// The same with `done` as its scratch (a caller's, reused rank after rank).
+void latest_completed_before(const std::vector<records::CollectiveEvent>& ev, std::vector<std::ptrdiff_t>& out,
+                             std::vector<std::size_t>& done);
 
 // Median of `v` (0 when empty); averages the two middle values.
 double median(std::vector<double> v);

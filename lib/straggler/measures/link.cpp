@@ -46,21 +46,25 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
         all = std::binary_search(keys_of[j].begin(), keys_of[j].end(), k);
       if (all) shared.push_back(k);
     }
-    // Per group, per member, its calls at the shared keys (each rank's calls walked once; a member without calls
-    // shares none).
-    // (Per group one array, a row of shared.size() per member.)
-    std::vector<std::vector<const CallTiming*>> calls(idx.size());
+    // Per group and shared key, the least wait of its members (link(G, c)), taken as each member's calls are read:
+    // read a second time for it, once every group's were, they were out of the cache again (that second read and the
+    // first were most of measure_link at 10k ranks, issue 40). Each rank's calls are read once; a member without calls
+    // shares none.
+    std::vector<double> least(idx.size() * shared.size(), -1);  // row j: group j's least wait per shared key
     std::vector<bool> exact(shared.size(), true);
     CallsAtKeys calls_at(ix.key_sets, shared);
+    std::vector<const CallTiming*> row(shared.size());
     for (std::size_t j = 0; j < idx.size() && !shared.empty(); ++j) {
-      const auto& members = t.groups[idx[j]].members;
-      calls[j].resize(members.size() * shared.size());
-      for (std::size_t m = 0; m < members.size(); ++m) {
-        const RankCalls* rc = ix.calls.find(members[m]);
+      double* least_of = least.data() + j * shared.size();
+      for (auto member : t.groups[idx[j]].members) {
+        const RankCalls* rc = ix.calls.find(member);
         if (!rc) throw std::out_of_range("measure_link: a member without calls shares calls");
-        const CallTiming** row = calls[j].data() + m * shared.size();
-        calls_at(ix.key_sets.of(members[m]), *rc, row);
-        for (std::size_t k = 0; k < shared.size(); ++k) exact[k] = exact[k] && row[k]->wait_exact;
+        calls_at(ix.key_sets.of(member), *rc, row.data());
+        for (std::size_t k = 0; k < shared.size(); ++k) {
+          exact[k] = exact[k] && row[k]->wait_exact;
+          const double w = static_cast<double>(row[k]->wait_ns);
+          least_of[k] = least_of[k] < 0 ? w : std::min(least_of[k], w);
+        }
       }
     }
     std::vector<CallKey> keys;
@@ -81,14 +85,8 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
     std::vector<std::vector<double>> per_group;
     for (std::size_t j = 0; j < idx.size(); ++j) {
       std::vector<double> per_call;
-      for (auto k : at) {
-        double m = -1;
-        for (std::size_t row = k; row < calls[j].size(); row += shared.size()) {
-          double w = static_cast<double>(calls[j][row]->wait_ns);
-          m = m < 0 ? w : std::min(m, w);
-        }
-        per_call.push_back(m);
-      }
+      per_call.reserve(at.size());
+      for (auto k : at) per_call.push_back(least[j * shared.size() + k]);
       link.push_back(median(per_call));
       per_group.push_back(std::move(per_call));
     }

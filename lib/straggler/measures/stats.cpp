@@ -220,7 +220,25 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   std::vector<const CallTiming*> at_rows(n * keys.size());
   const auto at = [&](std::size_t i) { return at_rows.data() + i * keys.size(); };
   CallsAtKeys calls_at(ix.key_sets, keys);
-  for (std::size_t i = 0; i < n; ++i) calls_at(member_sets[i], *member_calls[i], at_rows.data() + i * keys.size());
+  // Who waits for whom is told by the calls whose wait is exact on every peer: a wait that ends when the
+  // trainer's wait() returns (CallTiming::wait_exact) holds whatever the rank did before calling it. With
+  // no such call, every rank's wait is 0 and no time measure flags anyone (the stopped samples still do).
+  std::vector<char> exact(keys.size(), 1);
+  // Each member's calls read once, here, as they are found: its compute and wait at each key into one row each (the
+  // loops below read these rows; read again from the calls, three times, they were out of the cache each time at
+  // 100k ranks: issue 40).
+  const std::size_t nk = keys.size();
+  std::vector<double> compute_at(n * nk), wait_at(n * nk);
+  std::vector<double> by_call(nk * n);  // row k: every member's compute at call k
+  for (std::size_t i = 0; i < n; ++i) {
+    calls_at(member_sets[i], *member_calls[i], at_rows.data() + i * nk);
+    for (std::size_t k = 0; k < nk; ++k) {
+      const CallTiming& call = *at(i)[k];
+      compute_at[i * nk + k] = by_call[k * n + i] = static_cast<double>(call.compute_ns);
+      wait_at[i * nk + k] = static_cast<double>(call.wait_ns);
+      exact[k] = exact[k] && call.wait_exact;
+    }
+  }
   // Per call, each rank's compute relative to its peers' median for that call: what the whole machine does
   // at that moment cancels out (every rank slowed alike is no straggler). The calls where the step's
   // computation happens (median compute at least busy_call_share of the largest) carry the signal; the median
@@ -229,9 +247,6 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   // (The members' compute per call gathered member by member, each member's calls read in order, into one row per
   // call, and each row's median taken in place: gathered call by call, one member's call after another's, with a
   // fresh array per call, this was a third of peer_stats at 100k ranks, most of it cache misses.)
-  std::vector<double> by_call(keys.size() * n);  // row k: every member's compute at call k
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t k = 0; k < keys.size(); ++k) by_call[k * n + i] = static_cast<double>(at(i)[k]->compute_ns);
   std::vector<double> call_median(keys.size());
   double largest = 0;
   for (std::size_t k = 0; k < keys.size(); ++k) {
@@ -246,12 +261,6 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   bool counted = true;
   for (const auto* c : s.cpu_of) counted &= c != nullptr;
   s.counted = counted;
-  // Who waits for whom is told by the calls whose wait is exact on every peer: a wait that ends when the
-  // trainer's wait() returns (CallTiming::wait_exact) holds whatever the rank did before calling it. With
-  // no such call, every rank's wait is 0 and no time measure flags anyone (the stopped samples still do).
-  std::vector<char> exact(keys.size(), 1);  // (member by member, as above)
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t k = 0; k < keys.size(); ++k) exact[k] = exact[k] && at(i)[k]->wait_exact;
   const auto exact_calls = static_cast<std::size_t>(std::count(exact.begin(), exact.end(), 1));
   // Per step, too: a rank whose extra time falls in one gap of a step of several calls (a slow data loader, a
   // host-side optimizer step) computes longer at one call in P, and the per-call median misses it (measured, a
@@ -285,15 +294,15 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
     const auto r = present[ri];
     double c = 0, w = 0;
     rel.clear();
-    const auto* calls = at(ri);
-    const auto* partner = at(present[0] == r ? 1 : 0);  // a pair's other rank
-    for (std::size_t k = 0; k < keys.size(); ++k) {
-      const auto& call = *calls[k];
-      c += static_cast<double>(call.compute_ns);
-      if (exact[k]) w += static_cast<double>(call.wait_ns);
+    const double* own = compute_at.data() + ri * nk;
+    const double* waits = wait_at.data() + ri * nk;
+    const double* partner = compute_at.data() + (present[0] == r ? 1 : 0) * nk;  // a pair's other rank
+    for (std::size_t k = 0; k < nk; ++k) {
+      c += own[k];
+      if (exact[k]) w += waits[k];
       if (largest > 0 && call_median[k] >= thresholds::busy_call_share.value * largest) {
-        const double ref = pair ? static_cast<double>(partner[k]->compute_ns) : call_median[k];
-        if (ref > 0) rel.push_back(static_cast<double>(call.compute_ns) / ref);
+        const double ref = pair ? partner[k] : call_median[k];
+        if (ref > 0) rel.push_back(own[k] / ref);
       }
     }
     compute.push_back(c / static_cast<double>(keys.size()));
@@ -305,8 +314,8 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
         double mine = 0, ref = 0;
         for (std::size_t k = start; k < start + period; ++k) {
           const std::size_t at_k = order_at[k];
-          mine += static_cast<double>(calls[at_k]->compute_ns);
-          ref += pair ? static_cast<double>(partner[at_k]->compute_ns) : call_median[at_k];
+          mine += own[at_k];
+          ref += pair ? partner[at_k] : call_median[at_k];
         }
         if (ref > 0) blocks.push_back(mine / ref);
       }
