@@ -405,8 +405,14 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
     } else {
       elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start -
                                                                       hosting_took);
-      const auto gather_timeout =
-          std::max(std::chrono::milliseconds(300), o.timeout - elapsed - std::chrono::milliseconds(150));
+      // The store's host waits a whole --timeout from when its store is up: the others spent the time before
+      // the join too, and after it still load the LibTorch module that speaks its store (seconds under load).
+      // Measured, 5 namespace nodes x 1 rank, torchrun's store gone with node 0's agent (load 11-14): observer 0
+      // hosted it at the same address and closed its gather 4.4 s later, alone; observers 1-4 had found it up,
+      // loaded the module, and then tried for 7 s to reach a store no longer there (campaign seed 47301).
+      const auto gather_timeout = store->hosted_here ? o.timeout - std::chrono::milliseconds(150)
+                                                     : std::max(std::chrono::milliseconds(300),
+                                                                o.timeout - elapsed - std::chrono::milliseconds(150));
       const auto gather_deadline = std::chrono::steady_clock::now() + gather_timeout;
       session::SessionOptions so;
       so.key_namespace = ns;
