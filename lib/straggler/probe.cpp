@@ -110,11 +110,17 @@ RoundEvidence local_evidence(const std::vector<records::RecordRead>& reads, cons
 
 namespace {
 
-// The fewest calls a live local rank completed since `before` (each rank's calls at the previous read); ranks the
-// previous read did not see are not counted. Without any rank to compare, as many as could be wanted.
-std::int64_t fewest_new_calls(const std::vector<records::RecordRead>& reads, const LiveOptions& o,
-                              const std::map<std::int64_t, std::uint64_t>& before) {
+// The calls live local ranks completed since `before` (each rank's calls at the previous read): the fewest any
+// rank did (as many as could be wanted without a rank to compare) and all of them together. Ranks the previous read
+// did not see are not counted.
+struct NewCalls {
   std::int64_t fewest = std::numeric_limits<std::int64_t>::max();
+  std::int64_t total = 0;
+};
+
+NewCalls new_calls(const std::vector<records::RecordRead>& reads, const LiveOptions& o,
+                   const std::map<std::int64_t, std::uint64_t>& before) {
+  NewCalls out;
   for (const auto& read : reads) {
     if (read.problem != records::RecordProblem::none || !read.snapshot || read.stale || !read.writer_alive) continue;
     const auto& s = *read.snapshot;
@@ -122,9 +128,11 @@ std::int64_t fewest_new_calls(const std::vector<records::RecordRead>& reads, con
     if (!o.attempt.empty() && s.attempt != o.attempt) continue;
     const auto it = before.find(s.rank);
     if (it == before.end()) continue;
-    fewest = std::min(fewest, s.events >= it->second ? static_cast<std::int64_t>(s.events - it->second) : 0);
+    const auto n = s.events >= it->second ? static_cast<std::int64_t>(s.events - it->second) : 0;
+    out.fewest = std::min(out.fewest, n);
+    out.total += n;
   }
-  return fewest;
+  return out;
 }
 
 nlohmann::json bench_json(const std::vector<BenchResult>& results, const std::vector<std::int64_t>& outliers,
@@ -234,13 +242,19 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source,
       // A round whose slowest rank completed fewer calls than a round's median needs says nothing (steps of 0.5 s
       // and more on a loaded host left 1.5 s rounds with 2-4 calls, and the round without data made the verdict
       // inconclusive): it goes on, read again every 50 ms, until each rank has one call more than that, for at
-      // most 4 x --interval.
+      // most 4 x --interval, and only while calls complete: a job that completed none in an --interval (stalled,
+      // or steps longer than the interval) is not waited for (`observe --straggler` probes between its hang checks).
       const auto limit = anchor + 4 * o.interval;
-      while (fewest_new_calls(*reads, o, written_before) < o.decide.min_calls + 1 &&
-             std::chrono::steady_clock::now() < limit) {
+      auto calls = new_calls(*reads, o, written_before);
+      auto progressed = calls.total > 0 ? std::chrono::steady_clock::now() : anchor;
+      while (calls.fewest < o.decide.min_calls + 1 && std::chrono::steady_clock::now() < limit &&
+             std::chrono::steady_clock::now() - progressed < o.interval) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         reads = source();
         if (!reads) return reads.error();
+        const auto latest = new_calls(*reads, o, written_before);
+        if (latest.total > calls.total) progressed = std::chrono::steady_clock::now();
+        calls = latest;
       }
       round_s.push_back(
           std::round(std::chrono::duration<double>(std::chrono::steady_clock::now() - anchor).count() * 1000) / 1000);
