@@ -3,7 +3,7 @@
 
 For each scenario (clean; one rank exits; one rank stops (SIGSTOP); one rank
 skips a collective; one rank issues the world all-reduce with another shape;
-one rank issues another kind) on each layout, a 4-rank gloo job runs with
+one rank issues another kind) on each layout, a 4-rank (--world 8: 8) gloo job runs with
 Flight Recorder on, without scout's publisher, until every survivor's
 collective times out and it dumps its recorder (pickle and JSON, as NCCL's
 dump-on-timeout does; gloo does not dump by itself). Then on the same dumps:
@@ -20,6 +20,14 @@ Layouts (the job scripts of the FR integration tests):
           fault, so ddp/other-kind is not run). Its clean run does not dump by
           itself: a wrapper dumps before destroy_process_group, once the
           recorder retired the closing barrier (up to 3 s).
+  fsdp2, hsdp, tp, compile
+          the same trainer, wrapper, steps and fault set as ddp, with
+          --mode fsdp2 (fully_shard on a 1-D mesh of all ranks), hsdp
+          (fully_shard on a (dp_replicate 2, dp_shard world/2) mesh), tp
+          (DTensor Colwise/Rowwise over tp of a (dp world/2, tp 2) mesh,
+          fully_shard over dp), compile (torch.compile, aot_eager, with a
+          functional all_reduce in the graph; gradients all-reduced by hand).
+          The fault is at the world all_reduce after the step, as for ddp.
 
 What a tool "names" (blames): scout: the ranks of `suspects`; fr_trace: every
 rank in its "missing ranks: {..}" (not all ranks joining) and "Culprit rank N"
@@ -33,10 +41,12 @@ Per run and tool:
             is counted beside)
 
 The culprit rank and step of each run are drawn from Random(f"{seed}/{layout}/
-{fault}/{i}"); the seed is printed and --seed reproduces the whole campaign.
+{fault}/{i}") (the culprit among --world ranks; at world 4 the draws of the
+layouts that were here before are unchanged); the seed is printed and --seed
+reproduces the whole campaign.
 
-usage: .venv/bin/python bench/fr_vs_frtrace.py [--seed S] [--runs 2]
-         [--layouts groups mesh ddp] [--faults ...] [--out FILE]
+usage: .venv/bin/python bench/fr_vs_frtrace.py [--seed S] [--runs 2] [--world 4|8]
+         [--layouts groups mesh ddp fsdp2 hsdp tp compile] [--faults ...] [--out FILE]
 """
 import argparse
 import collections
@@ -61,10 +71,12 @@ SCOUT = os.environ.get("SCOUT_BIN", os.path.join(SRC, "build", "bin", "scout"))
 PY = os.environ.get("SCOUT_TORCH2_PYTHON") or (th.VENV_PYTHON if os.path.exists(th.VENV_PYTHON) else sys.executable)
 MESH_JOB = os.path.join(SRC, "tests", "integration", "trainers", "fr_mesh_job.py")
 DDP_TRAINER = os.path.join(SRC, "tests", "integration", "trainers", "torch2_trainer.py")
-WORLD = 4
+WORLD = 4  # --world sets it (4 or 8)
 DDP_STEPS = 4
 FAULTS = ("none", "exit", "stop", "skip", "wrong-shape", "other-kind")
-LAYOUTS = ("groups", "mesh", "ddp")
+# Layouts run by torch2_trainer.py --mode <layout> (the ddp wrapper, the ddp fault set, the ddp step draw).
+TRAINER_LAYOUTS = ("ddp", "fsdp2", "hsdp", "tp", "compile")
+LAYOUTS = ("groups", "mesh") + TRAINER_LAYOUTS
 DDP_FAULT = {"none": "none", "exit": "exit", "stop": "stop-before-collective", "skip": "skip-collective",
              "wrong-shape": "wrong-shape"}
 
@@ -101,7 +113,7 @@ def draw(seed, layout, fault, i):
     if fault == "none":
         return -1, -1
     rank = rng.randrange(WORLD)
-    step = rng.randrange(1, 4) if layout != "ddp" else rng.randint(2, DDP_STEPS - 1)
+    step = rng.randrange(1, 4) if layout not in TRAINER_LAYOUTS else rng.randint(2, DDP_STEPS - 1)
     return rank, step
 
 
@@ -111,11 +123,11 @@ def run_job(layout, fault, rank, step, d, pg_timeout):
     env = dict(os.environ, TORCH_FR_BUFFER_SIZE="2000", OMP_NUM_THREADS="1", SCOUT_TEST_FR_DIR=d)
     procs = []
     for r in range(WORLD):
-        if layout == "ddp":
+        if layout in TRAINER_LAYOUTS:
             renv = dict(env, RANK=str(r), WORLD_SIZE=str(WORLD), LOCAL_RANK=str(r), MASTER_ADDR="127.0.0.1",
                         MASTER_PORT=port, SCOUT_JOB="frbench", SCOUT_AUTOPROBE="0",
                         PYTHONPATH=os.pathsep.join([th.PYTHON_DIR] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])))
-            cmd = [PY, "-c", DDP_WRAPPER, DDP_TRAINER, "--mode", "ddp", "--steps", str(DDP_STEPS), "--publisher", "off",
+            cmd = [PY, "-c", DDP_WRAPPER, DDP_TRAINER, "--mode", layout, "--steps", str(DDP_STEPS), "--publisher", "off",
                    "--fault", DDP_FAULT[fault], "--fault-rank", str(rank), "--fault-step", str(step),
                    "--pg-timeout", str(pg_timeout)]
         else:
@@ -136,12 +148,26 @@ def run_job(layout, fault, rank, step, d, pg_timeout):
     finally:
         for p in procs:
             if p.poll() is None:
-                for sig in (signal.SIGCONT, signal.SIGKILL):
+                # SIGKILL first: it ends a stopped rank too. Continued first, a stopped rank could run a few ms on a
+                # loaded machine before the kill, fail its collective (peers gone) and dump, or half-dump (seen:
+                # world 8 hsdp/stop, 8 dumps, scout group_stall; world 4 tp/stop, a .rank_1.tmp left).
+                for sig in (signal.SIGKILL, signal.SIGCONT):
                     try:
                         os.kill(p.pid, sig)
                     except ProcessLookupError:
                         pass
             p.wait()
+    # A rank still running when the job is ended (a stopped rank, continued then killed) can leave a half-written
+    # dump (.rank_N.tmp): fr_trace reads it as rank "N.tmp" (ValueError). Such a rank left no dump.
+    partial = []
+    for sub in ("pickle", "json"):
+        sd = os.path.join(d, sub)
+        for name in (os.listdir(sd) if os.path.isdir(sd) else []):
+            if name.startswith(".") and name.endswith(".tmp"):
+                os.remove(os.path.join(sd, name))
+                partial.append(f"{sub}/{name}")
+    if partial:
+        note = (note + " " if note else "") + "removed partial " + ",".join(partial)
     return note
 
 
@@ -206,6 +232,8 @@ def classify(fault, culprit, named):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--world", type=int, default=4, choices=(4, 8),
+                    help="ranks per job (hsdp: mesh 2 x world/2; tp: world/2 x 2)")
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--layouts", nargs="+", default=list(LAYOUTS), choices=LAYOUTS)
     ap.add_argument("--faults", nargs="+", default=list(FAULTS), choices=FAULTS)
@@ -213,6 +241,8 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the dump directories")
     ap.add_argument("--out", default="", help="also write the printout here")
     args = ap.parse_args()
+    global WORLD
+    WORLD = args.world
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     lines = []
 
@@ -231,7 +261,7 @@ def main():
     for i in range(args.runs):
         for layout in args.layouts:
             for fault in args.faults:
-                if layout == "ddp" and fault not in DDP_FAULT:
+                if layout in TRAINER_LAYOUTS and fault not in DDP_FAULT:
                     continue
                 rank, step = draw(seed, layout, fault, i)
                 d = tempfile.mkdtemp(prefix="scout-frbench-")
