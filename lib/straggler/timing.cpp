@@ -178,26 +178,64 @@ std::uint32_t TimingTable::add_kind(const std::string& name) {
 
 void UsedCalls::add(const TimingTable& t) {
   kinds = t.kinds;  // t's kinds begin with these
-  // Both in rank order: each rank's entry found or added beside the last one (O(1) with the hint), its keys and the
-  // table's merged into one scratch array (an inplace_merge allocated a buffer per rank).
+  // Both in rank order, walked side by side: a rank of the table gets its used keys and the table's merged (into one
+  // scratch array), the same array as the rank before where that is the same (most ranks), one found by hash or a new
+  // one otherwise; a rank not in the table (or without calls in it) keeps its own.
+  std::unordered_multimap<std::uint64_t, std::uint32_t> by_hash;  // a set's keys hashed -> the set
+  const auto hash_of = [](const std::vector<CallKey>& keys) {
+    std::uint64_t h = 0x9E3779B97F4A7C15ULL;
+    for (const auto& key : keys) h = (h ^ (key.seq * 0xFF51AFD7ED558CCDULL + key.kind)) * 0xC4CEB9FE1A85EC53ULL;
+    return h;
+  };
+  for (std::uint32_t s = 0; s < sets.size(); ++s) by_hash.emplace(hash_of(sets[s]), s);
+  const auto intern = [&](const std::vector<CallKey>& keys, std::uint32_t last) {
+    if (last < sets.size() && sets[last] == keys) return last;
+    const std::uint64_t h = hash_of(keys);
+    for (auto [it, end] = by_hash.equal_range(h); it != end; ++it)
+      if (sets[it->second] == keys) return it->second;
+    const auto s = static_cast<std::uint32_t>(sets.size());
+    sets.push_back(keys);
+    by_hash.emplace(h, s);
+    return s;
+  };
+  constexpr auto k_none = static_cast<std::uint32_t>(-1);
+  std::vector<std::pair<std::int64_t, std::uint32_t>> out;
+  out.reserve(std::max(ranks.size(), t.ranks.size()));
   std::vector<CallKey> merged;
-  auto hint = ranks.begin();
+  std::uint32_t last = k_none;
+  auto old = ranks.begin();
   for (const auto& [rank, calls] : t.ranks) {
-    if (calls.empty()) continue;
-    auto it = ranks.try_emplace(hint, rank);
-    hint = std::next(it);
-    auto& used = it->second;
+    while (old != ranks.end() && old->first < rank) out.push_back(*old++);
+    const bool had = old != ranks.end() && old->first == rank;
+    if (calls.empty()) {
+      if (had) out.push_back(*old++);
+      continue;
+    }
+    const std::uint32_t before = had ? (old++)->second : k_none;
     merged.clear();
-    merged.reserve(used.size() + calls.size());
-    auto u = used.begin();
+    std::size_t u = 0;
+    const std::size_t n_used = before == k_none ? 0 : sets[before].size();
     for (const auto& [key, c] : calls) {
-      while (u != used.end() && *u < key) merged.push_back(*u++);
-      if (u != used.end() && *u == key) ++u;
+      while (u < n_used && sets[before][u] < key) merged.push_back(sets[before][u++]);
+      if (u < n_used && sets[before][u] == key) ++u;
       merged.push_back(key);
     }
-    merged.insert(merged.end(), u, used.end());
-    used.swap(merged);
+    for (; u < n_used; ++u) merged.push_back(sets[before][u]);
+    last = intern(merged, last);
+    out.emplace_back(rank, last);
   }
+  out.insert(out.end(), old, ranks.end());
+  ranks.swap(out);
+}
+
+const std::vector<CallKey>* UsedCalls::of(std::int64_t rank, std::size_t& hint) const {
+  if (hint >= ranks.size() || ranks[hint].first != rank) {
+    hint = static_cast<std::size_t>(
+        std::lower_bound(ranks.begin(), ranks.end(), rank, [](const auto& e, std::int64_t r) { return e.first < r; }) -
+        ranks.begin());
+    if (hint == ranks.size() || ranks[hint].first != rank) return nullptr;
+  }
+  return &sets[ranks[hint++].second];
 }
 
 void latest_completed_before(const std::vector<records::CollectiveEvent>& ev, std::vector<std::ptrdiff_t>& out) {
@@ -299,15 +337,6 @@ class GroupLookup {
   std::size_t m_next = 0;
 };
 
-// The entry of `rank` in a map by rank, where ranks are asked in ascending order: the entry after the last one found
-// is tried first (O(1) where the map holds the same ranks), a lookup otherwise.
-template <class Map>
-typename Map::const_iterator find_after(const Map& m, typename Map::const_iterator& hint, std::int64_t rank) {
-  auto it = hint != m.end() && hint->first == rank ? hint : m.find(rank);
-  hint = it == m.end() ? m.end() : std::next(it);
-  return it;
-}
-
 }  // namespace
 
 namespace {
@@ -379,7 +408,7 @@ bool build_table(const RoundEvidence& round, const std::vector<GroupInfo>& known
   std::vector<std::ptrdiff_t> latest;  // per call, latest_completed_before
   std::vector<std::size_t> latest_scratch;
   std::vector<std::uint32_t> assign_scratch;
-  auto used_hint = exclude ? exclude->ranks.begin() : decltype(exclude->ranks.begin()){};
+  std::size_t used_hint = 0;
   for (const auto& r : round.ranks) {
     // (The ranks come in ascending order: each rank's entries are added at the maps' end, O(1) with the hint.)
     t.nodes.insert_or_assign(t.nodes.end(), r.rank, r.node);
@@ -395,11 +424,7 @@ bool build_table(const RoundEvidence& round, const std::vector<GroupInfo>& known
     }
     const std::vector<records::CollectiveEvent>& evs = as_is ? r.events : ev;
     auto& calls = t.ranks.try_emplace(t.ranks.end(), r.rank)->second;
-    const std::vector<CallKey>* used = nullptr;
-    if (exclude) {
-      auto it = find_after(exclude->ranks, used_hint, r.rank);
-      if (it != exclude->ranks.end()) used = &it->second;
-    }
+    const std::vector<CallKey>* used = exclude ? exclude->of(r.rank, used_hint) : nullptr;
     entries.clear();
     latest_completed_before(evs, latest, latest_scratch);
     for (std::size_t i = 0; i < evs.size(); ++i) {

@@ -21,6 +21,29 @@
 
 namespace scout::straggler::detail {
 
+namespace {
+
+// Per member of `v`, the median of the other members' values: what LeaveOneOut(v).median_without(j) gives, from the
+// three middle values of v alone (no sort: a LeaveOneOut per call, over the 12,800 groups of a kind at 100k ranks,
+// sorted them all, issue 40). With s the values sorted and m = n - 1 others, the k-th smallest of the others is
+// s[k + 1] where v[j] <= s[k], s[k] otherwise (where v[j] equals s[k] at a later place, s[k] == s[k + 1]).
+void medians_without(const std::vector<double>& v, std::vector<double>& scratch, std::vector<double>& out) {
+  const std::size_t n = v.size();
+  out.assign(n, 0.0);
+  if (n < 2) return;
+  const std::size_t m = n - 1;
+  const std::size_t hi = m / 2, lo = m % 2 == 1 ? hi : hi - 1;
+  scratch = v;
+  const auto first = scratch.begin();
+  std::nth_element(first, first + static_cast<std::ptrdiff_t>(lo), scratch.end());
+  std::partial_sort(first + static_cast<std::ptrdiff_t>(lo) + 1, first + static_cast<std::ptrdiff_t>(hi) + 2,
+                    scratch.end());
+  const auto nth = [&](double x, std::size_t k) { return x <= scratch[k] ? scratch[k + 1] : scratch[k]; };
+  for (std::size_t j = 0; j < n; ++j) out[j] = m % 2 == 1 ? nth(v[j], hi) : (nth(v[j], lo) + nth(v[j], hi)) / 2;
+}
+
+}  // namespace
+
 void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out, const RankIndex& ix) {
   // Per kind, each group's median link time over the calls all groups of the kind share.
   std::map<std::string, std::vector<std::size_t>> by_kind;
@@ -28,24 +51,21 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
     if (is_mesh_kind(t.groups[i].kind) && t.groups[i].members.size() >= 2) by_kind[t.groups[i].kind].push_back(i);
   for (const auto& [kind, idx] : by_kind) {
     if (idx.size() < 2) continue;
-    std::vector<std::vector<CallKey>> keys_of;
+    // The keys of the kind every group's members share: the keys common to every member of every group of the kind,
+    // from their few distinct key sets at once (the common keys of each of 12,800 groups, then each key searched for
+    // in every group's, were a third of measure_link at 100k ranks: issue 40).
     std::vector<std::uint32_t> member_sets;
-    for (auto i : idx) {
-      member_sets.clear();
-      for (auto r : t.groups[i].members) member_sets.push_back(ix.key_sets.of(r));
-      keys_of.push_back(ix.key_sets.common(member_sets));
-    }
+    for (auto i : idx)
+      for (auto r : t.groups[i].members) {
+        const std::uint32_t set = ix.key_sets.of(r);
+        if (member_sets.empty() || member_sets.back() != set) member_sets.push_back(set);
+      }
     // ... whose wait is exact on every member of every group: an upper bound (a wait() returning, not the
     // call completing) says nothing about how long the link took.
     const std::uint32_t kind_id = t.kind_index(kind);
-    std::vector<CallKey> shared;
-    for (const auto& k : keys_of[0]) {
-      if (k.kind != kind_id) continue;
-      bool all = true;
-      for (std::size_t j = 1; j < keys_of.size() && all; ++j)
-        all = std::binary_search(keys_of[j].begin(), keys_of[j].end(), k);
-      if (all) shared.push_back(k);
-    }
+    std::vector<CallKey> shared = ix.key_sets.common(std::move(member_sets));
+    shared.erase(std::remove_if(shared.begin(), shared.end(), [&](const CallKey& k) { return k.kind != kind_id; }),
+                 shared.end());
     // Per group and shared key, the least wait of its members (link(G, c)), taken as each member's calls are read:
     // read a second time for it, once every group's were, they were out of the cache again (that second read and the
     // first were most of measure_link at 10k ranks, issue 40). Each rank's calls are read once; a member without calls
@@ -95,12 +115,12 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
     // ratio and the absolute floor? A slow group must be so in at least `link_min_consistency` of the calls. (Per
     // call the groups' link times sorted once: O(K G log G) for G groups and K calls.)
     std::vector<std::int64_t> slower(idx.size(), 0);
-    std::vector<double> at_call(idx.size());
+    std::vector<double> at_call(idx.size()), others, scratch;
     for (std::size_t k = 0; k < keys.size(); ++k) {
       for (std::size_t j = 0; j < idx.size(); ++j) at_call[j] = per_group[j][k];
-      const LeaveOneOut others(at_call);
+      medians_without(at_call, scratch, others);
       for (std::size_t j = 0; j < idx.size(); ++j) {
-        const double ref = others.median_without(j);
+        const double ref = others[j];
         slower[j] += at_call[j] >= o.link_min_ratio * ref && at_call[j] - ref >= o.link_min_absolute_ns ? 1 : 0;
       }
     }
