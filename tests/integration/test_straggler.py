@@ -118,12 +118,10 @@ class StragglerOnRealJobs(scoutlib.ScoutTestCase):
             ev = doc["suspects"][0]["evidence"]
             self.assertGreater(ev["compute_ratio"], 1.1)
             print(f"test_straggler: cause {ev['cause']} {ev['cause_figures']}", flush=True)
-            if cause == "cpu_contention" and ev["cause"] == "slow_compute":
-                # Known limit (issue 40): pinned hogs can also raise the victim's CPU per call (its cache shared with
-                # them) past more_work_min_relative, the figure of a rank with more work; the cause then reads
-                # slow_compute (CI fresh clone, 1.18x its peers' CPU per call, 10 hogs). Only where that figure is so.
-                self.assertGreaterEqual(ev["cause_figures"]["cpu_s"], 1.15 * ev["cause_figures"]["peers_cpu_s"], ev)
-            elif cause is not None:
+            # Pinned hogs can also raise the victim's CPU per call (its cache shared with them) past
+            # more_work_min_relative (CI fresh clone, 873f50c: 1.18x, 10 hogs); its wait beyond its peers' rate explains
+            # more of its excess than that (6.47 s against 2.37 s), and the cause is cpu_contention (issue 40).
+            if cause is not None:
                 self.assertEqual(ev["cause"], cause, ev)
             if observe:
                 # The daemon form: one verdict file for the finding (and no second one for the same finding).
