@@ -124,14 +124,16 @@ Cause cause_of(const std::vector<const RankRound*>& hits, const DecideOptions& o
                          proc_used >= floor * peer_proc_used && used - peer_used >= off_excess;
   c.figures["peers_cpu_s"] = s3(peer_used);
   // Which explains more of its excess, where it did more work and also waited: its busy time beyond its peers' is
-  // its extra CPU with the wait that costs at their rate (extra_cpu_cost), plus its wait beyond its CPU's at their
-  // rate (runq - expected_runq). More work also raises a rank's wait per CPU second (above): by up to
-  // more_work_wait_factor times its CPU per call's rise over its peers', which moves that much of the second part
-  // to the first. The larger part is the cause: a rank pinned with 10 busy loops used 1.18x its peers' CPU per
-  // call (its cache shared with them) and waited 6.47 s against 2.37 s at their rate (CI fresh clone, 873f50c).
+  // its extra CPU with the wait that costs at their rate (extra_cpu_cost: more work's), plus its wait beyond its
+  // CPU's at their rate (runq - expected_runq). More work also raises a rank's wait per CPU second (above), by up to
+  // more_work_wait_factor times its CPU per call's rise over its peers' (more_wait): that much of the wait could be
+  // either's and counts for neither. The larger of the rest is the cause: a rank pinned with 10 busy loops used 1.18x
+  // its peers' CPU per call (its cache shared with them) and waited 6.47 s against 2.37 s at their rate (CI fresh
+  // clone, 873f50c); one with 10 more used 1.26x and waited 6.37 s against 2.60 s (seed 4115: 0.68 s more work's,
+  // 1.71 s either's, 2.05 s beyond), where the whole of that middle share as more work's read slow_compute.
   const double more_wait =
       peer_used > 0 ? o.more_work_wait_factor * std::max(0.0, used / peer_used - 1) * expected_runq : 0;
-  const double work_share = std::max(0.0, extra_cpu_cost) + more_wait;
+  const double work_share = std::max(0.0, extra_cpu_cost);
   const double wait_share = runq - expected_runq - more_wait;
   c.figures["more_work_s"] = s3(work_share);
   c.figures["wait_beyond_work_s"] = s3(wait_share);

@@ -208,9 +208,9 @@ TEST(StragglerCause, ThrottledIsAQuotaWaitingIsContentionNeitherIsSlowCompute) {
   EXPECT_EQ(cause({more, more}), "cpu_contention");
   // More work and a wait beyond it: the larger share of its excess decides. Pinned with busy loops, 1.18x its peers'
   // CPU per call (24 of 20.3 ms) and 2.7x their wait per CPU second (65 ms against 24 at their rate): its extra CPU
-  // with the wait that costs at their rate (3.7 ms x 2), and up to more_work_wait_factor (2.5) times its CPU's rise
-  // of that wait (0.18 x 2.5 x 24 ms), explain 18 ms of its 48; the wait beyond, 30 ms: contention (the CI fresh
-  // clone's rank, 873f50c, read slow_compute when more work came first).
+  // with the wait that costs at their rate (3.7 ms x 2) is more work's, 7 ms of its 48; up to more_work_wait_factor
+  // (2.5) times its CPU's rise of that wait (0.18 x 2.5 x 24 ms, 11 ms) either's; the wait beyond, 30 ms: contention
+  // (the CI fresh clone's rank, 873f50c, read slow_compute when more work came first).
   RankRound pinned = hit(65, 24, 0, 0);
   pinned.window.main_cpu_ns = 24e6;
   pinned.peer_wait_per_cpu = 1.0;  // its peers: 20.3 ms of CPU and 20.3 ms of wait per call
@@ -230,7 +230,9 @@ TEST(StragglerCause, ThrottledIsAQuotaWaitingIsContentionNeitherIsSlowCompute) {
   trained.cpu_ratio = trained.main_cpu_ratio = 1.36;
   trained.excess_ns = 0.6 * (trained.runq_ns - 27.2e6 * 4.5);  // its wait beyond its peers' rate, the larger part
   EXPECT_EQ(cause({trained, trained}), "slow_compute");
-  trained.runq_ns = 3.5 * 27.2e6 * 4.5;  // ... but not 3.5x their wait per CPU second
+  // ... but not at 2.5x their wait per CPU second: 184 ms beyond their rate, 110 of it either's, 73 ms against more
+  // work's 40.
+  trained.runq_ns = 2.5 * 27.2e6 * 4.5;
   trained.excess_ns = 0.6 * (trained.runq_ns - 27.2e6 * 4.5);
   EXPECT_EQ(cause({trained, trained}), "cpu_contention");
   // A quota every peer shares is no explanation of one rank's slowness.
