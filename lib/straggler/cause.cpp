@@ -1,6 +1,6 @@
 // The cause of a named compute straggler (decide.hpp cause_of): explains a suspect from its flagged rounds'
 // figures; it never names one. Its thresholds (quota_window_share, cause_share, contention_min_ratio,
-// more_work_min_relative) are in thresholds.hpp.
+// more_work_min_relative, more_work_wait_factor) are in thresholds.hpp.
 #include <algorithm>
 #include <cmath>
 
@@ -42,7 +42,7 @@ Cause cause_of(const std::vector<const RankRound*>& hits, const DecideOptions& o
     }
   }
   double window = 0, excess = 0, runq = 0, peer_runq = 0, throttled = 0, peer_throttled = 0, expected_runq = 0,
-         used = 0, proc_used = 0, peer_proc_used = 0, peer_used = 0, off_excess = 0;
+         used = 0, proc_used = 0, peer_proc_used = 0, peer_used = 0, off_excess = 0, extra_cpu_cost = 0;
   std::int64_t calls = 0, nr_throttled = 0, nr_periods = 0;
   bool sched = !hits.empty(), cgroup = !hits.empty();
   for (const auto* h : hits) {
@@ -71,7 +71,11 @@ Cause cause_of(const std::vector<const RankRound*>& hits, const DecideOptions& o
     expected_runq += cpu * h->peer_wait_per_cpu * n;
     // Its peers' CPU per call, from its ratios (the main thread's where it has one, like `cpu`).
     const double cpu_r = h->window.main_cpu_ns >= 0 ? h->main_cpu_ratio : h->cpu_ratio;
-    if (cpu_r > 0) peer_used += cpu / cpu_r * n;
+    if (cpu_r > 0) {
+      peer_used += cpu / cpu_r * n;
+      // Its CPU beyond its peers' and the wait that CPU costs at their wait per CPU second.
+      extra_cpu_cost += (cpu - cpu / cpu_r) * (1 + h->peer_wait_per_cpu) * n;
+    }
     proc_used += h->cpu_ns * n;
     if (h->cpu_ratio > 0) peer_proc_used += h->cpu_ns / h->cpu_ratio * n;
     // Its time off a CPU without waiting for one beyond its peers' (off_cpu_ratio is 1 + that / their compute).
@@ -119,10 +123,24 @@ Cause cause_of(const std::vector<const RankRound*>& hits, const DecideOptions& o
   const bool more_work = peer_used > 0 && peer_proc_used > 0 && used >= floor * peer_used &&
                          proc_used >= floor * peer_proc_used && used - peer_used >= off_excess;
   c.figures["peers_cpu_s"] = s3(peer_used);
+  // Which explains more of its excess, where it did more work and also waited: its busy time beyond its peers' is
+  // its extra CPU with the wait that costs at their rate (extra_cpu_cost: more work's), plus its wait beyond its
+  // CPU's at their rate (runq - expected_runq). More work also raises a rank's wait per CPU second (above), by up to
+  // more_work_wait_factor times its CPU per call's rise over its peers' (more_wait): that much of the wait could be
+  // either's and counts for neither. The larger of the rest is the cause: a rank pinned with 10 busy loops used 1.18x
+  // its peers' CPU per call (its cache shared with them) and waited 6.47 s against 2.37 s at their rate (CI fresh
+  // clone, 873f50c); one with 10 more used 1.26x and waited 6.37 s against 2.60 s (seed 4115: 0.68 s more work's,
+  // 1.71 s either's, 2.05 s beyond), where the whole of that middle share as more work's read slow_compute.
+  const double more_wait =
+      peer_used > 0 ? o.more_work_wait_factor * std::max(0.0, used / peer_used - 1) * expected_runq : 0;
+  const double work_share = std::max(0.0, extra_cpu_cost);
+  const double wait_share = runq - expected_runq - more_wait;
+  c.figures["more_work_s"] = s3(work_share);
+  c.figures["wait_beyond_work_s"] = s3(wait_share);
   if (cgroup && throttled >= o.quota_window_share * window && throttled - peer_throttled >= o.cause_share * excess &&
       throttled > peer_throttled) {
     c.cause = "cpu_quota";
-  } else if (more_work) {
+  } else if (more_work && !(waited && wait_share > work_share)) {
     c.cause = "slow_compute";
   } else if (waited && cgroup) {
     c.cause = "cpu_contention";

@@ -157,6 +157,12 @@ inline constexpr Threshold more_work_min_relative{
     "CPU per call (process and main thread) 15% above the peers' is more work: contention alone moves one "
     "round's figure up to ~17%, a named rank's figures are pooled over its flagged rounds, which narrows that; the "
     "value was set from campaigns (trainer-slowed ranks at 1.36-1.70x, 6 of 106 mislabelled before it)"};
+inline constexpr Threshold more_work_wait_factor{
+    "more_work_wait_factor", 2.5, "cause", true,
+    "more work raises a rank's wait per CPU second too (its peers sleep in their collectives while it computes, and "
+    "the scheduler favours a sleeper): trainer-slowed ranks at load 10-12 on 2 CPUs waited 1.3-1.9x their peers' per "
+    "CPU second at 1.36-1.70x their CPU per call, a rise in wait up to 2.5x (0.9 / 0.36) the rise in CPU; the wait "
+    "beyond that is not more work's"};
 inline constexpr Threshold storage_read_ratio{
     "storage_read_ratio", 4, "cause (memory)", false,
     "a rank whose data sits in the page cache reads nothing from storage; one whose cache is reclaimed (its memory "
@@ -233,6 +239,7 @@ inline constexpr std::array all = {
     &cause_share,
     &contention_min_ratio,
     &more_work_min_relative,
+    &more_work_wait_factor,
     &storage_read_ratio,
     &storage_read_min_bytes,
     &majflt_min_per_call,

@@ -118,11 +118,16 @@ class StragglerOnRealJobs(scoutlib.ScoutTestCase):
             ev = doc["suspects"][0]["evidence"]
             self.assertGreater(ev["compute_ratio"], 1.1)
             print(f"test_straggler: cause {ev['cause']} {ev['cause_figures']}", flush=True)
+            # Pinned hogs can also raise the victim's CPU per call (its cache shared with them) past
+            # more_work_min_relative (CI fresh clone, 873f50c: 1.18x, 10 hogs); where its wait beyond its peers' rate
+            # explains more of its excess than that (6.47 s against 2.37 s), the cause is cpu_contention (issue 40).
+            # Known limit: where its extra CPU, with the wait that costs at its peers' rate (more_work_s), explains at
+            # least as much as all its wait beyond their rate, its figures are those of a trainer-slowed rank and
+            # slow_compute is what they say (seed 4142: 1.40x its peers' CPU per call, 1.31x their wait per CPU
+            # second; 1.45 s against 1.37 s). Only there.
+            f = ev["cause_figures"]
             if cause == "cpu_contention" and ev["cause"] == "slow_compute":
-                # Known limit (issue 40): pinned hogs can also raise the victim's CPU per call (its cache shared with
-                # them) past more_work_min_relative, the figure of a rank with more work; the cause then reads
-                # slow_compute (CI fresh clone, 1.18x its peers' CPU per call, 10 hogs). Only where that figure is so.
-                self.assertGreaterEqual(ev["cause_figures"]["cpu_s"], 1.15 * ev["cause_figures"]["peers_cpu_s"], ev)
+                self.assertGreaterEqual(f["more_work_s"], f["runq_s"] - f["runq_at_peers_rate_s"], ev)
             elif cause is not None:
                 self.assertEqual(ev["cause"], cause, ev)
             if observe:

@@ -206,6 +206,35 @@ TEST(StragglerCause, ThrottledIsAQuotaWaitingIsContentionNeitherIsSlowCompute) {
   more.cpu_ratio = 1.5;
   more.main_cpu_ratio = 1.1;  // ... and the main thread's
   EXPECT_EQ(cause({more, more}), "cpu_contention");
+  // More work and a wait beyond it: the larger share of its excess decides. Pinned with busy loops, 1.18x its peers'
+  // CPU per call (24 of 20.3 ms) and 2.7x their wait per CPU second (65 ms against 24 at their rate): its extra CPU
+  // with the wait that costs at their rate (3.7 ms x 2) is more work's, 7 ms of its 48; up to more_work_wait_factor
+  // (2.5) times its CPU's rise of that wait (0.18 x 2.5 x 24 ms, 11 ms) either's; the wait beyond, 30 ms: contention
+  // (the CI fresh clone's rank, 873f50c, read slow_compute when more work came first).
+  RankRound pinned = hit(65, 24, 0, 0);
+  pinned.window.main_cpu_ns = 24e6;
+  pinned.peer_wait_per_cpu = 1.0;  // its peers: 20.3 ms of CPU and 20.3 ms of wait per call
+  pinned.cpu_ns = 28.8e6;
+  pinned.cpu_ratio = pinned.main_cpu_ratio = 1.18;
+  pinned.excess_ns = 49e6;
+  auto c = cause_of({&pinned, &pinned}, DecideOptions{});
+  EXPECT_EQ(c.cause, "cpu_contention");
+  EXPECT_GT(c.figures["wait_beyond_work_s"].get<double>(), c.figures["more_work_s"].get<double>());
+  // A trainer-slowed rank at the edge of what was measured (1.36x its peers' CPU per call, 1.9x their wait per CPU
+  // second at load 10-12 on 2 CPUs) stays slow compute: more work raised its wait that much.
+  RankRound trained = hit(0, 0, 0, 0);
+  trained.window.main_cpu_ns = 27.2e6;  // its peers' 20 ms x 1.36
+  trained.peer_wait_per_cpu = 4.5;      // 4.5 ms of wait per ms of CPU: 122 ms at their rate
+  trained.runq_ns = 1.9 * 27.2e6 * 4.5;
+  trained.cpu_ns = 32.6e6;
+  trained.cpu_ratio = trained.main_cpu_ratio = 1.36;
+  trained.excess_ns = 0.6 * (trained.runq_ns - 27.2e6 * 4.5);  // its wait beyond its peers' rate, the larger part
+  EXPECT_EQ(cause({trained, trained}), "slow_compute");
+  // ... but not at 2.5x their wait per CPU second: 184 ms beyond their rate, 110 of it either's, 73 ms against more
+  // work's 40.
+  trained.runq_ns = 2.5 * 27.2e6 * 4.5;
+  trained.excess_ns = 0.6 * (trained.runq_ns - 27.2e6 * 4.5);
+  EXPECT_EQ(cause({trained, trained}), "cpu_contention");
   // A quota every peer shares is no explanation of one rank's slowness.
   EXPECT_EQ(cause({hit(12, 2, 9, 9), hit(11, 2, 9, 9)}), "cpu_contention");
   // Without the cgroup's counters, waiting could be either: unknown; not waiting is slow compute still.

@@ -48,6 +48,7 @@ TEST(StragglerThresholds, DecideOptionsDefaultsComeFromTheTable) {
       {"contended_wait_min_relative", o.contended_wait_min_relative},
       {"absorbed_spread_factor", o.absorbed_spread_factor},
       {"more_work_min_relative", o.more_work_min_relative},
+      {"more_work_wait_factor", o.more_work_wait_factor},
       {"stopped_min_share", o.stopped_min_share},
       {"stopped_min_samples", static_cast<double>(o.stopped_min_samples)},
       {"link_min_ratio", o.link_min_ratio},
