@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""The large randomized hang campaign: real gloo jobs (Debian torch 1.13,
+"""The large randomized hang campaign: real gloo jobs (the venv's torch 2.x,
 tests/integration/trainers/cascade_trainer.py), cascade (DDP, worlds 4, 6, 8)
 and hybrid meshes (dp=4,tp=2, dp=3,tp=2, dp=2,pp=2,tp=2, dp=4,pp=2), random
 faults and probe delays; kill: one rank SIGKILLed from outside at a random
 moment (worlds 4, 6, 8), which must be named once every process is gone.
-SCOUT_TEST_TORCH=2 runs the trainers under torch 2.x. Prints every run (with its seed) and a table of
+SCOUT_VENV names another torch 2.x venv. Prints every run (with its seed) and a table of
 counts by world/mesh and fault; exits 1 if any run named an innocent rank or
 missed a faulty rank its position singled out.
 
@@ -13,7 +13,7 @@ missed a faulty rank its position singled out.
 --observers: each probe is several observers (a stall's compact gather and its rings' gather,
 lib/hang/position.hpp), and they must all print the same verdict.
 
-Needs a build (SCOUT_BUILD_DIR, default build/) and /usr/bin/python3 with torch.
+Needs a build (SCOUT_BUILD_DIR, default build/) and the torch 2.x venv (scripts/install-deps.sh).
 """
 import argparse
 import json

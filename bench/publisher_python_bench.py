@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Python-side cost of scout_publisher per collective, measured in one run
 against the same collective without the publisher (the reference).
 
@@ -7,7 +7,7 @@ a 1-element tensor, first plain, then with scout_publisher enabled (wrapper,
 fingerprint, ctypes enter/exit into shared memory); also the bare ctypes
 enter+exit pair. Prints microseconds per call and the overhead ratio.
 
-    /usr/bin/python3 bench/publisher_python_bench.py [N]
+    .venv/bin/python bench/publisher_python_bench.py [N]     (a python with torch 2.x)
 Needs the build (build/lib/libscout_publisher.so or SCOUT_PUBLISHER_LIB).
 """
 import os

@@ -308,7 +308,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3, help="runs per scenario")
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--seed", type=int, help="base seed (printed); run i of scenario j uses base + 1000 j + i")
-    ap.add_argument("--torch", choices=("1.13", "2"), default="1.13")
+    ap.add_argument("--torch", choices=("1.13", "2"), default="2",
+                    help="2: the venv's torch (default); 1.13: Debian's, to rerun a batch recorded on it")
     ap.add_argument("--json", help="also write every run's result here")
     ap.add_argument("--work-ms", type=float, default=25, help="the trainer's fixed work per step (the tests use 60)")
     ap.add_argument("--factors", type=lambda t: tuple(float(x) for x in t.split(",")),

@@ -5,9 +5,9 @@ the same run on the same files:
   cold: `cat FILES > /dev/null` after the files' pages are dropped
         (posix_fadvise DONTNEED per file, no root needed; --drop-caches uses
         /proc/sys/vm/drop_caches).
-Formats: safetensors (written here), torch.save .pt (Debian torch 1.13, a
-nested training checkpoint) and torch.distributed.checkpoint directories
-(torch 2.x from SCOUT_VENV, skipped with a reason when absent). Each format
+Formats: safetensors (written here), torch.save .pt (a nested training
+checkpoint) and torch.distributed.checkpoint directories (both by the torch
+2.x of SCOUT_VENV, skipped with a reason when absent). Each format
 is 3 replicas of SCOUT_BENCH_MB MiB each (default 256). Prints MiB/s and the
 ratio reference_time / scout_time (target >= 0.90), median of
 SCOUT_BENCH_REPEAT runs (default 3), each run's ratio in brackets, and
@@ -231,14 +231,12 @@ def main():
             os.makedirs(d, exist_ok=True)
             if paths is None and fmt == "safetensors":
                 paths = write_safetensors(d, args.mb)
-            elif paths is None and fmt == "pt":
-                paths = write_torch(d, args.mb, "pt", "/usr/bin/python3")
             elif paths is None:
                 py = torch2_python()
                 if not py:
-                    print(f"dcp: skipped: no torch 2.x at {VENV} (set SCOUT_VENV)")
+                    print(f"{fmt}: skipped: no torch 2.x at {VENV} (set SCOUT_VENV)")
                     continue
-                paths = write_torch(d, args.mb, "dcp", py)
+                paths = write_torch(d, args.mb, fmt, py)
             with open(stamp + ".paths", "w") as f:
                 json.dump(paths, f)
             with open(stamp, "w") as f:

@@ -65,9 +65,7 @@ std::string version_text() {
   std::string cuda = SCOUT_WITH_CUDA ? fmt::format("yes (archs {})", SCOUT_CUDA_ARCHS) : std::string("no");
   std::string torch = "no";
   if (SCOUT_WITH_TORCH) {
-    torch = "yes (modules: LibTorch " SCOUT_TORCH_VERSION;
-    if (SCOUT_WITH_TORCH2) torch += ", torch " SCOUT_TORCH2_VERSION;
-    torch += "; loaded on demand, chosen by SCOUT_TORCH_MODULE=1|2|PATH)";
+    torch = "yes (module: LibTorch " SCOUT_TORCH_VERSION "; loaded on demand, another by SCOUT_TORCH_MODULE=PATH)";
   }
   // The module commands would load, found but not loaded: loading LibTorch takes ~0.4 s and 17,000 page
   // faults, and --version must stay within the start-up target (docs/contracts.md "Performance targets").

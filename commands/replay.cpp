@@ -211,7 +211,7 @@ void check_cuda_module(const ReplayOptions& o) {
     why += ", and /dev/nvidiactl is absent (no NVIDIA driver)";
   throw FatalError(unavailable_error("--device cuda: replay cannot compute on a GPU here", why,
                                      "use --device cpu, or a machine with a GPU and its driver (nvidia-smi) and the "
-                                     "torch 2.x module of a CUDA wheel (SCOUT_TORCH_MODULE=2)"));
+                                     "LibTorch module built against a CUDA wheel"));
 }
 
 // `min_peers`: 2 on one machine; 1 with --nodes > 1 (one peer per node).

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs the hang demo: a local 4-rank PyTorch DDP job
-# (gloo, CPU) on torch 2.x (the project venv, $SCOUT_VENV or <repo>/.venv;
-# SCOUT_DEMO_TORCH=1.13 runs it on Debian's torch instead) with the scout
-# publisher; one random rank (seed printed; set
+# (gloo, CPU) on torch 2.x (the project venv, $SCOUT_VENV or <repo>/.venv)
+# with the scout publisher; one random rank (seed printed; set
 # SCOUT_DEMO_SEED to repeat) stops itself before a collective, the others wait
 # inside it; `scout probe-hang` names the stopped rank. Everything it starts
 # is stopped and removed on exit.
@@ -19,12 +18,10 @@ build="${SCOUT_BUILD_DIR:-$root/build}"
 scout="$build/bin/scout"
 say() { printf '\n\033[1m%s\033[0m\n' "$*"; }
 venv="${SCOUT_VENV:-$root/.venv}"
-if [ "${SCOUT_DEMO_TORCH:-2}" = "1.13" ]; then
-  python=/usr/bin/python3
-elif [ -x "$venv/bin/python" ]; then
+if [ -x "$venv/bin/python" ]; then
   python="$venv/bin/python"
 else
-  echo "demo: error: no torch 2.x venv at $venv; run scripts/install-deps.sh (or SCOUT_DEMO_TORCH=1.13)" >&2
+  echo "demo: error: no torch 2.x venv at $venv; run scripts/install-deps.sh (or set SCOUT_VENV)" >&2
   exit 5
 fi
 torch_version="$("$python" -c 'import importlib.metadata as m; print(m.version("torch"))')"

@@ -9,13 +9,13 @@
 #                                              libstdc++, LibTorch or CUDA driver library
 # Then:  run(command="scripts/gpu-check.sh --build .gpu-carry/build", carry=[".gpu-carry"], timeout_s=540)
 # The LibTorch modules are packed too but cannot load there without their
-# LibTorch (Debian's 1.13, or the venv's torch 2.x wheel, far over 64 MiB):
+# LibTorch (the venv's torch 2.x wheel, far over 64 MiB):
 # the replay checks then fail with the loader's reason.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${SCOUT_BUILD_DIR:-$root/build}"
 dest="$root/.gpu-carry"
-programs=(bin/scout bin/libscout_net.so bin/libscout_torch.so bin/libscout_torch2.so lib/libscout_publisher.so
+programs=(bin/scout bin/libscout_net.so bin/libscout_torch.so lib/libscout_publisher.so
   lib/libscout_torch_hooks.so tests/scout_gpu_tests bench/tensor_hash_bench)
 rm -rf "$dest"
 mkdir -p "$dest/build" "$dest/libs"

@@ -11,11 +11,11 @@ import tempfile
 
 import gpu_check_lib as lib
 
-# Relative to the build directory: what the GPU checks run or load. The LibTorch modules only load where their
-# LibTorch is (Debian's 1.13, or the venv's torch 2.x wheel): the replay checks say so; the rest must load.
+# Relative to the build directory: what the GPU checks run or load. The LibTorch module and hooks only load where
+# their LibTorch is (the venv's torch 2.x wheel): the replay checks say so; the rest must load.
 PROGRAMS = ["bin/scout", "bin/libscout_net.so", "tests/scout_gpu_tests", "bench/tensor_hash_bench",
             "lib/libscout_publisher.so"]
-TORCH_MODULES = ["bin/libscout_torch.so", "bin/libscout_torch2.so", "lib/libscout_torch_hooks.so"]
+TORCH_MODULES = ["bin/libscout_torch.so", "lib/libscout_torch_hooks.so"]
 GPU_TESTS = ["GpuTensorHash.MatchesCpuOnManySizesAndAlignments", "GpuTensorHash.RandomDtypesShapesAndStridesMatchCpu",
              "GpuTensorHash.TestVectors", "CatalogKernel.PaperRepresentativesMatchTheModel",
              "CatalogKernel.RandomConfigurationsMatchTheModel"]

@@ -14,13 +14,11 @@
 namespace scout {
 
 // Address of `symbol` in the LibTorch module, loading the module on first use.
-// Two modules may be built: libscout_torch.so against the system LibTorch
-// (Debian's 1.13) and libscout_torch2.so against the torch 2.x wheel of the
-// project venv. $SCOUT_TORCH_MODULE chooses: "1"/"system" or "2"/"venv" pick
-// one of them, any other value is the path of a module (e.g. a site's build).
-// Unset: libscout_torch.so, else libscout_torch2.so. Each is looked for in the
-// directory of the running executable, then the install directory
-// (lib/scout). Errors are `unavailable` and say how to point scout at a module.
+// The module (libscout_torch.so) is built against the torch 2.x wheel of the
+// project venv; it is looked for in the directory of the running executable,
+// then the install directory (lib/scout). $SCOUT_TORCH_MODULE, a path, names
+// another (e.g. a site's build). Errors are `unavailable` and say how to point
+// scout at a module.
 Result<void*> torch_module_symbol(const char* symbol);
 
 // "<path> (built for LibTorch <version>)" of the module, loading it, or
@@ -33,12 +31,7 @@ std::string torch_module_description();
 // path alone for one $SCOUT_TORCH_MODULE names, "none found (tried: ...)".
 std::string torch_module_candidate_description();
 
-// Before the module is loaded and when $SCOUT_TORCH_MODULE is unset: load only
-// the module built against LibTorch `major` (1 or 2), e.g. the one whose
-// TCPStore client speaks a store's protocol. False (nothing changes) otherwise.
-bool prefer_torch_module(int major);
-
-// The LibTorch version the module was built for ("1.13.0", "2.15.0"...),
+// The LibTorch version the module was built for ("2.15.0"...),
 // loading it; empty when it cannot be loaded.
 std::string torch_module_version();
 

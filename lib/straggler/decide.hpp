@@ -86,8 +86,8 @@ struct DecideOptions {
   double absorbed_spread_factor = thresholds::absorbed_spread_factor.value;
   // cause_of: more work (slow_compute) where its CPU per call, process and main thread, is this much above.
   double more_work_min_relative = thresholds::more_work_min_relative.value;
-  // cause_of: where it did more work and also waited, the wait more work explains is up to this times its CPU per
-  // call's rise over its peers' of the wait its CPU costs at their rate; the larger share of its excess decides.
+  // cause_of: where it did more work and also waited, up to this times its CPU per call's rise over its peers' of
+  // the wait its CPU costs at their rate could be either's and counts for neither; the larger of the rest decides.
   double more_work_wait_factor = thresholds::more_work_wait_factor.value;
   // stopped: stopped in at least this share of at least this many samples.
   double stopped_min_share = thresholds::stopped_min_share.value;

@@ -325,23 +325,15 @@ Result<std::unique_ptr<KeyValueStore>> open_store(const StoreUri& uri, bool host
           "check --store's host and port (the observers' store, not a trainer's port) and the process that hosts "
           "it (torchrun's agent on that node), or give --store a store hosted elsewhere (--store-host on a healthy "
           "node, or file://DIR)");
-    if (dialect != StoreDialect::unknown) prefer_torch_module(dialect == StoreDialect::torch1 ? 1 : 2);
+    if (dialect == StoreDialect::torch1)
+      return unavailable_error(
+          fmt::format("the store {} speaks the TCPStore protocol of torch 1.x", uri.text),
+          "scout's LibTorch module speaks torch 2.x's (torch 1.x and 2.x TCPStore clients and servers cannot talk "
+          "to each other), and scout no longer supports torch 1.x jobs",
+          "run the job on torch 2.x, or give the observers a store of their own (--store file://DIR, or "
+          "--store-host on one node)");
   }
   auto abi = load_tcp_abi();
-  if (abi && (dialect == StoreDialect::torch1 || dialect == StoreDialect::torch2)) {
-    const auto version = torch_module_version();
-    const char want = dialect == StoreDialect::torch1 ? '1' : '2';
-    if (!version.empty() && version.front() != want)
-      return unavailable_error(
-          fmt::format("the store {} speaks the TCPStore protocol of {}, but scout's LibTorch module {} is built "
-                      "for LibTorch {}",
-                      uri.text, store_dialect_name(dialect), torch_module_path(), version),
-          "torch 1.x and 2.x TCPStore clients and servers cannot talk to each other",
-          want == '2' ? "set SCOUT_TORCH_MODULE=2 (scout's torch 2.x module, libscout_torch2.so), or use --store "
-                        "file://DIR"
-                      : "set SCOUT_TORCH_MODULE=1 (scout's module for the system LibTorch), or use --store "
-                        "file://DIR");
-  }
   if (!abi)
     return unavailable_error(fmt::format("the tcp:// store needs scout's LibTorch module: {}", abi.error().what),
                              abi.error().why, "use --store file://DIR, or install libscout_torch.so next to scout");

@@ -46,7 +46,7 @@ class MultinodeJob:
         on member k % 3), so that no node hosts a store the job or the observers need."""
         if observer_store not in STORES:
             raise ValueError(observer_store)
-        self.python = th.require_python("2")
+        self.python = th.require_python()
         self.nodes, self.r, self.tp = nodes, ranks_per_node, tp
         self.observer_store = observer_store
         self.jn = nodes.n - 1 if observer_store == "separate" else nodes.n  # the job's nodes

@@ -10,8 +10,9 @@ trainer itself or from outside the process.
         job.cpu_hogs(rank, hogs)                        # rank and hogs pinned to one CPU (contention)
         job.slow_all()                                  # every rank slower from now on
 
-Interpreters: Debian's /usr/bin/python3 (torch 1.13), or torch 2.x from
-$SCOUT_VENV (default <repo>/.venv): python_for("2") is None when it is absent.
+The trainers run under the torch 2.x of $SCOUT_VENV (default <repo>/.venv; require_python() skips the test
+when it is absent); python_for("1.13") is Debian's /usr/bin/python3, for the CPU contention test and for rerunning
+the held-out batches recorded on torch 1.13 (bench/heldout).
 """
 import json
 import os
@@ -23,7 +24,7 @@ import tempfile
 import threading
 import time
 
-from trainer_harness import PUBLISHER_LIB, PYTHON_DIR, TrainerJob, free_port, python_for, scout_records  # noqa: F401
+from trainer_harness import PUBLISHER_LIB, PYTHON_DIR, TrainerJob, free_port, python_for, require_python, scout_records  # noqa: F401
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAINER = os.path.join(HERE, "trainers", "straggler_trainer.py")
@@ -166,10 +167,10 @@ def busy_per_round(evidence_path, victim):
 
 
 class StragglerJob:
-    def __init__(self, world=4, tp=1, seed=None, python="/usr/bin/python3", work_ms=25, ranks_per_host=None):
+    def __init__(self, world=4, tp=1, seed=None, python=None, work_ms=25, ranks_per_host=None):
         self.seed = seed if seed is not None else random.SystemRandom().randrange(1 << 31)
         self.rng = random.Random(self.seed)
-        self.world, self.tp, self.python, self.work_ms = world, tp, python, work_ms
+        self.world, self.tp, self.python, self.work_ms = world, tp, python or require_python(), work_ms
         self.ranks_per_host = ranks_per_host
         self.job = f"straggler-{os.getpid()}-{self.seed}-{random.SystemRandom().randrange(1 << 20)}"
         self.logdir = tempfile.mkdtemp(prefix="scout-straggler-")

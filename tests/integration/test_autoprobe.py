@@ -102,8 +102,8 @@ class AutoProbe(ScoutTestCase):
             self.assertTrue(any(f"trigger {t} " in text for t in triggers), f"{msg}: {name}: {text}")
         self.assertEqual(len(glob.glob(f"/dev/shm/scout-autoprobe.{job.job}.*")), nodes, msg)
 
-    def timeout_case(self, torch_version, trainer, pg_timeout, trainer_args=()):
-        seed = seed_of(f"timeout torch {torch_version}")
+    def timeout_case(self, name, trainer, pg_timeout, trainer_args=()):
+        seed = seed_of(f"timeout {name}")
         kw, nodes = {}, 1
         netns = th.TwoNetnsNodes() if th.have_netns() else None
         try:
@@ -113,8 +113,8 @@ class AutoProbe(ScoutTestCase):
                 kw["extra_env"]["LOCAL_WORLD_SIZE"] = "2"
                 nodes = 2
             env = self.env(**kw.pop("extra_env", {}))
-            with th.TrainerJob(world=4, steps=6, fault="stop-before-collective", seed=seed, torch_version=torch_version,
-                               trainer=trainer, pg_timeout=pg_timeout, trainer_args=list(trainer_args), extra_env=env,
+            with th.TrainerJob(world=4, steps=6, fault="stop-before-collective", seed=seed, trainer=trainer,
+                               pg_timeout=pg_timeout, trainer_args=list(trainer_args), extra_env=env,
                                **kw) as job:
                 self.jobs.append(job.job)
                 job.start()
@@ -127,16 +127,17 @@ class AutoProbe(ScoutTestCase):
                 netns.__exit__()
 
     def test_timeout_torch2(self):
-        th.require_python("2")
-        self.timeout_case("2", TRAINER2, 8, ["--mode", "ddp"])
+        th.require_python()
+        self.timeout_case("torch 2", TRAINER2, 8, ["--mode", "ddp"])
 
-    def test_timeout_torch113(self):
-        self.timeout_case("1.13", th.TRAINER, 15)
+    def test_timeout_ddp_trainer(self):
+        th.require_python()
+        self.timeout_case("ddp trainer", th.TRAINER, 15)
 
     def test_silence(self):
-        th.require_python("2")
+        th.require_python()
         seed = seed_of("silence")
-        with th.TrainerJob(world=4, steps=6, fault="stop-before-collective", seed=seed, torch_version="2",
+        with th.TrainerJob(world=4, steps=6, fault="stop-before-collective", seed=seed,
                            trainer=TRAINER2, pg_timeout=300, trainer_args=["--mode", "ddp"],
                            extra_env=self.env(SCOUT_AUTOPROBE_SILENCE="4")) as job:
             self.jobs.append(job.job)
@@ -150,9 +151,9 @@ class AutoProbe(ScoutTestCase):
             self.check(job, self.verdicts(), 1, ("silence",))
 
     def test_healthy_job_writes_nothing(self):
-        th.require_python("2")
+        th.require_python()
         seed = seed_of("healthy")
-        with th.TrainerJob(world=4, steps=8, fault="none", seed=seed, torch_version="2", trainer=TRAINER2,
+        with th.TrainerJob(world=4, steps=8, fault="none", seed=seed, trainer=TRAINER2,
                            pg_timeout=8, step_delay=0.3, trainer_args=["--mode", "ddp"],
                            extra_env=self.env(SCOUT_AUTOPROBE_SILENCE="4")) as job:
             self.jobs.append(job.job)
@@ -189,7 +190,7 @@ print(json.dumps({"before": before[2], "after": after[2], "ran": ran, "again": a
                 env = dict(os.environ, PYTHONPATH=th.PYTHON_DIR, SCOUT_PUBLISHER_LIB=th.PUBLISHER_LIB, SCOUT_JOB=job,
                            RANK=str(rank), WORLD_SIZE="2", SCOUT_AUTOPROBE_DELAY="0",
                            SCOUT_AUTOPROBE_DIR=self.dumps, SCOUT_BIN=th.SCOUT_BIN)
-                p = subprocess.run([th.SYSTEM_PYTHON, "-c", script], env=env, capture_output=True, text=True,
+                p = subprocess.run([th.require_python(), "-c", script], env=env, capture_output=True, text=True,
                                    timeout=60)
                 self.assertEqual(p.returncode, 0, p.stderr)
                 out.append(json.loads(p.stdout.strip().splitlines()[-1]))
@@ -234,7 +235,7 @@ print("quiet" if quiet else "early")
                    WORLD_SIZE="2", SCOUT_AUTOPROBE_DELAY="0", SCOUT_AUTOPROBE_DIR=out_dir, SCOUT_BIN=th.SCOUT_BIN,
                    TORCH_FR_DUMP_TEMP_FILE=os.path.join(self.dumps, "rank_"))
         try:
-            p = subprocess.run([th.SYSTEM_PYTHON, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+            p = subprocess.run([th.require_python(), "-c", script], env=env, capture_output=True, text=True, timeout=60)
         finally:
             try:
                 os.unlink(f"/dev/shm/scout.{job}.1")
@@ -281,7 +282,7 @@ print(json.dumps(out))
         env = dict(os.environ, PYTHONPATH=th.PYTHON_DIR, SCOUT_PUBLISHER_LIB=th.PUBLISHER_LIB, SCOUT_JOB=job, RANK="0",
                    WORLD_SIZE="1", SCOUT_AUTOPROBE_DELAY="0", SCOUT_AUTOPROBE_DIR=self.dumps, SCOUT_BIN=th.SCOUT_BIN)
         try:
-            p = subprocess.run([th.SYSTEM_PYTHON, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+            p = subprocess.run([th.require_python(), "-c", script], env=env, capture_output=True, text=True, timeout=60)
         finally:
             try:
                 os.unlink(f"/dev/shm/scout.{job}.0")

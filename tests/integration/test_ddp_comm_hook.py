@@ -86,7 +86,7 @@ class CommHook(scoutlib.ScoutTestCase):
         for rank in range(2):
             env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", INIT=init, SCOUT_JOB=job, PYTHONPATH=th.PYTHON_DIR,
                        SCOUT_PUBLISHER_LIB=th.PUBLISHER_LIB, SCOUT_PUBLISHER_HOOKS="wrappers")
-            procs.append(subprocess.Popen([th.SYSTEM_PYTHON, self.script, case, str(steps), str(late)], env=env,
+            procs.append(subprocess.Popen([th.require_python(), self.script, case, str(steps), str(late)], env=env,
                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
         outs = []
         for p in procs:

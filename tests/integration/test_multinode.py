@@ -40,7 +40,7 @@ def seed_of(name):
 class MultiNode(ScoutTestCase):
     @classmethod
     def setUpClass(cls):
-        th.require_python("2")
+        th.require_python()
 
     def case(self, fault, nodes=3, ranks=2, **kw):
         seed = seed_of(fault)

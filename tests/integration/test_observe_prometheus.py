@@ -38,7 +38,7 @@ class ObservePrometheus(ScoutTestCase):
     def test_stall_shows_in_the_textfile(self):
         tmp = tempfile.mkdtemp(prefix="scout-observe-prom-")
         try:
-            with th.TrainerJob(world=3, steps=6, fault="stop-before-collective", torch_version="1.13",
+            with th.TrainerJob(world=3, steps=6, fault="stop-before-collective",
                                pg_timeout=300) as job:
                 prom = os.path.join(tmp, "scout_observe.prom")
                 job.start()

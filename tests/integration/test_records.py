@@ -280,6 +280,13 @@ class FaultRecords(scoutlib.ScoutTestCase):
         logs = "\n".join(f"--- rank {r}\n{job.log(r)}" for r in range(3))
         return job, recs, logs
 
+    # With torch 2.15's hooks a call's exit is written at its completion, by its Work's future callback or by the
+    # watcher thread that polls Works every 2 ms (lib/torch_module/hooks/collective_hooks.cpp), not by the thread
+    # that waited: a rank that stops itself or exits right after its last call returned can do so before that exit
+    # is written (its last call then reads inside; seeds 1585768657 stop, exit in a loaded run). Either way its last
+    # call is behind its peers', which is what names it.
+    LAST_CALL_STATES = ("done", "inside") if th.HOOKS else ("done",)
+
     def pending_seq(self, recs, rank):
         return recs[rank]["record"]["pending"]["group_seq"]
 
@@ -288,7 +295,7 @@ class FaultRecords(scoutlib.ScoutTestCase):
         f = job.fault_rank
         self.assertEqual(job.state(f), "T", logs)
         self.assertEqual(recs[f]["record"]["step"], job.fault_step)
-        self.assertEqual(recs[f]["record"]["collective_state"], "done")
+        self.assertIn(recs[f]["record"]["collective_state"], self.LAST_CALL_STATES, logs)
         for r in range(3):
             self.assertTrue(recs[r]["writer_alive"])
             if r == f:
@@ -333,7 +340,7 @@ class FaultRecords(scoutlib.ScoutTestCase):
             self.assertEqual(recs[r]["problem"], "none")
         rec = recs[f]["record"]
         self.assertEqual(rec["step"], job.fault_step)
-        self.assertEqual(rec["collective_state"], "done")
+        self.assertIn(rec["collective_state"], self.LAST_CALL_STATES, logs)
         self.assertLessEqual(self.pending_seq(recs, f), min(self.pending_seq(recs, r) for r in range(3)), logs)
         return job, recs, logs
 

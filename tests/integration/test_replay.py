@@ -3,17 +3,16 @@ the real LibTorch battery. Injection campaigns choose peers, recipes,
 quantities, words and bits at random and print their seed
 (SCOUT_TEST_SEED=<seed> reproduces a run); a fault scout did not inject (a
 BLAS routine that returns a wrong bit on one peer) is found too."""
-import importlib.util
 import json
 import os
 import random
 import shutil
 import subprocess
-import sys
 import tempfile
 import unittest
 
 from scoutlib import EXIT, SOURCE_DIR, BUILD_DIR, ScoutTestCase, run, validate
+import trainer_harness as th
 
 MODULE = os.path.join(BUILD_DIR, "bin", "libscout_torch.so")
 HASH_LIB = os.path.join(BUILD_DIR, "lib", "libscout_hash.so")
@@ -235,13 +234,12 @@ TRAINER = os.path.join(SOURCE_DIR, "bench", "replay_trainer.py")
 
 
 @unittest.skipUnless(os.path.exists(HASH_LIB), "libscout_hash.so was not built")
-@unittest.skipUnless(importlib.util.find_spec("torch"), f"{sys.executable} has no torch for the trainer: run the "
-                     "tests with /usr/bin/python3 (as ctest does) or the project's venv")
+@unittest.skipUnless(os.access(th.VENV_PYTHON, os.X_OK), f"no torch 2.x venv at {th.VENV} (run scripts/install-deps.sh)")
 class InJobReplay(ScoutTestCase):
     """The Python package replays inside a real gloo DDP job; scout decides; the ledger gates checkpoints."""
 
     def train(self, tmp, world, steps, every, inject_rank=-1, inject_from=-1, ckpt_every=0):
-        p = subprocess.run([sys.executable, TRAINER, "--world", str(world), "--steps", str(steps), "--every", str(every),
+        p = subprocess.run([th.VENV_PYTHON, TRAINER, "--world", str(world), "--steps", str(steps), "--every", str(every),
                             "--variants", "2", "--layers", "4", "--dim", "32", "--batch", "8", "--job", "j1",
                             "--replay-dir", os.path.join(tmp, "ev"), "--init-file", os.path.join(tmp, "init"),
                             "--inject-rank", str(inject_rank), "--inject-from", str(inject_from)]

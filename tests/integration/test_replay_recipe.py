@@ -9,7 +9,6 @@ import os
 import random
 import shutil
 import subprocess
-import sys
 import tempfile
 import unittest
 
@@ -29,16 +28,8 @@ def seed_for(name):
     return s
 
 
-def have_torch():
-    try:
-        import torch  # noqa: F401
-        return True
-    except ImportError:
-        return False
-
-
 @unittest.skipUnless(os.path.exists(MODULE) and os.path.exists(HASH_LIB), "scout was built without the LibTorch module")
-@unittest.skipUnless(have_torch(), "torch is not importable by this Python")
+@unittest.skipUnless(os.access(th.VENV_PYTHON, os.X_OK), f"no torch 2.x venv at {th.VENV} (run scripts/install-deps.sh)")
 class RecipeReplay(ScoutTestCase):
     @classmethod
     def setUpClass(cls):
@@ -46,7 +37,7 @@ class RecipeReplay(ScoutTestCase):
         cls.recipes = os.path.join(cls.tmp, "recipes")
         # A real 2-rank gloo DDP job (residual MLP blocks with dropout, AdamW) exporting a
         # sampled layer every 4 steps: steps 0, 4, 8 -> three recipes over three layers.
-        p = subprocess.run([sys.executable, TRAINER, "--world", "2", "--steps", "9", "--every", "4", "--layers", "3", "--dim", "16",
+        p = subprocess.run([th.VENV_PYTHON, TRAINER, "--world", "2", "--steps", "9", "--every", "4", "--layers", "3", "--dim", "16",
                             "--batch", "4", "--job", "jr", "--export-dir", cls.recipes, "--init-file", os.path.join(cls.tmp, "init")],
                            capture_output=True, text=True, timeout=600, env=dict(os.environ, SCOUT_HASH_LIB=HASH_LIB))
         if p.returncode != 0:

@@ -22,7 +22,7 @@ from scoutlib import EXIT, SCOUT_BIN, ScoutTestCase, run
 import trainer_harness as th
 
 TRAINER2 = os.path.join(th.HERE, "trainers", "torch2_trainer.py")
-MODULE2 = os.path.join(th.BUILD_DIR, "bin", "libscout_torch2.so")
+MODULE = os.path.join(th.BUILD_DIR, "bin", "libscout_torch.so")
 HOOKS = os.path.join(th.BUILD_DIR, "lib", "libscout_torch_hooks.so")
 
 
@@ -32,7 +32,7 @@ def run_mode(mode, world=4, steps=3, publisher="call", env=None):
     try:
         extra = {"TORCH_FR_BUFFER_SIZE": "20000"}
         extra.update(env or {})
-        with th.TrainerJob(world=world, steps=steps, torch_version="2", trainer=TRAINER2, publisher=publisher,
+        with th.TrainerJob(world=world, steps=steps, trainer=TRAINER2, publisher=publisher,
                            trainer_args=["--mode", mode, "--out", os.path.join(out, "r")], extra_env=extra) as job:
             job.start()
             codes = job.wait_exit(timeout=400)
@@ -78,7 +78,7 @@ def reference(d):
 class Capture(ScoutTestCase):
     @classmethod
     def setUpClass(cls):
-        th.require_python("2")
+        th.require_python()
         if not os.path.exists(HOOKS):
             raise unittest.SkipTest(f"{HOOKS} not built (no torch 2.x venv at configure time)")
 
@@ -174,31 +174,30 @@ class Capture(ScoutTestCase):
 
 
 class Modules(ScoutTestCase):
-    """scout's LibTorch module built against both torches."""
+    """scout's LibTorch module, built against the venv's torch 2.x."""
 
     @classmethod
     def setUpClass(cls):
-        if not os.path.exists(MODULE2):
-            raise unittest.SkipTest(f"{MODULE2} not built (no torch 2.x venv at configure time)")
+        if not os.path.exists(MODULE):
+            raise unittest.SkipTest(f"{MODULE} not built (no torch 2.x venv at configure time)")
 
     def test_version_names_the_module_and_its_torch(self):
-        for choice, version in (("1", "1.13"), ("2", "2.")):
-            r = run(["--version"], fmt=None, env={"SCOUT_TORCH_MODULE": choice})
-            self.assertExit(r, "healthy")
-            line = [l for l in r.stdout.splitlines() if l.startswith("torch module:")]
-            self.assertEqual(len(line), 1, r)
-            self.assertIn(f"built for LibTorch {version}", line[0], r)
-            self.assertIn("libscout_torch2.so" if choice == "2" else "libscout_torch.so", line[0], r)
+        env = dict(os.environ)
+        env.pop("SCOUT_TORCH_MODULE", None)
+        r = run(["--version"], fmt=None, env=env)
+        self.assertExit(r, "healthy")
+        line = [l for l in r.stdout.splitlines() if l.startswith("torch module:")]
+        self.assertEqual(len(line), 1, r)
+        self.assertIn("built for LibTorch 2.", line[0], r)
+        self.assertIn("libscout_torch.so", line[0], r)
 
-    def probe_through(self, port, choice):
+    def probe_through(self, port):
         """Two observers of a stopped 4-rank job joining the store at `port`; (rc, out, err) each."""
         with th.TrainerJob(world=4, steps=5, fault="stop-before-collective") as job:
             job.start()
             job.settle()
             env = dict(os.environ)
             env.pop("SCOUT_TORCH_MODULE", None)
-            if choice:
-                env["SCOUT_TORCH_MODULE"] = choice
             procs = [subprocess.Popen([SCOUT_BIN, "probe-hang", "--job", job.job, "--threshold", "1",
                                        "--timeout", "40", "--format", "json", "--nodes", "2", "--node-index",
                                        str(i), "--local-ranks", f"{2 * i}-{2 * i + 1}", "--store",
@@ -208,11 +207,9 @@ class Modules(ScoutTestCase):
             outs = [p.communicate(timeout=120) for p in procs]
             return job, [(p.returncode, out, err) for p, (out, err) in zip(procs, outs)]
 
-    def check_store(self, py, other_module, other_hint, protocol):
-        """A TCPStore hosted by `py`'s torch: with SCOUT_TORCH_MODULE unset scout probes the store's
-        protocol (torch 1.x and 2.x clients and servers cannot talk to each other) and loads the
-        module whose client speaks it; the other module, chosen explicitly, is refused at once with
-        the hint (an error, exit 5: no other node can be reached through it)."""
+    def test_store_hosted_by_a_torch2_process(self):
+        """What torchrun runs on torch 2.x (a libuv TCPStore server): the observers meet through it and agree."""
+        py = th.require_python()
         port = th.free_port()
         host = subprocess.Popen([py, "-c", (
             "import sys, time, datetime, torch.distributed as d\n"
@@ -223,20 +220,13 @@ class Modules(ScoutTestCase):
             "s.wait(['scout-done'], datetime.timedelta(seconds=900))\n")], stdout=subprocess.PIPE, text=True)
         try:
             self.assertEqual(host.stdout.readline().strip(), "up")
-            for choice in (None, other_module):
-                job, results = self.probe_through(port, choice)
-                for rc, out, err in results:
-                    if choice == other_module:
-                        self.assertIn(rc, (EXIT["attributed"], EXIT["inconclusive"], EXIT["unavailable"]),
-                                      f"module {choice}\n{out}\n{err}")
-                        self.assertIn(f"TCPStore protocol of {protocol}", err)
-                        self.assertIn(other_hint, err)
-                        continue
-                    self.assertEqual(rc, EXIT["attributed"], f"module {choice} seed {job.seed}\n{out}\n{err}")
-                    doc = json.loads(out)
-                    self.assertEqual([s["rank"] for s in doc["suspects"]], [job.fault_rank], doc)
-                    self.assertFalse(doc["details"]["transport"]["store_hosted_here"])
-                    self.assertEqual(doc["details"]["unreachable"], [], doc)
+            job, results = self.probe_through(port)
+            for rc, out, err in results:
+                self.assertEqual(rc, EXIT["attributed"], f"seed {job.seed}\n{out}\n{err}")
+                doc = json.loads(out)
+                self.assertEqual([s["rank"] for s in doc["suspects"]], [job.fault_rank], doc)
+                self.assertFalse(doc["details"]["transport"]["store_hosted_here"])
+                self.assertEqual(doc["details"]["unreachable"], [], doc)
             probe = subprocess.run([py, "-c", (
                 "import datetime, torch.distributed as d\n"
                 f"s = d.TCPStore('127.0.0.1', {port}, is_master=False, timeout=datetime.timedelta(seconds=30))\n"
@@ -249,13 +239,6 @@ class Modules(ScoutTestCase):
                 host.wait(timeout=10)
             host.stdout.close()
 
-    def test_store_hosted_by_a_torch2_process_serves_the_torch2_module(self):
-        """What torchrun runs on torch 2.x (a libuv TCPStore server)."""
-        self.check_store(th.require_python("2"), "1", "SCOUT_TORCH_MODULE=2", "torch 2.x")
-
-    def test_store_hosted_by_a_torch1_process_serves_the_system_module(self):
-        """Debian's torch 1.13 hosting the store: the system module's client."""
-        self.check_store("/usr/bin/python3", "2", "SCOUT_TORCH_MODULE=1", "torch 1.x")
 
 if __name__ == "__main__":
     unittest.main()

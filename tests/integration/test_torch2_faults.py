@@ -23,7 +23,7 @@ FAULTS = ("stop-before-collective", "exit", "wrong-shape", "skip-collective")
 class Localize(ScoutTestCase):
     @classmethod
     def setUpClass(cls):
-        th.require_python("2")
+        th.require_python()
         if not os.path.exists(HOOKS):
             raise unittest.SkipTest(f"{HOOKS} not built (no torch 2.x venv at configure time)")
 
@@ -32,7 +32,7 @@ class Localize(ScoutTestCase):
         # Its own stream: the harness draws the fault rank from Random(seed) too.
         fault = random.Random(seed ^ 0xFA17).choice(FAULTS)
         print(f"test_torch2_faults: mode={mode} launcher={launcher or 'per-rank'} seed={seed} fault={fault}", flush=True)
-        with th.TrainerJob(world=world, steps=5, fault=fault, seed=seed, torch_version="2", trainer=TRAINER2,
+        with th.TrainerJob(world=world, steps=5, fault=fault, seed=seed, trainer=TRAINER2,
                            pg_timeout=120, trainer_args=["--mode", mode], launcher=launcher) as job:
             job.start()
             job.settle()

@@ -35,12 +35,12 @@ def torch_analyzer(py, pickle_dir):
 class FlightRecorderEvidence(ScoutTestCase):
     @classmethod
     def setUpClass(cls):
-        cls.py = th.require_python("2")
+        cls.py = th.require_python()
 
     def scenario(self, fault):
         d = tempfile.mkdtemp(prefix="scout-fr-")
         try:
-            with th.TrainerJob(world=4, steps=5, fault=fault, torch_version="2", trainer=TRAINER2, publisher="off",
+            with th.TrainerJob(world=4, steps=5, fault=fault, trainer=TRAINER2, publisher="off",
                                pg_timeout=8, trainer_args=["--mode", "ddp"], extra_env={"SCOUT_TEST_FR_DIR": d}) as job:
                 job.start()
                 survivors = 3 if fault in ("stop-before-collective", "exit") else 4

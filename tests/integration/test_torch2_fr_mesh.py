@@ -33,7 +33,7 @@ WORLD = 4
 class FlightRecorderMesh(ScoutTestCase):
     @classmethod
     def setUpClass(cls):
-        cls.py = th.require_python("2")
+        cls.py = th.require_python()
 
     def job(self, fault, layout, fault_rank=None):
         """Runs the job; returns (dump dir, fault rank, seed, message). `fault_rank`: the rank faulted,

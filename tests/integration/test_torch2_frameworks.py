@@ -54,7 +54,7 @@ PACKAGES = {"megatron": ("megatron-core", "megatron.core.parallel_state"),
 
 def require_package(framework):
     """Raises unittest.SkipTest (with the reason) unless the venv has the framework."""
-    py = th.require_python("2")
+    py = th.require_python()
     dist_name, module = PACKAGES[framework]
     probe = ("import importlib.metadata as m, importlib.util as u, sys\n"
              f"v = m.version({dist_name!r})\n"
@@ -95,11 +95,11 @@ class Frameworks(ScoutTestCase):
     def localize(self, framework, mode, tp, dp, source, fault="stop-before-collective", world=4):
         require_package(framework)
         if framework == "deepspeed":
-            ok, out = warm_deepspeed(th.require_python("2"))
+            ok, out = warm_deepspeed(th.require_python())
             self.assertTrue(ok, f"DeepSpeed's shm comm op did not build:\n{out}")
         seed = int(os.environ.get("SCOUT_TEST_SEED") or random.SystemRandom().randrange(1 << 31))
         print(f"test_torch2_frameworks: mode={mode} seed={seed} fault={fault}", flush=True)
-        with th.TrainerJob(world=world, steps=5, fault=fault, seed=seed, torch_version="2", trainer=TRAINER,
+        with th.TrainerJob(world=world, steps=5, fault=fault, seed=seed, trainer=TRAINER,
                            pg_timeout=120, trainer_args=["--mode", mode],
                            extra_env={"DS_ACCELERATOR": "cpu", "PYTHONWARNINGS": "ignore"}) as job:
             job.start()

@@ -72,7 +72,7 @@ class Twins(ScoutTestCase):
         env = {"PYTHONWARNINGS": "ignore"}
         if hooks:
             env["SCOUT_PUBLISHER_HOOKS"] = hooks
-        with th.TrainerJob(world=4, steps=3, fault="none", seed=seed, torch_version=torch_version, trainer=TRAINER,
+        with th.TrainerJob(world=4, steps=3, fault="none", seed=seed, trainer=TRAINER,
                            pg_timeout=60, trainer_args=["--plan-seed", str(seed), "--calls", str(CALLS)],
                            extra_env=env) as job:
             job.start()
@@ -125,7 +125,7 @@ class Twins(ScoutTestCase):
         Nothing in a record tells them apart, and scout rightly names no one (seed 808960104, plan seed
         920142655: rank 3 skips call 13, a twin_a barrier, its next call a world barrier; every rank
         read inside the barrier at seq 14: group_stall, no suspect). progress-record.md states it."""
-        th.require_python("2")
+        th.require_python()
         seed = draw_seed()
         rng = random.Random(seed)
         # World twins only: every rank makes every call (the mesh scout infers from dumps, which
@@ -149,7 +149,7 @@ class Twins(ScoutTestCase):
         d = tempfile.mkdtemp(prefix="scout-twins-fr-")
         try:
             with th.TrainerJob(world=4, steps=3, fault="skip-collective", fault_rank=rank, fault_step=step, seed=seed,
-                               torch_version="2", trainer=TRAINER, pg_timeout=10,
+                               trainer=TRAINER, pg_timeout=10,
                                trainer_args=["--plan-seed", str(plan_seed), "--calls", str(CALLS),
                                              "--plan-groups", ",".join(world_twins)],
                                extra_env={"SCOUT_TEST_FR_DIR": d, "PYTHONWARNINGS": "ignore",
@@ -190,15 +190,16 @@ class Twins(ScoutTestCase):
                 shutil.rmtree(d, ignore_errors=True)
 
     def test_native_hooks(self):
-        th.require_python("2")
+        th.require_python()
         self.job("2", "native", draw_seed())
 
     def test_python_hooks(self):
-        th.require_python("2")
+        th.require_python()
         self.job("2", "python", draw_seed())
 
-    def test_torch113_wrappers(self):
-        self.job("1.13", None, draw_seed())
+    def test_wrappers(self):
+        th.require_python()
+        self.job("2", "wrappers", draw_seed())
 
 
 if __name__ == "__main__":

@@ -3,11 +3,10 @@ on 127.0.0.1; one process per rank, or torchrun with launcher="torchrun")
 with the scout publisher, and cleans everything up: processes (also
 SIGSTOPped ones) and their records.
 
-Version matrix: the trainers run under the torch of SCOUT_TEST_TORCH: "1.13"
-(default) is Debian's python3-torch under /usr/bin/python3, "2" the torch 2.x
-of the project venv ($SCOUT_VENV, default <repo>/.venv, made by
-scripts/install-deps.sh). Without that venv a torch 2 job raises
-unittest.SkipTest with the reason. ctest runs the same test files under both.
+The trainers run under the torch 2.x of the project venv ($SCOUT_VENV,
+default <repo>/.venv, made by scripts/install-deps.sh; another torch 2.x:
+scripts/test-torch-version.sh). Without that venv a job raises
+unittest.SkipTest with the reason.
 
     with TrainerJob(world=4, fault="exit", seed=None) as job:   # seed printed
         job.start()
@@ -42,33 +41,28 @@ SCOUT_BIN = os.environ.get("SCOUT_BIN", os.path.join(BUILD_DIR, "bin", "scout"))
 PUBLISHER_LIB = os.environ.get("SCOUT_PUBLISHER_LIB", os.path.join(BUILD_DIR, "lib", "libscout_publisher.so"))
 PYTHON_DIR = os.path.join(SOURCE_DIR, "integrations", "python")
 TRAINER = os.path.join(HERE, "trainers", "ddp_trainer.py")
-SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch 1.13
 VENV = os.environ.get("SCOUT_VENV") or os.path.join(SOURCE_DIR, ".venv")
 VENV_PYTHON = os.path.join(VENV, "bin", "python")
-TORCH = os.environ.get("SCOUT_TEST_TORCH", "1.13")
-if TORCH not in ("1.13", "2"):
-    raise ValueError(f"SCOUT_TEST_TORCH={TORCH!r}: expected 1.13 or 2")
 
 
-def python_for(torch_version=None):
-    """The interpreter of `torch_version` ("1.13" or "2"; default SCOUT_TEST_TORCH),
-    or None when that torch is not installed."""
-    v = torch_version or TORCH
-    if v == "2":
-        return VENV_PYTHON if os.access(VENV_PYTHON, os.X_OK) else None
-    return SYSTEM_PYTHON
-
-
-def require_python(torch_version=None):
-    """The interpreter of torch_version; raises unittest.SkipTest (with the reason) when absent."""
-    py = python_for(torch_version)
-    if py is None:
+def require_python():
+    """The trainers' interpreter (the venv's, with its torch 2.x); raises unittest.SkipTest (with the reason)
+    when the venv is absent."""
+    if not os.access(VENV_PYTHON, os.X_OK):
         import unittest
         raise unittest.SkipTest(f"no torch 2.x venv at {VENV} (run scripts/install-deps.sh or set SCOUT_VENV)")
-    return py
+    return VENV_PYTHON
 
 
-PYTHON = python_for() or VENV_PYTHON  # the trainers' interpreter of this run
+def python_for(torch_version):
+    """The interpreter of `torch_version` ("2": the venv's, or None when absent; "1.13": Debian's
+    /usr/bin/python3, for the straggler campaign's held-out batches recorded on it, bench/heldout)."""
+    if torch_version == "2":
+        return VENV_PYTHON if os.access(VENV_PYTHON, os.X_OK) else None
+    return "/usr/bin/python3"
+
+
+PYTHON = VENV_PYTHON  # the trainers' interpreter
 
 
 def torch_version(python):
@@ -82,9 +76,9 @@ def torch_version(python):
 
 
 # How the publisher captures this run's collectives: ProcessGroup hooks on torch 2.15 and later (every
-# collective, exit at the backend's completion), else wrapped torch.distributed functions (1.13, and 2.x
-# before 2.15: SCOUT_VENV naming such a torch's venv).
-HOOKS = TORCH == "2" and (torch_version(PYTHON) or (0, 0)) >= (2, 15)
+# collective, exit at the backend's completion), else wrapped torch.distributed functions (2.x before 2.15:
+# SCOUT_VENV naming such a torch's venv).
+HOOKS = (torch_version(PYTHON) or (0, 0)) >= (2, 15)
 
 FAULTS = ("none", "stop-before-collective", "stop-inside-collective", "exit", "crash", "skip-collective", "wrong-shape")
 
@@ -153,11 +147,10 @@ class TrainerJob:
 
     def __init__(self, world=3, steps=6, fault="none", fault_rank=None, fault_step=None, seed=None, job=None,
                  publisher="call", rank_prefix=None, master_addr="127.0.0.1", extra_env=None, pg_timeout=60.0,
-                 step_delay=0.0, trainer_args=(), torch_version=None, trainer=None, launcher=None):
+                 step_delay=0.0, trainer_args=(), trainer=None, launcher=None):
         if fault not in FAULTS:
             raise ValueError(f"unknown fault {fault!r}")
-        self.python = require_python(torch_version)
-        self.torch_version = torch_version or TORCH
+        self.python = require_python()
         self.trainer = trainer or TRAINER
         self.seed = seed if seed is not None else random.SystemRandom().randrange(1 << 31)
         rng = random.Random(self.seed)
@@ -178,7 +171,7 @@ class TrainerJob:
         self.procs = []
         self.logdir = tempfile.mkdtemp(prefix="scout-trainers-")
         self._logs = []
-        print(f"trainer_harness: torch={self.torch_version} seed={self.seed} job={self.job} world={world} fault={fault} "
+        print(f"trainer_harness: seed={self.seed} job={self.job} world={world} fault={fault} "
               f"fault_rank={self.fault_rank} fault_step={self.fault_step}", file=sys.stderr, flush=True)
 
     def env(self, rank, port):

@@ -8,7 +8,7 @@ Forms: state_dict   torch.save(model.state_dict(), f)          (an OrderedDict)
        hf           Hugging Face sharded safetensors: model.safetensors.index.json + shards (written by hand)
 
 Usage: ckpt_writer.py FORM OUT_DIR REPLICAS SEED BAD_REPLICA   (BAD_REPLICA -1: all clean)
-Runs under Debian's torch 1.13 and torch 2.x alike (dcp needs 2.x)."""
+Runs under torch 2.x."""
 import json
 import os
 import random
