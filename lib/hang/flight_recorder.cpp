@@ -152,25 +152,106 @@ Result<json> json_of(const pickle::Value& v, int depth) {
   }
 }
 
+// What to do with a dump cut short: it was still being written (a rank killed mid-dump leaves a partial
+// file) or was copied in part.
+constexpr const char* k_truncated_hint =
+    "a dump cut short (its rank was killed while dumping, or the file was copied in part): move it out of the "
+    "directory (its rank then reads as one that left no dump) or take the whole file torch wrote";
+
 Result<json> parse_dump(const std::string& text) {
-  if (!text.empty() && static_cast<unsigned char>(text[0]) == 0x80) {  // pickle PROTO opcode: the dump-on-timeout form
+  if (text.empty()) return input_error("the Flight Recorder dump is empty", "", k_truncated_hint);
+  if (static_cast<unsigned char>(text[0]) == 0x80) {  // pickle PROTO opcode: the dump-on-timeout form
     pickle::Policy policy;
     policy.max_bytes = std::size_t{256} << 20;
     auto doc = pickle::parse(std::as_bytes(std::span(text.data(), text.size())), policy);
     if (!doc) {
       Error e = doc.error();
-      e.what = "the pickled Flight Recorder dump cannot be read: " + e.what;
+      const bool cut =
+          e.what.find("ends without STOP") != std::string::npos || e.what.find("truncated") != std::string::npos;
+      e.what = fmt::format("the pickled Flight Recorder dump cannot be read{}: {}",
+                           cut ? fmt::format(" (truncated: {} bytes)", text.size()) : "", e.what);
+      if (cut) e.hint = k_truncated_hint;
       return e;
     }
     return json_of(*doc->root, 0);
   }
   try {
     return json::parse(text);
+  } catch (const json::parse_error& e) {
+    // Cut short: the parser ran to the last byte (an unclosed document, string or number), not a wrong byte.
+    if (text.front() == '{' && e.byte >= text.size())
+      return input_error(fmt::format("the JSON Flight Recorder dump is truncated: it ends at byte {} inside its "
+                                     "document",
+                                     text.size()),
+                         "", k_truncated_hint);
+    return input_error("the Flight Recorder dump is neither JSON nor a pickle", e.what(),
+                       "give torch's dumps: the pickled dump-on-timeout files (TORCH_FR_DUMP_TEMP_FILE<rank>) or "
+                       "torch._C._distributed_c10d._dump_fr_trace_json() output");
   } catch (const std::exception& e) {
     return input_error("the Flight Recorder dump is neither JSON nor a pickle", e.what(),
                        "give torch's dumps: the pickled dump-on-timeout files (TORCH_FR_DUMP_TEMP_FILE<rank>) or "
                        "torch._C._distributed_c10d._dump_fr_trace_json() output");
   }
+}
+
+// The dump formats read and tested: torch's FlightRecorder "version" field, "2.9" (torch 2.8.0, the first whose
+// gloo records: ProcessGroupGloo's recorder) and "2.10" (torch 2.11.0 and 2.15.0), in both forms, the same fields
+// (bench/fr_versions_result.txt). torch 2.7 and older record no gloo op (their dumps are NCCL's, format 2.4 in
+// 2.7.1, and empty for a gloo job).
+constexpr const char* k_formats_read =
+    "scout reads Flight Recorder dumps of format 2.x whose entries carry profiling_name, process_group, record_id "
+    "and collective_seq_id / p2p_seq_id (tested: format 2.9 of torch 2.8.0, 2.10 of torch 2.11.0 and 2.15.0)";
+
+// The minor of a dump's "version" ("2.9" -> 9), where it has one of format 2.
+std::optional<int> format_minor(const json& doc) {
+  auto it = doc.find("version");
+  if (it == doc.end() || !it->is_string()) return std::nullopt;
+  const std::string& v = it->get_ref<const std::string&>();
+  if (!v.starts_with("2.") || v.size() < 3 || v.size() > 6) return std::nullopt;
+  int minor = 0;
+  for (std::size_t i = 2; i < v.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(v[i]))) return std::nullopt;
+    minor = minor * 10 + (v[i] - '0');
+  }
+  return minor;
+}
+
+// A dump scout can read: a "version" of format 2 ("2.<minor>", every torch 2.x's) where it has one, and
+// entries that carry the fields the snapshot is made of (a dump of another format, or a partial one,
+// would otherwise read as calls of sequence 0 on an unknown group: never evidence to name a rank by).
+Status check_format(const json& doc) {
+  std::string version = "(none)";
+  if (auto it = doc.find("version"); it != doc.end()) {
+    if (!it->is_string())
+      return input_error(fmt::format("the Flight Recorder dump's \"version\" is {}, not a format like \"2.10\"",
+                                     it->dump().substr(0, 40)),
+                         "", k_formats_read);
+    version = it->get<std::string>();
+    const auto dot = version.find('.');
+    const bool numeric = dot != std::string::npos && dot > 0 && dot + 1 < version.size() && version.size() < 16 &&
+                         std::all_of(version.begin(), version.end(),
+                                     [](char c) { return c == '.' || std::isdigit(static_cast<unsigned char>(c)); }) &&
+                         version.find('.', dot + 1) == std::string::npos;
+    if (!numeric || version.substr(0, dot) != "2")
+      return input_error(fmt::format("the Flight Recorder dump is of format version \"{}\", not one scout reads",
+                                     version.substr(0, 40)),
+                         "", fmt::format("{}; give the dumps of a torch 2.x job", k_formats_read));
+  }
+  for (const auto& e : doc["entries"]) {
+    if (!e.is_object()) return input_error("a Flight Recorder entry is not an object");
+    const auto p2p = e.find("is_p2p");
+    const bool is_p2p = p2p != e.end() && p2p->is_boolean() && p2p->get<bool>();
+    for (const char* key :
+         {"profiling_name", "process_group", "record_id", is_p2p ? "p2p_seq_id" : "collective_seq_id"}) {
+      if (e.contains(key)) continue;
+      return input_error(
+          fmt::format("the Flight Recorder dump (format version {}) has an entry{} without \"{}\"", version,
+                      e.contains("record_id") ? fmt::format(" (record_id {})", e["record_id"].dump()) : std::string(),
+                      key),
+          "", fmt::format("{}: a partial dump, or one of another format", k_formats_read));
+    }
+  }
+  return Ok{};
 }
 
 }  // namespace
@@ -259,6 +340,7 @@ Result<records::RankSnapshot> snapshot_from_document(const json& doc, std::int64
   if (!doc.is_object() || !doc.contains("entries") || !doc["entries"].is_array())
     return input_error("the Flight Recorder dump has no \"entries\" list", "",
                        "give a dump made by torch's Flight Recorder");
+  if (auto ok = check_format(doc); !ok) return ok.error();
   // Process groups: name and desc -> member ranks.
   std::map<std::string, std::vector<std::int64_t>> by_name, by_desc;
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> configured;  // (pg name, members) per pg_config entry
@@ -752,6 +834,9 @@ Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::str
     buf << in.rdbuf();
     if (!in.good() && !in.eof()) return input_error(fmt::format("cannot read {}", path));
     auto doc = parse_dump(buf.str());
+    // torch's JSON dump leaves "entries" out where the recorder holds none (torch 2.7's of a gloo job).
+    if (doc && doc->is_object() && !doc->contains("entries") && doc->contains("version"))
+      (*doc)["entries"] = json::array();
     if (doc && (!doc->is_object() || !doc->contains("entries") || !(*doc)["entries"].is_array()))
       doc = input_error("the Flight Recorder dump has no \"entries\" list", "",
                         "give a dump made by torch's Flight Recorder");
@@ -775,6 +860,24 @@ Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::str
     }
     docs.emplace_back(rank, std::move(*doc));
     paths.push_back(path);
+  }
+  // No entry in any dump, of a format before 2.9 (torch 2.7 and older: its recorder is NCCL's alone, a gloo
+  // job's dumps are empty): not a job that has not started, but one whose recorder could not see it.
+  {
+    bool any_entry = false;
+    std::string older;
+    for (const auto& [rank, doc] : docs) {
+      any_entry = any_entry || !doc["entries"].empty();
+      if (auto m = format_minor(doc); m && *m < 9) older = doc["version"].get<std::string>();
+    }
+    if (!any_entry && !older.empty())
+      return input_error(fmt::format("--flight-recorder {}: no dump holds an entry, and they are of format version {} "
+                                     "(torch 2.7 or older)",
+                                     dir, older),
+                         "torch before 2.8 records no gloo collective in its Flight Recorder (only NCCL's)",
+                         fmt::format("for a gloo job take the dumps of torch 2.8 or later, or run it with scout's "
+                                     "publisher; {}",
+                                     k_formats_read));
   }
   if (known.world > k_max_dump_world)
     return input_error(fmt::format("--flight-recorder {}: a dump's pg_config names rank {}, beyond {} ranks", dir,

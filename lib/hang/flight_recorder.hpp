@@ -2,7 +2,9 @@
 // --flight-recorder DIR`), for jobs that ran with torch's Flight Recorder on
 // and with or without scout's publisher.
 //
-// A dump is one rank's recorder, in either form torch 2.15 writes: the
+// A dump is one rank's recorder, in either form torch 2.8 to 2.15 write (format
+// "version" 2.9 or 2.10; another major, or an entry without a field the
+// snapshot is made of, is refused by name; a file cut short says so): the
 // pickled dump-on-timeout file (_dump_fr_trace, what torch's fr_trace reads;
 // read with lib/pickle and an empty allow-list: torch pickles only plain
 // containers and scalars) or its JSON twin (_dump_fr_trace_json), told apart

@@ -119,5 +119,97 @@ class FlightRecorderEvidence(ScoutTestCase):
             shutil.rmtree(d, ignore_errors=True)
 
 
+DUMPS = os.path.join(th.SOURCE_DIR, "tests", "unit", "hang", "flight_recorder_dumps")
+
+
+class FlightRecorderVersions(ScoutTestCase):
+    """Real dumps of other torch 2.x releases, committed (tests/unit/hang/flight_recorder_dumps/torch-<version>/
+    <case>/{json,pickle}, made by bench/fr_vs_frtrace.py under that torch: bench/fr_versions_result.txt), decided
+    with no torch installed: a case "clean_<layout>" reads healthy, "<fault>_rank<N>_<layout>" names rank N and no
+    other, in both forms alike. Each version's dumps cut short, and one stripped of a field the reader needs (a
+    partial dump), are a clean error naming the file and saying so; a format that is not 2.x is refused by name."""
+
+    def versions(self):
+        out = sorted(d for d in os.listdir(DUMPS) if d.startswith("torch-"))
+        self.assertTrue(out, f"no torch-<version> dumps in {DUMPS}")
+        return out
+
+    def test_each_versions_dumps_name_the_culprit(self):
+        for version in self.versions():
+            for case in sorted(os.listdir(os.path.join(DUMPS, version))):
+                verdicts = []
+                for form in ("json", "pickle"):
+                    d = os.path.join(DUMPS, version, case, form)
+                    if not os.path.isdir(d):
+                        continue
+                    res = run(["probe-hang", "--flight-recorder", d, "--threshold", "1"], timeout=60)
+                    msg = f"{version}/{case}/{form}\n{res}"
+                    doc = res.json()
+                    suspects = sorted(s["rank"] for s in doc["suspects"])
+                    if case.startswith("clean_"):
+                        self.assertExit(res, "healthy")
+                        self.assertEqual(suspects, [], msg)
+                    else:
+                        culprit = int(case.split("_rank", 1)[1].split("_", 1)[0])
+                        self.assertExit(res, "attributed")
+                        self.assertEqual(suspects, [culprit], msg)
+                    verdicts.append((doc["status"], suspects, doc["details"].get("missing_ranks")))
+                self.assertTrue(verdicts, f"{version}/{case}: no json or pickle dumps")
+                self.assertEqual(len(set(map(repr, verdicts))), 1, f"{version}/{case}: the forms disagree: {verdicts}")
+
+    def test_torch_2_7s_empty_dumps_are_refused_naming_the_version(self):
+        # torch 2.7.1's recorder is NCCL's alone: a gloo job's dumps (its _dump_nccl_trace, format 2.4) hold no
+        # entry (the JSON form not even the key). Not read as a job that has not started: refused, saying why.
+        for form in ("json", "pickle"):
+            res = run(["probe-hang", "--flight-recorder", os.path.join(DUMPS, "empty_torch-2.7.1", form)], timeout=60)
+            self.assertCleanError(res, "bad_input", "probe-hang")
+            self.assertIn("format version 2.4", res.stderr, form)
+            self.assertIn("torch 2.8 or later", res.stderr, form)
+
+    def test_truncated_and_partial_dumps_are_clear_errors(self):
+        for version in self.versions():
+            for case in sorted(os.listdir(os.path.join(DUMPS, version))):
+                for form in ("json", "pickle"):
+                    src = os.path.join(DUMPS, version, case, form)
+                    if not os.path.isdir(src):
+                        continue
+                    name = sorted(os.listdir(src))[0]
+                    with open(os.path.join(src, name), "rb") as f:
+                        whole = f.read()
+                    for cut in (0, 1, len(whole) // 2, len(whole) - 1):
+                        d = tempfile.mkdtemp(prefix="scout-fr-cut-")
+                        try:
+                            shutil.copytree(src, d, dirs_exist_ok=True)
+                            with open(os.path.join(d, name), "wb") as f:
+                                f.write(whole[:cut])
+                            res = run(["probe-hang", "--flight-recorder", d], timeout=60)
+                            msg = f"{version}/{case}/{form}/{name} cut at {cut}\n{res}"
+                            self.assertCleanError(res, "bad_input", "probe-hang")
+                            self.assertIn(name, res.stderr, msg)
+                            self.assertRegex(res.stderr, "empty|truncated", msg)
+                        finally:
+                            shutil.rmtree(d, ignore_errors=True)
+                    if form != "json":
+                        continue
+                    # A partial dump (an entry without its sequence number) and another format: refused by name.
+                    doc = json.loads(whole)
+                    for key, edit, expect in (("collective_seq_id", lambda x: x["entries"][-1].pop("collective_seq_id"),
+                                               "collective_seq_id"),
+                                              ("version", lambda x: x.__setitem__("version", "3.0"), '"3.0"')):
+                        d = tempfile.mkdtemp(prefix="scout-fr-part-")
+                        try:
+                            shutil.copytree(src, d, dirs_exist_ok=True)
+                            bad = json.loads(json.dumps(doc))
+                            edit(bad)
+                            with open(os.path.join(d, name), "w") as f:
+                                json.dump(bad, f)
+                            res = run(["probe-hang", "--flight-recorder", d], timeout=60)
+                            self.assertCleanError(res, "bad_input", "probe-hang")
+                            self.assertIn(expect, res.stderr, f"{version}/{case} {key}\n{res}")
+                            self.assertIn(name, res.stderr, f"{version}/{case} {key}\n{res}")
+                        finally:
+                            shutil.rmtree(d, ignore_errors=True)
+
+
 if __name__ == "__main__":
     unittest.main()
