@@ -542,3 +542,58 @@ TEST(FlightRecorderWorld, AnEarlierCallOnlyTheDumpsThatAgreeCanOutvoteNamesTheRa
   for (auto r : suspect_ranks(five)) EXPECT_TRUE(r == 0 || r == 4) << to_json(five).dump(2);
   std::filesystem::remove_all(dir);
 }
+
+// Other torch releases' real dumps (bench/fr_vs_frtrace.py under torch 2.8.0 and 2.11.0, seed 3901:
+// bench/fr_versions_result.txt): format "2.9" (2.8.0) and "2.10" (2.11.0) hold the fields 2.15's do, and
+// decide alike. tests/unit/hang/flight_recorder_dumps/torch-<version>/<fault>_rank<N>_<layout>/{json,pickle}.
+TEST(FlightRecorderVersions, EachReleasesDumpsNameTheirCulpritInBothForms) {
+  const std::string root = dumps("");
+  int cases = 0;
+  for (const auto& v : std::filesystem::directory_iterator(root)) {
+    if (!v.path().filename().string().starts_with("torch-")) continue;
+    for (const auto& c : std::filesystem::directory_iterator(v.path())) {
+      const std::string name = c.path().filename().string();
+      for (const char* form : {"json", "pickle"}) {
+        const std::string dir = c.path().string() + "/" + form;
+        if (!std::filesystem::is_directory(dir)) continue;
+        ++cases;
+        Verdict verdict = probe_dumps(dir, std::nullopt);
+        if (name.starts_with("clean_")) {
+          EXPECT_EQ(verdict.status, VerdictStatus::healthy) << dir << to_json(verdict).dump(2);
+          continue;
+        }
+        const auto at = name.find("_rank");
+        ASSERT_NE(at, std::string::npos) << dir;
+        const std::int64_t culprit = std::stoll(name.substr(at + 5));
+        EXPECT_EQ(suspect_ranks(verdict), std::vector<std::int64_t>{culprit}) << dir << to_json(verdict).dump(2);
+      }
+    }
+  }
+  EXPECT_GE(cases, 4);
+}
+
+TEST(FlightRecorderVersions, OtherFormatsPartialAndEmptyDumpsAreRefusedSayingWhy) {
+  auto refused = [](const std::string& text, const std::string& says) {
+    auto r = hang::snapshot_from_flight_recorder(text, 0, "job");
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_EQ(r.error().code, ExitCode::bad_input) << text;
+    EXPECT_NE(r.error().message().find(says), std::string::npos) << r.error().message();
+  };
+  refused(R"({"version": "3.0", "entries": []})", "format version \"3.0\"");
+  refused(R"({"version": 2.9, "entries": []})", "\"version\"");
+  refused(R"({"version": "2.9", "entries": [{"record_id": 4, "profiling_name": "gloo:all_reduce",
+              "process_group": ["0", "default_pg"]}]})",
+          "(record_id 4) without \"collective_seq_id\"");
+  refused(R"({"version": "2.10", "entries": [{"record_id": 1, "profiling_name": "gloo:send", "is_p2p": true,
+              "process_group": ["0", "default_pg"], "collective_seq_id": 0}]})",
+          "without \"p2p_seq_id\"");
+  refused("", "empty");
+  refused(R"({"version": "2.10", "entries": [{"record_id": 1, "profil)", "truncated");
+  // torch 2.7.1's dumps of a gloo job (_dump_nccl_trace, format 2.4): nothing recorded, not a job starting up.
+  for (const char* form : {"json", "pickle"}) {
+    auto r = hang::read_flight_recorder_dir(dumps("empty_torch-2.7.1/") + form, "job");
+    ASSERT_FALSE(r.ok()) << form;
+    EXPECT_EQ(r.error().code, ExitCode::bad_input) << form;
+    EXPECT_NE(r.error().message().find("format version 2.4"), std::string::npos) << r.error().message();
+  }
+}
