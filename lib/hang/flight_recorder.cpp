@@ -861,24 +861,6 @@ Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::str
     docs.emplace_back(rank, std::move(*doc));
     paths.push_back(path);
   }
-  // No entry in any dump, of a format before 2.9 (torch 2.7 and older: its recorder is NCCL's alone, a gloo
-  // job's dumps are empty): not a job that has not started, but one whose recorder could not see it.
-  {
-    bool any_entry = false;
-    std::string older;
-    for (const auto& [rank, doc] : docs) {
-      any_entry = any_entry || !doc["entries"].empty();
-      if (auto m = format_minor(doc); m && *m < 9) older = doc["version"].get<std::string>();
-    }
-    if (!any_entry && !older.empty())
-      return input_error(fmt::format("--flight-recorder {}: no dump holds an entry, and they are of format version {} "
-                                     "(torch 2.7 or older)",
-                                     dir, older),
-                         "torch before 2.8 records no gloo collective in its Flight Recorder (only NCCL's)",
-                         fmt::format("for a gloo job take the dumps of torch 2.8 or later, or run it with scout's "
-                                     "publisher; {}",
-                                     k_formats_read));
-  }
   if (known.world > k_max_dump_world)
     return input_error(fmt::format("--flight-recorder {}: a dump's pg_config names rank {}, beyond {} ranks", dir,
                                    known.world - 1, k_max_dump_world),
@@ -896,6 +878,30 @@ Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::str
     // job's first call gathers every rank's parameter count), so the last ranks that left no dump
     // are missing too. Never below what the dumps name, nor where its calls tell different worlds.
     known.world = by_sizes;
+  }
+  // No entry in any of torch's dumps: a recorder that saw nothing is no evidence either way. Measured:
+  // torch 2.8.0 records nothing unless TORCH_FR_BUFFER_SIZE is set (its default is 0; 2.15's is 2000),
+  // and torch 2.7.1's recorder is NCCL's alone (format 2.4: a gloo job's dumps are empty). Read, such
+  // dumps made a hung job healthy ("no rank has published progress yet").
+  {
+    bool any_entry = false;
+    std::string version;
+    for (const auto& [rank, doc] : docs) {
+      any_entry = any_entry || !doc["entries"].empty();
+      if (doc.contains("version") && doc["version"].is_string()) version = doc["version"].get<std::string>();
+    }
+    const auto minor = format_minor(docs.front().second);
+    if (!any_entry && !version.empty())
+      return input_error(
+          fmt::format("--flight-recorder {}: no dump holds an entry (format version {}): the Flight Recorder "
+                      "recorded nothing",
+                      dir, version),
+          minor && *minor < 9 ? "torch before 2.8 records no gloo collective in its Flight Recorder (only NCCL's)"
+                              : "its buffer was off (TORCH_FR_BUFFER_SIZE unset or 0: torch 2.8.0's default "
+                                "records nothing), or the job made no collective call",
+          fmt::format("run the job with TORCH_FR_BUFFER_SIZE=2000 (for gloo, on torch 2.8 or later) or with scout's "
+                      "publisher; {}",
+                      k_formats_read));
   }
   known.complete = static_cast<std::int64_t>(docs.size()) == known.world;
   std::vector<records::RecordRead> out;

@@ -589,11 +589,15 @@ TEST(FlightRecorderVersions, OtherFormatsPartialAndEmptyDumpsAreRefusedSayingWhy
           "without \"p2p_seq_id\"");
   refused("", "empty");
   refused(R"({"version": "2.10", "entries": [{"record_id": 1, "profil)", "truncated");
-  // torch 2.7.1's dumps of a gloo job (_dump_nccl_trace, format 2.4): nothing recorded, not a job starting up.
-  for (const char* form : {"json", "pickle"}) {
-    auto r = hang::read_flight_recorder_dir(dumps("empty_torch-2.7.1/") + form, "job");
-    ASSERT_FALSE(r.ok()) << form;
-    EXPECT_EQ(r.error().code, ExitCode::bad_input) << form;
-    EXPECT_NE(r.error().message().find("format version 2.4"), std::string::npos) << r.error().message();
+  // torch 2.7.1's dumps of a gloo job (_dump_nccl_trace, format 2.4), and torch 2.8.0's with TORCH_FR_BUFFER_SIZE
+  // unset: nothing recorded, refused saying why (read, they made a hung job healthy, "starting up").
+  for (const auto& [name, says] : {std::pair<std::string, std::string>{"empty_torch-2.7.1/", "format version 2.4"},
+                                   {"empty_torch-2.8.0-buffer-off/", "TORCH_FR_BUFFER_SIZE"}}) {
+    for (const char* form : {"json", "pickle"}) {
+      auto r = hang::read_flight_recorder_dir(dumps(name) + form, "job");
+      ASSERT_FALSE(r.ok()) << name << form;
+      EXPECT_EQ(r.error().code, ExitCode::bad_input) << name << form;
+      EXPECT_NE(r.error().message().find(says), std::string::npos) << r.error().message();
+    }
   }
 }
