@@ -19,7 +19,7 @@ packages=(
 packages+=(clang libclang-rt-14-dev)
 # The format check (scripts/check-format.sh, run by scripts/test.sh): clang-format 14.
 packages+=(clang-format)
-# Debian's torch 1.13 under /usr/bin/python3: only test_straggler's CPU contention test still runs its trainers on
+# Debian's torch 1.13 under /usr/bin/python3: only test_straggler's CPU contention and blocked tests still run their trainers on
 # it (on torch 2.x its hogs rarely slow the victim enough to test the cause; issue 40), and the straggler campaign's
 # held-out batches recorded on it (bench/heldout). Nothing is built against it.
 packages+=(python3-torch)
