@@ -4,31 +4,49 @@
 # ($SCOUT_VENV, default <repo>/.venv): scout's LibTorch module is built against
 # it and the trainers of the tests and the demo run on it. Idempotent and fast
 # when everything is already there (no apt-get update, no pip run then). SCOUT_SKIP_TORCH2=1 skips the venv.
+# --demo: only what scripts/demo.sh needs (the build's packages and torch 2.x; not the fuzz, format, deploy,
+# etcd and Debian torch packages of the tests, nor the venv's etcd and framework packages). Run without it later
+# for the tests: it installs the rest.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+demo=0
+case "${1:-}" in
+  "") ;;
+  --demo) demo=1 ;;
+  -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "install-deps: error: unknown argument '$1' (expected --demo or nothing)" >&2; exit 2 ;;
+esac
 
-packages=(
-  build-essential cmake ninja-build ccache pkg-config git
-  libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libboost-dev libssl-dev
-  libgloo-dev python3-numpy
-  googletest libgtest-dev libgmock-dev libbenchmark-dev libvalijson-dev python3-jsonschema
-  libxxhash-dev xxhash iproute2 procps python3-venv
-)
-# The fuzz targets (fuzz/, scripts/build-fuzz.sh): clang 14 and its libFuzzer,
-# ASan and UBSan runtimes (libclang-rt-14-dev).
-packages+=(clang libclang-rt-14-dev)
-# The format check (scripts/check-format.sh, run by scripts/test.sh): clang-format 14.
-packages+=(clang-format)
-# Debian's torch 1.13 under /usr/bin/python3: only test_straggler's CPU contention and blocked tests still run their trainers on
-# it (on torch 2.x its hogs rarely slow the victim enough to test the cause; issue 40), and the straggler campaign's
-# held-out batches recorded on it (bench/heldout). Nothing is built against it.
-packages+=(python3-torch)
-# The deployment examples' test (tests/integration/test_deploy.py): YAML parsing of
-# docs/deploy/k8s-sidecar.yaml, systemd-analyze verify of docs/deploy/scout-observe@.service.
-packages+=(python3-yaml systemd)
-# The replicated rendezvous store (--store etcd://, lib/transport/etcd_store.cpp): the tests start
-# their own etcd clusters (tests/integration/test_etcd_store.py) and ask etcdctl who leads.
-packages+=(etcd-server etcd-client)
+if [ "$demo" = 1 ]; then
+  packages=(
+    build-essential cmake ninja-build ccache pkg-config git
+    libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libboost-dev libssl-dev
+    libgloo-dev googletest libgtest-dev libgmock-dev libbenchmark-dev libvalijson-dev libxxhash-dev python3-venv
+  )
+else
+  packages=(
+    build-essential cmake ninja-build ccache pkg-config git
+    libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libboost-dev libssl-dev
+    libgloo-dev python3-numpy
+    googletest libgtest-dev libgmock-dev libbenchmark-dev libvalijson-dev python3-jsonschema
+    libxxhash-dev xxhash iproute2 procps python3-venv
+  )
+  # The fuzz targets (fuzz/, scripts/build-fuzz.sh): clang 14 and its libFuzzer,
+  # ASan and UBSan runtimes (libclang-rt-14-dev).
+  packages+=(clang libclang-rt-14-dev)
+  # The format check (scripts/check-format.sh, run by scripts/test.sh): clang-format 14.
+  packages+=(clang-format)
+  # Debian's torch 1.13 under /usr/bin/python3: only test_straggler's CPU contention and blocked tests still run their trainers on
+  # it (on torch 2.x its hogs rarely slow the victim enough to test the cause; issue 40), and the straggler campaign's
+  # held-out batches recorded on it (bench/heldout). Nothing is built against it.
+  packages+=(python3-torch)
+  # The deployment examples' test (tests/integration/test_deploy.py): YAML parsing of
+  # docs/deploy/k8s-sidecar.yaml, systemd-analyze verify of docs/deploy/scout-observe@.service.
+  packages+=(python3-yaml systemd)
+  # The replicated rendezvous store (--store etcd://, lib/transport/etcd_store.cpp): the tests start
+  # their own etcd clusters (tests/integration/test_etcd_store.py) and ask etcdctl who leads.
+  packages+=(etcd-server etcd-client)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -95,6 +113,8 @@ else
   have_pin || { echo "install-deps: error: torch $TORCH2_PIN did not install into $venv; see pip's output above" >&2; exit 1; }
   echo "install-deps: torch $TORCH2_PIN installed in $(( $(date +%s) - start )) s, $(du -sh "$venv" | cut -f1) in $venv" >&2
 fi
+
+if [ "$demo" = 1 ]; then exit 0; fi
 
 # --- python-etcd (PyPI) in the same venv ---------------------------------------
 # torchrun's etcd rendezvous (--rdzv-backend etcd-v2) imports it: the multi-node

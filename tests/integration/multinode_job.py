@@ -103,6 +103,9 @@ class MultinodeJob:
                     "PYTHONUNBUFFERED": "1", "GLOO_SOCKET_IFNAME": "scv0", "SCOUT_JOB_TOKEN": self.token,
                     # the observers here are the test's own (the automatic probe has test_autoprobe)
                     "SCOUT_AUTOPROBE": "0",
+                    # torchrun's agents make torchelastic_* directories under it: a killed agent leaves them, and
+                    # this one is removed with the nodes
+                    "TMPDIR": self.logdir,
                     "PYTHONPATH": os.pathsep.join([th.PYTHON_DIR] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH")
                                                                       else []))})
         if self.tp > 1:
