@@ -25,9 +25,10 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
   out.calls = static_cast<std::int64_t>(all_keys.size());
 
   // Compute: per peer group over the calls every present peer completed.
+  PeerScratch scratch;
   for (auto& group : mesh.peer_groups()) {
     // 1. stats
-    const auto stats = peer_stats(t, group, o, ix);
+    const auto stats = peer_stats(t, group, o, ix, scratch);
     if (!stats) continue;
     const PeerStats& s = *stats;
     PeerRound p;
@@ -36,6 +37,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
     p.cpu_wait_share = s.cpu_wait_share;
     p.contended = s.contended;
     p.c3 = s.c3;
+    p.ranks.reserve(s.present.size());
     for (std::size_t i = 0; i < s.present.size(); ++i) {
       RankRound rr = rank_figures(s, i);
       // 2. the time measures: compute, or on a contended host cpu, off_cpu, cpu_wait
@@ -56,7 +58,7 @@ RoundResult analyse_round(const TimingTable& t, const Mesh& mesh, const DecideOp
           rr.rank, s.calls, s.compute[i] / 1e6, s.relative[i], s.wait[i] / 1e6, s.cpu_ratio[i], s.main_ratio[i],
           s.off_ratio[i], s.contended, rr.flagged, rr.measure, rr.cpu_ns / 1e6,
           s.counted ? s.counters(i).main_cpu_ns / 1e6 : -1.0, rr.runq_ns / 1e6);
-      p.ranks.push_back(rr);
+      p.ranks.push_back(std::move(rr));
     }
     // 5. round checks
     check_stopped_peer(p);

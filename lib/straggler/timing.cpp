@@ -30,27 +30,48 @@ double median_in_place(double* first, double* last) {
 }
 
 LeaveOneOut::LeaveOneOut(std::vector<double> values, const std::vector<bool>& counted)
-    : m_values(std::move(values)), m_pos(m_values.size(), k_absent) {
-  // (value, member) sorted by value: the values beside their members, not read through them (issue 40). Of equal
-  // values either order gives the same figures.
-  std::vector<std::pair<double, std::size_t>> order;
-  order.reserve(m_values.size());
-  for (std::size_t i = 0; i < m_values.size(); ++i)
-    if (counted.empty() || counted[i]) order.emplace_back(m_values[i], i);
-  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  m_sorted.reserve(order.size());
-  for (std::size_t k = 0; k < order.size(); ++k) {
-    m_pos[order[k].second] = k;
-    m_sorted.push_back(order[k].first);
+    : m_values(std::move(values)), m_counted(m_values.size(), 1) {
+  std::vector<double> sorted;  // the counted values, sorted only at the places kept
+  sorted.reserve(m_values.size());
+  for (std::size_t i = 0; i < m_values.size(); ++i) {
+    m_counted[i] = counted.empty() || counted[i] ? 1 : 0;
+    if (m_counted[i]) sorted.push_back(m_values[i]);
+  }
+  const auto n = static_cast<std::ptrdiff_t>(sorted.size());
+  m_count = sorted.size();
+  // The places nth_without reads with n counted: 0 and 1 (the least), n - 2 and n - 1 (the largest), and the
+  // middle of n (a member not counted) and of n - 1 (a member counted, the place after each one too).
+  std::array<std::ptrdiff_t, 9> places = {
+      0, 1, n - 2, n - 1, n / 2 - 1, n / 2, (n - 1) / 2 - 1, (n - 1) / 2, (n - 1) / 2 + 1};
+  std::sort(places.begin(), places.end());
+  const auto distinct = std::unique(places.begin(), places.end());
+  // Place by place in ascending order, each selected among the values after the one before (all larger or equal).
+  std::ptrdiff_t from = 0;
+  for (auto it = places.begin(); it != distinct; ++it) {
+    const std::ptrdiff_t p = *it;
+    if (p < 0 || p >= n) continue;
+    std::nth_element(sorted.begin() + from, sorted.begin() + p, sorted.end());
+    m_places.emplace_back(static_cast<std::size_t>(p), sorted[static_cast<std::size_t>(p)]);
+    from = p + 1;
   }
 }
 
+double LeaveOneOut::sorted_at(std::size_t p) const {
+  for (const auto& [at, v] : m_places)
+    if (at == p) return v;
+  throw std::logic_error("LeaveOneOut: a place not kept");
+}
+
 double LeaveOneOut::nth_without(std::size_t i, std::size_t k) const {
-  return m_pos[i] != k_absent && k >= m_pos[i] ? m_sorted[k + 1] : m_sorted[k];
+  // With s the counted values sorted: i's value taken out of them, the k-th is s[k + 1] where the value is at or
+  // before k, s[k] where after. Where its value v is <= s[k] it is at or before k or, at a later place, equal to s[k]
+  // and so to s[k + 1]: either way s[k + 1].
+  const double at_k = sorted_at(k);
+  return m_counted[i] && m_values[i] <= at_k ? sorted_at(k + 1) : at_k;
 }
 
 std::size_t LeaveOneOut::count_without(std::size_t i) const {
-  return m_sorted.size() - (m_pos[i] != k_absent ? 1 : 0);
+  return m_count - (m_counted[i] ? 1 : 0);
 }
 
 double LeaveOneOut::median_without(std::size_t i) const {
@@ -109,24 +130,30 @@ void RankCalls::assign(const std::vector<Entry>& entries) {
 
 void RankCalls::assign(const std::vector<Entry>& entries, std::vector<std::uint32_t>& scratch) {
   // A rank's calls in call order are in key order kind by kind (a group's sequence numbers ascend): where they are,
-  // each call's place is its kind's first place plus how many of its kind came before it (a counting sort over the
-  // few kinds: sorting every rank's calls, assign was a third of build_table's samples at 10k ranks, issue 40).
+  // the calls of each of the few kinds in turn are the calls in key order (sorting every rank's calls, assign was a
+  // third of build_table's samples at 10k ranks, issue 40).
   constexpr std::uint32_t k_few = 16;
-  std::array<std::size_t, k_few + 1> first{};  // per kind, its first place (first[k + 1]: its count, at first)
+  std::array<std::size_t, k_few> count{};  // per kind, how many
   std::array<std::uint64_t, k_few> last_seq{};
   bool by_kind = true;
   for (const auto& [key, c] : entries) {
-    if (key.kind >= k_few || (first[key.kind + 1] > 0 && last_seq[key.kind] >= key.seq)) {
+    if (key.kind >= k_few || (count[key.kind] > 0 && last_seq[key.kind] >= key.seq)) {
       by_kind = false;
       break;
     }
-    ++first[key.kind + 1];
+    ++count[key.kind];
     last_seq[key.kind] = key.seq;
   }
   if (by_kind) {
-    for (std::uint32_t k = 0; k < k_few; ++k) first[k + 1] += first[k];
-    m_entries.resize(entries.size());
-    for (const auto& e : entries) m_entries[first[e.first.kind]++] = e;
+    // Kind by kind, each a walk of the entries (still in the cache): appended, not placed into a resized array
+    // (whose zeroing of every entry first was as costly as the copy at 100k ranks, issue 40).
+    m_entries.clear();
+    m_entries.reserve(entries.size());
+    for (std::uint32_t k = 0; k < k_few && m_entries.size() < entries.size(); ++k) {
+      if (count[k] == 0) continue;
+      for (const auto& e : entries)
+        if (e.first.kind == k) m_entries.push_back(e);
+    }
     return;
   }
   // Else the entries' places sorted by key, of a repeated key in the order appended (as a stable sort, without its
@@ -202,7 +229,13 @@ void UsedCalls::add(const TimingTable& t) {
   std::vector<std::pair<std::int64_t, std::uint32_t>> out;
   out.reserve(std::max(ranks.size(), t.ranks.size()));
   std::vector<CallKey> merged;
-  std::uint32_t last = k_none;
+  std::uint32_t last = k_none;         // the array of the last rank merged
+  std::uint32_t last_before = k_none;  // ... its used keys before
+  const RankCalls* last_calls = nullptr;
+  const auto same_keys = [](const RankCalls& a, const RankCalls& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                      [](const RankCalls::Entry& x, const RankCalls::Entry& y) { return x.first == y.first; });
+  };
   auto old = ranks.begin();
   for (const auto& [rank, calls] : t.ranks) {
     while (old != ranks.end() && old->first < rank) out.push_back(*old++);
@@ -212,6 +245,15 @@ void UsedCalls::add(const TimingTable& t) {
       continue;
     }
     const std::uint32_t before = had ? (old++)->second : k_none;
+    // The same used keys and calls as the rank before (most ranks): its merged array, without merging again (a merge
+    // and a compare per rank of the earlier rounds' keys, which grow round by round, issue 40).
+    if (last != k_none && before == last_before && same_keys(calls, *last_calls)) {
+      out.emplace_back(rank, last);
+      last_calls = &calls;
+      continue;
+    }
+    last_before = before;
+    last_calls = &calls;
     merged.clear();
     std::size_t u = 0;
     const std::size_t n_used = before == k_none ? 0 : sets[before].size();

@@ -240,11 +240,13 @@ double median(std::vector<double> v);
 // The same of [first, last), reordered in place: no copy (a scratch row per call, issue 40).
 double median_in_place(double* first, double* last);
 
-// One figure of a group's members, sorted once, read as each member sees the others: the median (exactly what
-// median() of the others' values gives: the same middle values, averaged alike), the least and the largest of every
-// member but one, each in O(1). Building it costs O(n log n); a median of the others per member, O(n^2 log n) over
-// the group (at 100k ranks, minutes: issue 40). Members whose value does not count (`counted` false: a counter
-// missing) are in no member's others.
+// One figure of a group's members, read as each member sees the others: the median (exactly what median() of the
+// others' values gives: the same middle values, averaged alike), the least and the largest of every member but one,
+// each in O(1). Building it costs O(n): of the values sorted, only the few places these read are found (the two
+// least, the three about the middle, the two largest: a member's others are the values without one copy of its
+// own); a median of the others per member costs O(n^2 log n) over the group (at 100k ranks, minutes), and a sort of
+// the values, eleven per peer group and round, was a seventh of the decision (issue 40). Members whose value does
+// not count (`counted` false: a counter missing) are in no member's others.
 class LeaveOneOut {
  public:
   LeaveOneOut() = default;
@@ -262,13 +264,16 @@ class LeaveOneOut {
   std::size_t count_without(std::size_t i) const;
 
  private:
-  static constexpr std::size_t k_absent = static_cast<std::size_t>(-1);
   // The k-th smallest counted value once member i's is taken out (i uncounted: none is).
   double nth_without(std::size_t i, std::size_t k) const;
+  // The value at place p of the counted values sorted (one of the places kept).
+  double sorted_at(std::size_t p) const;
 
-  std::vector<double> m_values;    // per member
-  std::vector<double> m_sorted;    // the counted values, ascending
-  std::vector<std::size_t> m_pos;  // per member, its value's place in m_sorted (k_absent: not counted)
+  std::vector<double> m_values;  // per member
+  std::vector<char> m_counted;   // per member, whether its value counts
+  std::size_t m_count = 0;       // how many count
+  // (place, value) of the counted values sorted, at the places the queries read; ascending places.
+  std::vector<std::pair<std::size_t, double>> m_places;
 };
 
 }  // namespace scout::straggler

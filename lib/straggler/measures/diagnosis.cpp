@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <map>
+#include <optional>
 
 #include "lib/straggler/measures/measures.hpp"
 #include "lib/straggler/thresholds.hpp"
@@ -20,7 +22,12 @@ namespace scout::straggler::detail {
 double diagnose_communication(Decision& d, const std::vector<RoundResult>& rounds,
                               const std::vector<TimingTable>& tables, const DecideOptions& o) {
   const auto majority = [&](std::int64_t n) { return 2 * n > d.rounds; };
-  const auto node_of = nodes_of(tables);
+  // The ranks' nodes, gathered only where a slow group is confirmed (a copy of every rank's node per decision).
+  std::optional<std::map<std::int64_t, std::string>> nodes;
+  const auto node_of = [&]() -> const std::map<std::int64_t, std::string>& {
+    if (!nodes) nodes = nodes_of(tables);
+    return *nodes;
+  };
   // Slow groups, confirmed over rounds.
   const auto& groups = tables.back().groups;
   std::map<std::size_t, std::vector<const GroupRound*>> slow_hits;
@@ -49,7 +56,7 @@ double diagnose_communication(Decision& d, const std::vector<RoundResult>& round
     SlowGroup s;
     s.group = groups[gi];
     std::set<std::string> ns;
-    for (auto m : s.group.members) ns.insert(node_of.count(m) ? node_of.at(m) : "");
+    for (auto m : s.group.members) ns.insert(node_of().count(m) ? node_of().at(m) : "");
     s.nodes.assign(ns.begin(), ns.end());
     s.intra_node = ns.size() == 1;
     s.flagged_rounds = static_cast<std::int64_t>(hits.size());

@@ -49,6 +49,7 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
   std::map<std::string, std::vector<std::size_t>> by_kind;
   for (std::size_t i = 0; i < t.groups.size(); ++i)
     if (is_mesh_kind(t.groups[i].kind) && t.groups[i].members.size() >= 2) by_kind[t.groups[i].kind].push_back(i);
+  std::vector<double> least;  // kept from kind to kind (a MB at 100k ranks: new pages for each, issue 40)
   for (const auto& [kind, idx] : by_kind) {
     if (idx.size() < 2) continue;
     // The keys of the kind every group's members share: the keys common to every member of every group of the kind,
@@ -70,8 +71,8 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
     // read a second time for it, once every group's were, they were out of the cache again (that second read and the
     // first were most of measure_link at 10k ranks, issue 40). Each rank's calls are read once; a member without calls
     // shares none.
-    std::vector<double> least(idx.size() * shared.size(), -1);  // row j: group j's least wait per shared key
-    std::vector<bool> exact(shared.size(), true);
+    least.assign(idx.size() * shared.size(), -1);  // row j: group j's least wait per shared key
+    std::vector<char> exact(shared.size(), 1);     // a byte per key, not a std::vector<bool>'s bit (issue 40)
     CallsAtKeys calls_at(ix.key_sets, shared);
     std::vector<const CallTiming*> row(shared.size());
     for (std::size_t j = 0; j < idx.size() && !shared.empty(); ++j) {

@@ -153,9 +153,17 @@ struct PeerStats {
   // v's member i less 1 at least min_relative and at least `factor` times the other members' spread (max - min) of v.
   bool stands_out(const LeaveOneOut& v, std::size_t i, double factor) const;
 };
-// Empty where fewer than two members have calls or they share fewer than min_calls.
+// What peer_stats reads its members' calls into, kept from one peer group to the next: a few MB per group at 100k
+// ranks, which allocated afresh per group went back to the system and came again as new pages, each cleared by the
+// kernel (about a tenth of the decision, issue 40).
+struct PeerScratch {
+  std::vector<const CallTiming*> at_rows;            // row i: member i's calls at the common keys
+  std::vector<double> compute_at, wait_at, by_call;  // per member and key; by_call: per key and member
+};
+// Empty where fewer than two members have calls or they share fewer than min_calls. `scratch`: the caller's, reused
+// group after group.
 std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std::int64_t>& group,
-                                    const DecideOptions& o, const RankIndex& ix);
+                                    const DecideOptions& o, const RankIndex& ix, PeerScratch& scratch);
 // The RankRound of member i with its figures, flagged by nothing yet.
 RankRound rank_figures(const PeerStats& s, std::size_t i);
 

@@ -22,22 +22,27 @@ KeySets::KeySets(const std::map<std::int64_t, RankCalls>& ranks) {
   std::vector<CallKey> keys;
   std::uint32_t last = k_none;  // the previous rank's set: most ranks make the same calls as the rank before
   auto hint = m_sparse.end();
+  const auto same_as = [](const RankCalls& calls, const std::vector<CallKey>& keys) {
+    return std::equal(calls.begin(), calls.end(), keys.begin(), keys.end(),
+                      [](const RankCalls::Entry& e, const CallKey& key) { return e.first == key; });
+  };
   for (const auto& [rank, calls] : ranks) {
-    keys.clear();
-    std::uint64_t h = 0x9E3779B97F4A7C15ULL;
-    for (const auto& [key, c] : calls) {
-      keys.push_back(key);
-      h = (h ^ (key.seq * 0xFF51AFD7ED558CCDULL + key.kind)) * 0xC4CEB9FE1A85EC53ULL;
-    }
-    std::uint32_t set = last != k_none && m_sets[last] == keys ? last : k_none;
+    // The previous rank's set compared with the calls themselves: no copy of the keys nor hash where it is theirs.
+    std::uint32_t set = last != k_none && same_as(calls, m_sets[last]) ? last : k_none;
     if (set == k_none) {
+      keys.clear();
+      std::uint64_t h = 0x9E3779B97F4A7C15ULL;
+      for (const auto& [key, c] : calls) {
+        keys.push_back(key);
+        h = (h ^ (key.seq * 0xFF51AFD7ED558CCDULL + key.kind)) * 0xC4CEB9FE1A85EC53ULL;
+      }
       for (auto [it, end] = by_hash.equal_range(h); it != end && set == k_none; ++it)
         if (m_sets[it->second] == keys) set = it->second;
-    }
-    if (set == k_none) {
-      set = static_cast<std::uint32_t>(m_sets.size());
-      m_sets.push_back(keys);
-      by_hash.emplace(h, set);
+      if (set == k_none) {
+        set = static_cast<std::uint32_t>(m_sets.size());
+        m_sets.push_back(keys);
+        by_hash.emplace(h, set);
+      }
     }
     last = set;
     if (dense)
@@ -185,7 +190,7 @@ bool PeerStats::stands_out(const LeaveOneOut& v, std::size_t i, double factor) c
 }
 
 std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std::int64_t>& group,
-                                    const DecideOptions& o, const RankIndex& ix) {
+                                    const DecideOptions& o, const RankIndex& ix, PeerScratch& scratch) {
   PeerStats s;
   s.table = &t;
   std::vector<std::int64_t>& present = s.present;
@@ -217,7 +222,8 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   // Per member, its calls at `keys` (looked up once: the loops below read them per rank and call), one row each of
   // one array (an array per member, 100k of them per round, was malloc's).
   const std::size_t n = present.size();
-  std::vector<const CallTiming*> at_rows(n * keys.size());
+  std::vector<const CallTiming*>& at_rows = scratch.at_rows;
+  at_rows.resize(n * keys.size());  // (every row written below: kept values are overwritten)
   const auto at = [&](std::size_t i) { return at_rows.data() + i * keys.size(); };
   CallsAtKeys calls_at(ix.key_sets, keys);
   // Who waits for whom is told by the calls whose wait is exact on every peer: a wait that ends when the
@@ -228,8 +234,12 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   // loops below read these rows; read again from the calls, three times, they were out of the cache each time at
   // 100k ranks: issue 40).
   const std::size_t nk = keys.size();
-  std::vector<double> compute_at(n * nk), wait_at(n * nk);
-  std::vector<double> by_call(nk * n);  // row k: every member's compute at call k
+  std::vector<double>& compute_at = scratch.compute_at;
+  std::vector<double>& wait_at = scratch.wait_at;
+  std::vector<double>& by_call = scratch.by_call;  // row k: every member's compute at call k
+  compute_at.resize(n * nk);
+  wait_at.resize(n * nk);
+  by_call.resize(nk * n);
   for (std::size_t i = 0; i < n; ++i) {
     calls_at(member_sets[i], *member_calls[i], at_rows.data() + i * nk);
     for (std::size_t k = 0; k < nk; ++k) {
@@ -293,23 +303,19 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   for (std::size_t ri = 0; ri < present.size(); ++ri) {
     const auto r = present[ri];
     double c = 0, w = 0;
-    rel.clear();
     const double* own = compute_at.data() + ri * nk;
     const double* waits = wait_at.data() + ri * nk;
     const double* partner = compute_at.data() + (present[0] == r ? 1 : 0) * nk;  // a pair's other rank
     for (std::size_t k = 0; k < nk; ++k) {
       c += own[k];
       if (exact[k]) w += waits[k];
-      if (largest > 0 && call_median[k] >= thresholds::busy_call_share.value * largest) {
-        const double ref = pair ? partner[k] : call_median[k];
-        if (ref > 0) rel.push_back(own[k] / ref);
-      }
     }
     compute.push_back(c / static_cast<double>(keys.size()));
     wait.push_back(exact_calls > 0 ? w / static_cast<double>(exact_calls) : 0.0);
-    relative.push_back(rel.empty() ? 1.0 : median_in_place(rel.data(), rel.data() + rel.size()));
+    // The step's ratio where the round holds enough whole steps, else the per-call median (taken only then: it was
+    // taken for every member and then replaced, issue 40).
+    blocks.clear();
     if (period > 0 && order.size() / period >= k_min_blocks) {
-      blocks.clear();
       for (std::size_t start = 0; start + period <= order.size(); start += period) {
         double mine = 0, ref = 0;
         for (std::size_t k = start; k < start + period; ++k) {
@@ -319,8 +325,17 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
         }
         if (ref > 0) blocks.push_back(mine / ref);
       }
-      if (blocks.size() >= k_min_blocks)
-        relative.back() = median_in_place(blocks.data(), blocks.data() + blocks.size());
+    }
+    if (blocks.size() >= k_min_blocks) {
+      relative.push_back(median_in_place(blocks.data(), blocks.data() + blocks.size()));
+    } else {
+      rel.clear();
+      for (std::size_t k = 0; k < nk; ++k)
+        if (largest > 0 && call_median[k] >= thresholds::busy_call_share.value * largest) {
+          const double ref = pair ? partner[k] : call_median[k];
+          if (ref > 0) rel.push_back(own[k] / ref);
+        }
+      relative.push_back(rel.empty() ? 1.0 : median_in_place(rel.data(), rel.data() + rel.size()));
     }
     if (counted) {
       cpu.push_back(s.counters(ri).cpu_ns);
