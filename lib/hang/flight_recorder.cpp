@@ -195,12 +195,12 @@ Result<json> parse_dump(const std::string& text) {
 }
 
 // The dump formats read and tested: torch's FlightRecorder "version" field, "2.9" (torch 2.8.0, the first whose
-// gloo records: ProcessGroupGloo's recorder) and "2.10" (torch 2.11.0 and 2.15.0), in both forms, the same fields
-// (bench/fr_versions_result.txt). torch 2.7 and older record no gloo op (their dumps are NCCL's, format 2.4 in
-// 2.7.1, and empty for a gloo job).
+// gloo records: ProcessGroupGloo's recorder) and "2.10" (torch 2.9.0 and later; 2.9.1 to 2.15.0), in both forms, the
+// same fields (bench/fr_versions_result.txt). torch 2.7 and older record no gloo op (their dumps are NCCL's, format 2.4
+// in 2.7.1, and empty for a gloo job).
 constexpr const char* k_formats_read =
     "scout reads Flight Recorder dumps of format 2.x whose entries carry profiling_name, process_group, record_id "
-    "and collective_seq_id / p2p_seq_id (tested: format 2.9 of torch 2.8.0, 2.10 of torch 2.11.0 and 2.15.0)";
+    "and collective_seq_id / p2p_seq_id (tested: format 2.9 of torch 2.8.0, 2.10 of torch 2.9.1 to 2.15.0)";
 
 // The minor of a dump's "version" ("2.9" -> 9), where it has one of format 2.
 std::optional<int> format_minor(const json& doc) {
@@ -897,8 +897,8 @@ Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::str
                       "recorded nothing",
                       dir, version),
           minor && *minor < 9 ? "torch before 2.8 records no gloo collective in its Flight Recorder (only NCCL's)"
-                              : "its buffer was off (TORCH_FR_BUFFER_SIZE unset or 0: torch 2.8.0's default "
-                                "records nothing), or the job made no collective call",
+                              : "its buffer was off (TORCH_FR_BUFFER_SIZE unset or 0: torch 2.8 to 2.10 record "
+                                "nothing by default), or the job made no collective call",
           fmt::format("run the job with TORCH_FR_BUFFER_SIZE=2000 (for gloo, on torch 2.8 or later) or with scout's "
                       "publisher; {}",
                       k_formats_read));
