@@ -353,28 +353,70 @@ void latest_completed_before(const std::vector<records::CollectiveEvent>& ev, st
 
 namespace {
 
-// A group's place in the table by its id: the hash map, with a few ids seen last in front of it (a rank's events
-// name its three or four groups by turns; hashing each of 3.6M events' ids was 13% of build_table at 10k ranks).
+// A group's place in the table by its id: an open-addressed array of (id, place) slots (linear probing, at most half
+// full), with a few ids seen last in front of it (a rank's events name its three or four groups by turns; hashing each
+// of 3.6M events' ids was 13% of build_table at 10k ranks). At 100k ranks each rank's events name two groups the
+// rank before did not (its pp and dp groups), 25,600 groups in all: in a std::unordered_map each lookup was a few
+// cache misses, 4% of the decision (issue 40); here one, in a 1 MB array.
 class GroupLookup {
  public:
-  explicit GroupLookup(std::unordered_map<std::uint64_t, std::size_t>& index) : m_index(index) {
+  static constexpr std::size_t k_none = static_cast<std::size_t>(-1);
+
+  explicit GroupLookup(std::size_t expected) {
+    std::size_t bits = 4;
+    while ((std::size_t{1} << bits) < 2 * expected + 2) ++bits;
+    resize(bits);
     m_recent.fill({0, k_none});
   }
   // The group's place (k_none: not in the table).
   std::size_t find(std::uint64_t id) {
     for (const auto& [seen, at] : m_recent)
       if (seen == id && at != k_none) return at;
-    auto it = m_index.find(id);
-    if (it == m_index.end()) return k_none;
-    m_recent[m_next] = {id, it->second};
-    m_next = (m_next + 1) % m_recent.size();
-    return it->second;
+    for (std::size_t i = slot(id);; i = (i + 1) & m_mask) {
+      const auto& [key, at] = m_slots[i];
+      if (at == k_none) return k_none;
+      if (key == id) {
+        m_recent[m_next] = {id, at};
+        m_next = (m_next + 1) % m_recent.size();
+        return at;
+      }
+    }
   }
-  void add(std::uint64_t id, std::size_t at) { m_index.emplace(id, at); }
-  static constexpr std::size_t k_none = static_cast<std::size_t>(-1);
+  // Adds `id` at place `at` (an id already there keeps its place, as std::unordered_map::emplace).
+  void add(std::uint64_t id, std::size_t at) {
+    if (2 * (m_size + 1) > m_slots.size()) {
+      auto old = std::move(m_slots);
+      resize(m_bits + 1);
+      for (const auto& [key, place] : old)
+        if (place != k_none) put(key, place);
+    }
+    put(id, at);
+  }
 
  private:
-  std::unordered_map<std::uint64_t, std::size_t>& m_index;
+  void resize(std::size_t bits) {
+    m_bits = bits;
+    m_mask = (std::size_t{1} << bits) - 1;
+    m_slots.assign(std::size_t{1} << bits, {0, k_none});
+    m_size = 0;
+  }
+  std::size_t slot(std::uint64_t id) const {
+    return static_cast<std::size_t>((id * 0x9E3779B97F4A7C15ULL) >> (64 - m_bits));
+  }
+  void put(std::uint64_t id, std::size_t at) {
+    for (std::size_t i = slot(id);; i = (i + 1) & m_mask) {
+      auto& [key, place] = m_slots[i];
+      if (place == k_none) {
+        m_slots[i] = {id, at};
+        ++m_size;
+        return;
+      }
+      if (key == id) return;
+    }
+  }
+
+  std::vector<std::pair<std::uint64_t, std::size_t>> m_slots;  // (id, place); place k_none: empty
+  std::size_t m_bits = 0, m_mask = 0, m_size = 0;
   std::array<std::pair<std::uint64_t, std::size_t>, 8> m_recent;  // (id, place); place k_none: empty
   std::size_t m_next = 0;
 };
@@ -389,9 +431,8 @@ bool build_table(const RoundEvidence& round, const std::vector<GroupInfo>& known
                  bool find_unknown, TimingTable& t) {
   t.groups = known;
   if (exclude) t.kinds = exclude->kinds;
-  std::unordered_map<std::uint64_t, std::size_t> index;
-  for (std::size_t i = 0; i < t.groups.size(); ++i) index.emplace(t.groups[i].id, i);
-  GroupLookup group_of(index);
+  GroupLookup group_of(t.groups.size());
+  for (std::size_t i = 0; i < t.groups.size(); ++i) group_of.add(t.groups[i].id, i);
   // Groups the mesh does not know: members are the ranks seen calling them.
   if (find_unknown)
     for (const auto& r : round.ranks)
@@ -451,6 +492,12 @@ bool build_table(const RoundEvidence& round, const std::vector<GroupInfo>& known
   std::vector<std::size_t> latest_scratch;
   std::vector<std::uint32_t> assign_scratch;
   std::size_t used_hint = 0;
+  // Per kind, the largest sequence number among the used keys of `used_max_of` (ranks mostly share their array of
+  // used keys): a call past it, as most of a round's calls are, is not used, without a bisection of the array per
+  // call (2.5% of the decision at 100k ranks, issue 40). 0 with used_any false: no used key of the kind.
+  const std::vector<CallKey>* used_max_of = nullptr;
+  std::vector<std::uint64_t> used_max;
+  std::vector<char> used_any;
   for (const auto& r : round.ranks) {
     // (The ranks come in ascending order: each rank's entries are added at the maps' end, O(1) with the hint.)
     t.nodes.insert_or_assign(t.nodes.end(), r.rank, r.node);
@@ -467,6 +514,23 @@ bool build_table(const RoundEvidence& round, const std::vector<GroupInfo>& known
     const std::vector<records::CollectiveEvent>& evs = as_is ? r.events : ev;
     auto& calls = t.ranks.try_emplace(t.ranks.end(), r.rank)->second;
     const std::vector<CallKey>* used = exclude ? exclude->of(r.rank, used_hint) : nullptr;
+    if (used && used != used_max_of) {
+      used_max_of = used;
+      used_max.assign(t.kinds.size(), 0);
+      used_any.assign(t.kinds.size(), 0);
+      for (const auto& key : *used) {
+        if (key.kind >= used_max.size()) {
+          used_max.resize(key.kind + 1, 0);
+          used_any.resize(key.kind + 1, 0);
+        }
+        used_max[key.kind] = std::max(used_max[key.kind], key.seq);
+        used_any[key.kind] = 1;
+      }
+    }
+    const auto is_used = [&](CallKey key) {
+      return key.kind < used_any.size() && used_any[key.kind] && key.seq <= used_max[key.kind] &&
+             std::binary_search(used->begin(), used->end(), key);
+    };
     entries.clear();
     latest_completed_before(evs, latest, latest_scratch);
     for (std::size_t i = 0; i < evs.size(); ++i) {
@@ -486,7 +550,7 @@ bool build_table(const RoundEvidence& round, const std::vector<GroupInfo>& known
       const std::int64_t prev = before.exit_ns;
       if (!timed(before)) continue;
       const CallKey key{kind_of[gi], e.fingerprint.group_seq};
-      if (used && std::binary_search(used->begin(), used->end(), key)) continue;
+      if (used && is_used(key)) continue;
       CallTiming c;
       c.compute_ns = std::max<std::int64_t>(0, e.enter_ns - prev);
       c.wait_ns = e.exit_ns - e.enter_ns;

@@ -12,7 +12,6 @@
 #include <cmath>
 #include <iterator>
 #include <map>
-#include <optional>
 
 #include "lib/straggler/measures/measures.hpp"
 #include "lib/straggler/thresholds.hpp"
@@ -22,12 +21,9 @@ namespace scout::straggler::detail {
 double diagnose_communication(Decision& d, const std::vector<RoundResult>& rounds,
                               const std::vector<TimingTable>& tables, const DecideOptions& o) {
   const auto majority = [&](std::int64_t n) { return 2 * n > d.rounds; };
-  // The ranks' nodes, gathered only where a slow group is confirmed (a copy of every rank's node per decision).
-  std::optional<std::map<std::int64_t, std::string>> nodes;
-  const auto node_of = [&]() -> const std::map<std::int64_t, std::string>& {
-    if (!nodes) nodes = nodes_of(tables);
-    return *nodes;
-  };
+  // The ranks' nodes, looked up only where a slow group is confirmed.
+  const NodeOf nodes = nodes_of(tables);
+  const auto node_of = [&]() -> const NodeOf& { return nodes; };
   // Slow groups, confirmed over rounds.
   const auto& groups = tables.back().groups;
   std::map<std::size_t, std::vector<const GroupRound*>> slow_hits;

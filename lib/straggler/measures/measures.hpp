@@ -202,15 +202,27 @@ void check_link_blocked(const TimingTable& t, RoundResult& out);
 // Per rank, every RankRound that flagged it (over all rounds).
 using Flagged = std::map<std::int64_t, std::vector<const RankRound*>>;
 Flagged flagged_ranks(const std::vector<RoundResult>& rounds);
-// Rank -> node, from the newest table naming it.
-std::map<std::int64_t, std::string> nodes_of(const std::vector<TimingTable>& tables);
+// Rank -> node, from the newest table naming it: looked up per rank asked for (the named ranks, a confirmed slow
+// group's members) in the tables' own maps, not gathered into a copy of every rank's node per decision (a std::map of
+// 100k names, 2.5% of the decision at 100k ranks, issue 40). Holds `tables`, which must outlive it.
+class NodeOf {
+ public:
+  explicit NodeOf(const std::vector<TimingTable>& tables) : m_tables(&tables) {}
+  std::size_t count(std::int64_t rank) const { return find(rank) ? 1 : 0; }
+  // std::out_of_range where no table names the rank.
+  const std::string& at(std::int64_t rank) const;
+
+ private:
+  const std::string* find(std::int64_t rank) const;
+  const std::vector<TimingTable>* m_tables;
+};
+NodeOf nodes_of(const std::vector<TimingTable>& tables);
 // A suspect named by `measure` over `hits` (ratio: that measure's median over them, or pooled_ratio where >= 0).
-void add_compute_suspect(Decision& d, const std::map<std::int64_t, std::string>& node_of, std::int64_t rank,
+void add_compute_suspect(Decision& d, const NodeOf& node_of, std::int64_t rank,
                          const std::vector<const RankRound*>& hits, const std::string& measure, double pooled_ratio,
                          const DecideOptions& o);
 // Names every rank one measure flags in a strict majority of rounds ("stopped" first where it has one).
-void name_by_majority(Decision& d, const Flagged& flagged, const std::map<std::int64_t, std::string>& node_of,
-                      const DecideOptions& o);
+void name_by_majority(Decision& d, const Flagged& flagged, const NodeOf& node_of, const DecideOptions& o);
 
 // A rank of a contended pair flagged on the rounds pooled.
 struct PooledPair {
@@ -224,8 +236,7 @@ using PairRatios = std::map<std::vector<std::int64_t>, std::vector<double>>;
 std::vector<PooledPair> pooled_pairs(const std::vector<RoundResult>& rounds, const DecideOptions& o,
                                      PairRatios& pair_ratios);
 // Names a pooled pair's rank where that is a strict majority of the rounds and no one of its pair is named.
-void name_pooled(Decision& d, const std::vector<PooledPair>& pooled, const std::map<std::int64_t, std::string>& node_of,
-                 const DecideOptions& o);
+void name_pooled(Decision& d, const std::vector<PooledPair>& pooled, const NodeOf& node_of, const DecideOptions& o);
 // A pair's cpu suspect stays named only outside the other pairs' noise.
 void pair_noise_check(Decision& d, const std::vector<RoundResult>& rounds, const PairRatios& pair_ratios,
                       const DecideOptions& o);

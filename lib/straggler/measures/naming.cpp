@@ -5,7 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iterator>
+#include <stdexcept>
 
 #include "lib/straggler/measures/measures.hpp"
 
@@ -20,21 +20,28 @@ Flagged flagged_ranks(const std::vector<RoundResult>& rounds) {
   return flagged;
 }
 
-std::map<std::int64_t, std::string> nodes_of(const std::vector<TimingTable>& tables) {
-  // The latest table's names, then the ranks only earlier tables name (newest first), each added beside the last
-  // (O(1) with the hint where the tables name the same ranks: a lookup per rank and table was 100k ranks x rounds).
-  if (tables.empty()) return {};
-  std::map<std::int64_t, std::string> node_of = tables.back().nodes;
-  for (std::size_t i = tables.size() - 1; i-- > 0;) {
-    auto hint = node_of.begin();
-    for (const auto& [r, n] : tables[i].nodes) hint = std::next(node_of.try_emplace(hint, r, n));
+const std::string* NodeOf::find(std::int64_t rank) const {
+  // The latest table's name, else the newest earlier table's.
+  for (auto t = m_tables->rbegin(); t != m_tables->rend(); ++t) {
+    auto it = t->nodes.find(rank);
+    if (it != t->nodes.end()) return &it->second;
   }
-  return node_of;
+  return nullptr;
+}
+
+const std::string& NodeOf::at(std::int64_t rank) const {
+  const std::string* node = find(rank);
+  if (!node) throw std::out_of_range("NodeOf::at: no table names the rank");
+  return *node;
+}
+
+NodeOf nodes_of(const std::vector<TimingTable>& tables) {
+  return NodeOf(tables);
 }
 
 // A suspect named by `measure` in the rounds `hits` (ratio: the median of that measure's ratio over them, or
 // `pooled_ratio` where >= 0), with its evidence and cause.
-void add_compute_suspect(Decision& d, const std::map<std::int64_t, std::string>& node_of, std::int64_t rank,
+void add_compute_suspect(Decision& d, const NodeOf& node_of, std::int64_t rank,
                          const std::vector<const RankRound*>& hits, const std::string& measure, double pooled_ratio,
                          const DecideOptions& o) {
   Suspicion s;
@@ -106,8 +113,7 @@ void add_compute_suspect(Decision& d, const std::map<std::int64_t, std::string>&
   d.suspects.push_back(std::move(s));
 }
 
-void name_by_majority(Decision& d, const Flagged& flagged, const std::map<std::int64_t, std::string>& node_of,
-                      const DecideOptions& o) {
+void name_by_majority(Decision& d, const Flagged& flagged, const NodeOf& node_of, const DecideOptions& o) {
   const auto majority = [&](std::int64_t n) { return 2 * n > d.rounds; };
   for (const auto& [rank, all_hits] : flagged) {
     // Named when one measure flags it in a strict majority of rounds: a clean rank flagged once by its

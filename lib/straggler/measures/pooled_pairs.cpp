@@ -151,8 +151,8 @@ std::vector<PooledPair> pooled_pairs(const std::vector<RoundResult>& rounds, con
 // "pooled_pair" names a rank flagged on the pooled rounds where they are a strict majority of the rounds and no one
 // of its pair is named already (a pair has one straggler at most); its evidence's measure is "cpu", with
 // pooled_rounds.
-void name_pooled(Decision& d, const std::vector<PooledPair>& pooled_pairs,
-                 const std::map<std::int64_t, std::string>& node_of, const DecideOptions& o) {
+void name_pooled(Decision& d, const std::vector<PooledPair>& pooled_pairs, const NodeOf& node_of,
+                 const DecideOptions& o) {
   for (const auto& pooled : pooled_pairs) {
     if (2 * static_cast<std::int64_t>(pooled.hits.size()) <= d.rounds) continue;
     bool named = false;  // it, or its partner (a pair has one straggler at most)
