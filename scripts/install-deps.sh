@@ -17,20 +17,15 @@ case "${1:-}" in
   *) echo "install-deps: error: unknown argument '$1' (expected --demo or nothing)" >&2; exit 2 ;;
 esac
 
-if [ "$demo" = 1 ]; then
-  packages=(
-    build-essential cmake ninja-build ccache pkg-config git
-    libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libboost-dev libssl-dev
-    libgloo-dev googletest libgtest-dev libgmock-dev libbenchmark-dev libvalijson-dev libxxhash-dev python3-venv
-  )
-else
-  packages=(
-    build-essential cmake ninja-build ccache pkg-config git
-    libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libboost-dev libssl-dev
-    libgloo-dev python3-numpy
-    googletest libgtest-dev libgmock-dev libbenchmark-dev libvalijson-dev python3-jsonschema
-    libxxhash-dev xxhash iproute2 procps python3-venv
-  )
+# What the build needs (all scripts/demo.sh installs: --demo).
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libboost-dev libssl-dev
+  libgloo-dev googletest libgtest-dev libgmock-dev libbenchmark-dev libvalijson-dev libxxhash-dev python3-venv
+)
+if [ "$demo" != 1 ]; then
+  # The tests' and benchmarks' tools: numpy and jsonschema under /usr/bin/python3, xxhsum, ip/tc, ps.
+  packages+=(python3-numpy python3-jsonschema xxhash iproute2 procps)
   # The fuzz targets (fuzz/, scripts/build-fuzz.sh): clang 14 and its libFuzzer,
   # ASan and UBSan runtimes (libclang-rt-14-dev).
   packages+=(clang libclang-rt-14-dev)

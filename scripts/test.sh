@@ -13,7 +13,11 @@ mark() {
   steps+=("$1 $((now - mark_start)) s")
   mark_start=$now
 }
-report() { echo "test.sh: where the time went: $(IFS=';'; echo "${steps[*]}" | sed 's/;/; /g')" >&2; }
+report() {
+  local joined
+  joined=$(printf '%s; ' "${steps[@]}")
+  echo "test.sh: where the time went: ${joined%; }" >&2
+}
 trap report EXIT
 "$root/scripts/install-deps.sh"
 mark "installing dependencies"

@@ -21,9 +21,7 @@ namespace scout::straggler::detail {
 double diagnose_communication(Decision& d, const std::vector<RoundResult>& rounds,
                               const std::vector<TimingTable>& tables, const DecideOptions& o) {
   const auto majority = [&](std::int64_t n) { return 2 * n > d.rounds; };
-  // The ranks' nodes, looked up only where a slow group is confirmed.
-  const NodeOf nodes = nodes_of(tables);
-  const auto node_of = [&]() -> const NodeOf& { return nodes; };
+  const NodeOf node_of = nodes_of(tables);  // looked up only where a slow group is confirmed
   // Slow groups, confirmed over rounds.
   const auto& groups = tables.back().groups;
   std::map<std::size_t, std::vector<const GroupRound*>> slow_hits;
@@ -52,7 +50,7 @@ double diagnose_communication(Decision& d, const std::vector<RoundResult>& round
     SlowGroup s;
     s.group = groups[gi];
     std::set<std::string> ns;
-    for (auto m : s.group.members) ns.insert(node_of().count(m) ? node_of().at(m) : "");
+    for (auto m : s.group.members) ns.insert(node_of.count(m) ? node_of.at(m) : "");
     s.nodes.assign(ns.begin(), ns.end());
     s.intra_node = ns.size() == 1;
     s.flagged_rounds = static_cast<std::int64_t>(hits.size());
