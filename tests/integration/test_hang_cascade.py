@@ -18,7 +18,7 @@ import unittest
 
 import hang_campaign
 from scoutlib import ScoutTestCase
-from trainer_harness import scout_records
+from trainer_harness import HOOKS, scout_records
 
 
 def seed_from_env():
@@ -109,7 +109,10 @@ class Cascade(ScoutTestCase):
                     if r["record"] is not None}
             states = {r: recs[r]["collective_state"] for r in recs}
             msg = f"seed {seed} rank {bad} states {states}"
-            self.assertEqual(states[bad], "done", msg)
+            # Its last call returned before it exited. Under torch 2.15's hooks that call's exit is written at its
+            # completion by the Work's callback or the 2 ms watcher, which an exit right after it can outrun (CI fresh
+            # clone of 6751bcb, seed 1257965474: inside); test_records.FaultRecords.LAST_CALL_STATES alike.
+            self.assertIn(states[bad], ("done", "inside") if HOOKS else ("done",), msg)
             self.assertIn("failed", [states[r] for r in states if r != bad], msg)
             failed_events = [e for r in recs if r != bad for e in recs[r].get("recent", []) if e.get("failed")]
             self.assertTrue(failed_events, msg)
