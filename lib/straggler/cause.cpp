@@ -120,6 +120,8 @@ Cause cause_of(const std::vector<const RankRound*>& hits, const DecideOptions& o
   const double floor = 1 + o.more_work_min_relative;
   // ... and more work than its extra time off a CPU: a rank that slept 2-3x its step used 1.2x its peers' CPU per
   // call beside 16 busy loops (0.10 s more CPU, 2.3 s more off a CPU; seed 619206687), which is not its cause.
+  bool late_only = !hits.empty();
+  for (const auto* h : hits) late_only &= h->measure == "late";
   const bool more_work = peer_used > 0 && peer_proc_used > 0 && used >= floor * peer_used &&
                          proc_used >= floor * peer_proc_used && used - peer_used >= off_excess;
   c.figures["peers_cpu_s"] = s3(peer_used);
@@ -154,6 +156,13 @@ Cause cause_of(const std::vector<const RankRound*>& hits, const DecideOptions& o
     // one gap of it (worlds 2-8, compute-sleep campaign) labelled so; over the recorded corpus none of 368 ranks
     // slowed by more work, stopped or under a quota.
     c.cause = "blocked";
+  } else if (excess > 0 && late_only && peer_used > 0 && used < floor * peer_used) {
+    // Named as late alone (its peers waited for it) with no more CPU and no longer wait for one: where a peer's
+    // run-queue wait accrues inside its collectives (torch 2.x on a contended host) its time off a CPU reads near
+    // 0 and off_excess misses the stall. What is left of its time is off a CPU (seed 1973658015: a rank sleeping
+    // 1.54x its step, 1.02x its peers' CPU per call, off_cpu_excess 0.19 s of 0.43 s).
+    c.cause = "blocked";
+    c.figures["why"] = "its peers waited for it while it used no more CPU and waited no longer for one";
   } else {
     c.cause = "slow_compute";
   }

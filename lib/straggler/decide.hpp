@@ -117,8 +117,8 @@ struct RankRound {
   double main_cpu_ratio = 1;        // its main thread's CPU per call / the peers' median (1 without counters)
   double compute_ratio = 1;         // the time measure's ratio, also where the CPU one decides
   double off_cpu_ratio = 1;         // 1 + (time off a CPU without waiting for one - the peers' median) / median compute
-  std::string measure = "compute";  // what decided: "compute" (time), or on a contended host "cpu", "off_cpu"
-                                    // or "cpu_wait"; "stopped" (its process state samples) on any host
+  std::string measure = "compute";  // what decided: "compute" (time), or on a contended host "cpu", "off_cpu",
+                                    // "cpu_wait" or "late"; "stopped" (its process state samples) on any host
   bool flagged = false;
   bool absorbed = false;  // the cpu measure flagged it without its peers waiting for it (absorbed_spread_factor)
   // Every measure that flagged it this round, with that measure's ratio (`measure` is the one reported for the
@@ -239,8 +239,8 @@ Analysis analyse(const std::vector<RoundEvidence>& evidence, const Mesh& mesh, c
 
 // The named measures, in the order a round runs them (the "measure" of a suspect's evidence is one of them; a
 // communication suspect's is "link"; "pooled_pair" names its suspects "cpu", with evidence pooled_rounds).
-inline constexpr std::array<std::string_view, 8> measure_names = {"compute", "cpu",       "off_cpu",     "cpu_wait",
-                                                                  "stopped", "throttled", "pooled_pair", "link"};
+inline constexpr std::array<std::string_view, 9> measure_names = {
+    "compute", "cpu", "off_cpu", "cpu_wait", "late", "stopped", "throttled", "pooled_pair", "link"};
 
 // What each measure flagged, for scoring the measures one by one: per round and measure, the ranks it flagged
 // (flagged: after the round's cross-checks, what naming counts; raised: its own rule alone), the process groups the

@@ -172,7 +172,8 @@ RankRound rank_figures(const PeerStats& s, std::size_t i);
 // than they do (a pair: its partner waits for half its excess).
 void measure_compute(const PeerStats& s, std::size_t i, const DecideOptions& o, RankRound& rr);
 // Contended host: "cpu" (more CPU per call and arrives late, or absorbed), "off_cpu" (time off a CPU, stopped
-// from outside), "cpu_wait" (starved of CPU; not in a pair), and which of them the round reports.
+// from outside), "cpu_wait" (starved of CPU; not in a pair), "late" (its peers wait for it; not in a pair), and
+// which of them the round reports.
 void measure_contended(const PeerStats& s, std::size_t i, const DecideOptions& o, RankRound& rr);
 
 // ---- 3. material: the time measures' flags need a time excess of min_step_share of the peers' time ----

@@ -127,10 +127,16 @@ void name_by_majority(Decision& d, const Flagged& flagged, const NodeOf& node_of
     const std::vector<const RankRound*>* most = nullptr;
     std::string measure;
     for (const auto& [m, v] : by_measure)
-      if (!most || v.size() > most->size()) {
+      if (m != "late" && (!most || v.size() > most->size())) {
         most = &v;
         measure = m;
       }
+    // "late" names it only where no measure that tells why does (a stopped rank is also late, in more rounds).
+    if (auto lt = by_measure.find("late");
+        lt != by_measure.end() && (!most || !majority(static_cast<std::int64_t>(most->size())))) {
+      most = &lt->second;
+      measure = "late";
+    }
     // Its process state samples are direct evidence: where they flag it in a strict majority, they name it.
     if (auto st = by_measure.find("stopped");
         st != by_measure.end() && majority(static_cast<std::int64_t>(st->second.size()))) {

@@ -18,6 +18,8 @@ void check_material(const PeerStats& s, std::size_t i, const DecideOptions& o, R
   // (An absorbed rank's cost is the CPU it took from the others: its CPU excess, process and main thread.)
   if (rr.absorbed && s.main_counted)
     excess = std::max(excess, std::min(s.cpu[i] - s.ref_cpu[i], s.counters(i).main_cpu_ns - s.ref_main_cpu[i]));
+  // (A late rank's cost is what its peers wait for it beyond its own wait.)
+  if (rr.flagged_by.count("late")) excess = std::max(excess, s.others_wait.median_without(i) - s.wait[i]);
   if (rr.flagged && excess < o.min_step_share * s.others_step.median_without(i)) {
     rr.flagged = false;
     rr.flagged_by.clear();
@@ -60,7 +62,8 @@ void check_absorbed_alone(PeerRound& p) {
 // its calls too (a send into the congested link blocks between calls): measured under a 16 Mbit/s tbf on one
 // node's veth at load 14, the slow rank's tp partner 2.3x and 1.8x off-CPU (seed 31002, named as a compute
 // straggler on another node) and the slow rank itself 1.6x (seed 31003). Its off_cpu flag is dropped that round;
-// the link names the slow link's rank. Flags by the CPU it used, stopped or throttled stay.
+// the link names the slow link's rank. Its late flag alike: a rank that arrives late because its sends block is the
+// link's to name. Flags by the CPU it used, stopped or throttled stay.
 void check_link_blocked(const TimingTable& t, RoundResult& out) {
   std::set<std::int64_t> in_slow_group;
   for (const auto& g : out.groups)
@@ -69,9 +72,11 @@ void check_link_blocked(const TimingTable& t, RoundResult& out) {
   if (in_slow_group.empty()) return;
   for (auto& p : out.peers)
     for (auto& r : p.ranks) {
-      if (!r.flagged || !in_slow_group.count(r.rank) || !r.flagged_by.erase("off_cpu")) continue;
+      if (!r.flagged || !in_slow_group.count(r.rank)) continue;
+      const bool erased = r.flagged_by.erase("off_cpu") + r.flagged_by.erase("late") > 0;
+      if (!erased) continue;
       r.flagged = !r.flagged_by.empty();
-      if (r.flagged && r.measure == "off_cpu") r.measure = r.flagged_by.begin()->first;
+      if (r.flagged && (r.measure == "off_cpu" || r.measure == "late")) r.measure = r.flagged_by.begin()->first;
     }
 }
 

@@ -1,9 +1,9 @@
 // Stage 2 of a round (measures.hpp): the time measures, per rank of a peer group. On an uncontended host the
 // measure "compute" (its compute time); where the group waits for CPUs (contended_share) time says little, and
-// the measures "cpu" (CPU per call), "off_cpu" (time off a CPU without waiting for one) and "cpu_wait" (starved
-// of CPU) decide instead. Every one asks its effect to be at least min_relative (pair_min_relative in a pair)
-// and spread_factor times the other peers' spread that round (PeerStats::stands_out), and at least
-// min_absolute_ns per call; thresholds.hpp says why each value.
+// the measures "cpu" (CPU per call), "off_cpu" (time off a CPU without waiting for one), "cpu_wait" (starved
+// of CPU) and "late" (its peers wait for it) decide instead. Every one asks its effect to be at least min_relative
+// (pair_min_relative in a pair) and spread_factor times the other peers' spread that round (PeerStats::stands_out), and
+// at least min_absolute_ns per call; thresholds.hpp says why each value.
 #include <algorithm>
 
 #include "lib/straggler/measures/measures.hpp"
@@ -109,6 +109,21 @@ bool by_cpu_wait(const PeerStats& s, std::size_t i, const DecideOptions& o) {
          extra_wait >= thresholds::cpu_wait_extra_share.value * excess;
 }
 
+// "late": its peers wait for it, call after call. Where the host's run queue is long, the counters can miss a rank
+// blocked off a CPU between its calls: on torch 2.x a peer's run-queue wait also accrues inside its collectives,
+// so compute less CPU and CPU wait reads near 0 for every peer, and the compute time per call moves with who got a
+// CPU. Who arrives last does not: the rank that does waits least, its peers wait for it. (A rank sleeping 1.54x its
+// step in one gap of it, torch 2.15 at load ~6 on 2 CPUs, seed 1973658015: 20-36 ms per call against its peers'
+// 106-174 ms; off_cpu 0.94-1.23x, its compute 1.0-1.48x its peers' and another's 2.2x; read healthy.) Not in a pair:
+// between two ranks, one waits least in every call by construction.
+bool by_late(const PeerStats& s, std::size_t i) {
+  if (s.pair || s.present.size() < 3) return false;
+  const double least_other = s.others_wait.min_without(i, 1e300);
+  const double held = s.others_wait.median_without(i) - s.wait[i];
+  return s.wait[i] <= thresholds::late_wait_share.value * least_other &&
+         held >= thresholds::late_held_share.value * s.ref_c[i] && held > 0;
+}
+
 }  // namespace
 
 // On a contended host the wait and the time excess are as noisy as the time itself: the CPU used decides (a rank
@@ -121,12 +136,21 @@ void measure_contended(const PeerStats& s, std::size_t i, const DecideOptions& o
   rr.absorbed = absorbed;
   const bool off = by_off_cpu(s, i, o);
   const bool wait = by_cpu_wait(s, i, o);
+  const bool late = by_late(s, i);
   const double cpu_r = s.main_counted ? std::min(s.cpu_ratio[i], s.main_ratio[i]) : s.cpu_ratio[i];
-  rr.flagged = cpu || off || wait;
+  // late's ratio: 1 + its peers' wait beyond its own, as a share of the group's compute per call.
+  const double late_r = s.ref_c[i] > 0 ? 1 + (s.others_wait.median_without(i) - s.wait[i]) / s.ref_c[i] : 1.0;
+  rr.flagged = cpu || off || wait || late;
   if (cpu) rr.flagged_by["cpu"] = cpu_r;
   if (off) rr.flagged_by["off_cpu"] = s.off_ratio[i];
   if (wait) rr.flagged_by["cpu_wait"] = s.relative[i];
+  if (late) rr.flagged_by["late"] = late_r;
   rr.raised_by = rr.flagged_by;
+  if (!cpu && !off && !wait && late) {
+    rr.measure = "late";
+    rr.ratio = late_r;
+    return;
+  }
   rr.measure = wait && !cpu ? "cpu_wait" : off && (!cpu || s.off_ratio[i] > cpu_r) ? "off_cpu" : "cpu";
   rr.ratio = rr.measure == "off_cpu" ? s.off_ratio[i] : rr.measure == "cpu_wait" ? s.relative[i] : cpu_r;
 }

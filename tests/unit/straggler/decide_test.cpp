@@ -608,6 +608,42 @@ TEST(StragglerDecide, APairsRankWithinTheOtherPairsNoiseIsNotNamed) {
   EXPECT_EQ(compute_suspects(run(two)), (std::vector<std::int64_t>{0, 1}));
 }
 
+// A former miss (a dp=4 job on torch 2.15 at load ~6 on 2 CPUs, seed 1973658015; recorded run sleep-1973658015):
+// rank 3 slept 1.54x its step in one gap of it. Its peers' run-queue wait accrued inside their collectives too, so
+// no one's time off a CPU stood out and its compute per call was within the others'; but it waited 0.16-0.33x the
+// least wait of any peer in every round: they waited for it. Named late, cause blocked (no more CPU, no longer
+// wait for one). Where its peers did not wait for it (its wait as theirs), or it waited more than half the least
+// of theirs, no one is named.
+TEST(StragglerDecide, OnAContendedHostTheRankItsPeersWaitForIsNamedLate) {
+  const std::vector<std::vector<RecordedRank>> seed1973658015 = {{{258.592, 110.001, 33.384, 115.950, 31.585},
+                                                                  {124.505, 124.638, 31.134, 101.667, 29.969},
+                                                                  {247.565, 113.454, 30.484, 111.326, 29.685},
+                                                                  {220.761, 28.340, 32.678, 110.312, 30.857}},
+                                                                 {{224.383, 124.711, 29.313, 120.970, 27.743},
+                                                                  {313.645, 106.424, 31.068, 139.300, 29.341},
+                                                                  {236.109, 111.722, 28.790, 132.005, 27.677},
+                                                                  {312.266, 36.228, 35.278, 145.122, 33.366}},
+                                                                 {{379.237, 174.287, 34.862, 131.279, 33.661},
+                                                                  {205.349, 129.114, 35.417, 171.313, 34.119},
+                                                                  {192.125, 141.499, 34.168, 159.162, 32.992},
+                                                                  {313.780, 19.772, 35.813, 161.570, 33.730}}};
+  const std::vector<std::int64_t> calls = {6, 5, 4};
+  auto d = decide_recorded(seed1973658015, calls);
+  ASSERT_EQ(compute_suspects(d), std::vector<std::int64_t>{3});
+  EXPECT_EQ(d.suspects[0].evidence["measure"], "late");
+  EXPECT_EQ(d.suspects[0].evidence["cause"], "blocked");
+  auto waited_alike = seed1973658015;
+  for (auto& round : waited_alike) round[3].wait_ms = round[2].wait_ms;
+  EXPECT_TRUE(compute_suspects(decide_recorded(waited_alike, calls)).empty());
+  auto less_late = seed1973658015;  // it waits 0.6x the least of its peers' waits: within contention's reshuffling
+  for (auto& round : less_late) {
+    double least = 1e300;
+    for (std::size_t r = 0; r < 3; ++r) least = std::min(least, round[r].wait_ms);
+    round[3].wait_ms = 0.6 * least;
+  }
+  EXPECT_TRUE(compute_suspects(decide_recorded(less_late, calls)).empty());
+}
+
 // A former miss (a two-rank job under a cgroup v1 quota of 0.42 CPU on rank 1, torch 1.13, load 5.5, seed
 // 20273601; recorded run pair-quota-20273601): rank 1 computed about 2x its partner's time on 0.87-0.93x its CPU,
 // its extra time spent throttled, and its partner waited for it. cpu_wait does not apply to a pair; its cgroup's
