@@ -156,11 +156,13 @@ Cause cause_of(const std::vector<const RankRound*>& hits, const DecideOptions& o
     // one gap of it (worlds 2-8, compute-sleep campaign) labelled so; over the recorded corpus none of 368 ranks
     // slowed by more work, stopped or under a quota.
     c.cause = "blocked";
-  } else if (excess > 0 && late_only && peer_used > 0 && used < floor * peer_used) {
+  } else if (late_only && peer_used > 0 && used < floor * peer_used) {
     // Named as late alone (its peers waited for it) with no more CPU and no longer wait for one: where a peer's
     // run-queue wait accrues inside its collectives (torch 2.x on a contended host) its time off a CPU reads near
-    // 0 and off_excess misses the stall. What is left of its time is off a CPU (seed 1973658015: a rank sleeping
-    // 1.54x its step, 1.02x its peers' CPU per call, off_cpu_excess 0.19 s of 0.43 s).
+    // 0 and off_excess misses the stall, and its compute per call can read no longer than theirs (their CPU wait
+    // counts in it). What is left of its time is off a CPU (seed 1973658015: a rank sleeping 1.54x its step,
+    // 1.02x its peers' CPU per call, off_cpu_excess 0.19 s of 0.43 s; campaign seed 17204, 1.35x, world 8 at load
+    // 14.5: 0.95x their CPU, its compute excess 0).
     c.cause = "blocked";
     c.figures["why"] = "its peers waited for it while it used no more CPU and waited no longer for one";
   } else {
