@@ -327,6 +327,10 @@ def main():
     if python is None:
         print(f"no torch {a.torch} interpreter (set SCOUT_VENV)", file=sys.stderr)
         return 2
+    if subprocess.run([python, "-c", "import torch"], capture_output=True, timeout=300).returncode != 0:
+        hint = "apt-get install python3-torch (Debian's torch 1.13)" if a.torch == "1.13" else "scripts/install-deps.sh"
+        print(f"{python} cannot import torch: {hint}", file=sys.stderr)
+        return 2
     base = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 30)
     shape = f"worlds {a.worlds}" if a.worlds else f"world {a.world}"
     print(f"straggler_campaign: base seed {base}, torch {a.torch} ({python}), {shape}, tp {a.tp}, "

@@ -31,10 +31,6 @@ if [ "$demo" != 1 ]; then
   packages+=(clang libclang-rt-14-dev)
   # The format check (scripts/check-format.sh, run by scripts/test.sh): clang-format 14.
   packages+=(clang-format)
-  # Debian's torch 1.13 under /usr/bin/python3: only test_straggler's CPU contention and blocked tests still run their trainers on
-  # it (on torch 2.x its hogs rarely slow the victim enough to test the cause; issue 40), and the straggler campaign's
-  # held-out batches recorded on it (bench/heldout). Nothing is built against it.
-  packages+=(python3-torch)
   # The deployment examples' test (tests/integration/test_deploy.py): YAML parsing of
   # docs/deploy/k8s-sidecar.yaml, systemd-analyze verify of docs/deploy/scout-observe@.service.
   packages+=(python3-yaml systemd)

@@ -1,7 +1,7 @@
 """Helpers for integration tests: run the real scout binary, validate its JSON.
 
-Tests run under /usr/bin/python3 (Debian's, with python3-torch and
-python3-jsonschema). ctest sets SCOUT_BIN, SCOUT_BUILD_DIR and SCOUT_SOURCE_DIR.
+Tests run under /usr/bin/python3 (Debian's, with python3-jsonschema); their
+trainers under the venv's torch 2.x. ctest sets SCOUT_BIN, SCOUT_BUILD_DIR and SCOUT_SOURCE_DIR.
 """
 import json
 import os

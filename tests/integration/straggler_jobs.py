@@ -11,7 +11,7 @@ trainer itself or from outside the process.
         job.slow_all()                                  # every rank slower from now on
 
 The trainers run under the torch 2.x of $SCOUT_VENV (default <repo>/.venv; require_python() skips the test
-when it is absent); python_for("1.13") is Debian's /usr/bin/python3, for the CPU contention test and for rerunning
+when it is absent); python_for("1.13") is Debian's /usr/bin/python3, for rerunning
 the held-out batches recorded on torch 1.13 (bench/heldout).
 """
 import json

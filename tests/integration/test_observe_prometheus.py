@@ -1,4 +1,4 @@
-"""`scout observe --prometheus FILE` on a real stall: a 3-rank torch 1.13 gloo
+"""`scout observe --prometheus FILE` on a real stall: a 3-rank torch 2.x gloo
 job in which one rank (from a printed seed) stops before a collective; the
 daemon writes one verdict and its node_exporter textfile says so (stalls
 seen, the last verdict's command/status/exit code, the job's silence and each

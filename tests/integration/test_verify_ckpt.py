@@ -1,5 +1,5 @@
 """scout verify-ckpt end to end: real safetensors files (written here, format by
-hand), real torch.save files from Debian's python3-torch, real directories,
+hand), real torch.save files from the venv's torch 2.x, real directories,
 ledgers and SIGKILLs. Fault positions are random; each test prints its seed."""
 import json
 import os
