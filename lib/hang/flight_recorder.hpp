@@ -46,9 +46,13 @@ Result<records::RankSnapshot> snapshot_from_flight_recorder(const std::string& j
 // "collective_sizes" (the default pg's all-gathers or reduce-scatters gather
 // every rank), or "" (only the highest rank the dumps name: a last rank that
 // left no dump cannot be seen).
+// `short_pgs`: where nothing told it, the pgs that show a member beyond the ranks that dumped (in a
+// family of pgs that partitions those ranks, one smaller than the family's largest: "pg 2 (called only
+// by rank 2)"); such dumps are never read as a job whose ranks all finished.
 struct DumpsWorld {
   std::int64_t world = 0;
   std::string told_by;
+  std::vector<std::string> short_pgs;
 };
 
 // The note a verdict on dumps read with `w` carries where nothing told the

@@ -404,6 +404,55 @@ TEST(FlightRecorderDir, TheLastRanksAbsentDumpIsNamedWhereTheDefaultPgsGatherTel
   std::filesystem::remove_all(dir);
 }
 
+TEST(FlightRecorderDir, SurvivorsOfAnExitedLastRankWithTheWorldUntoldNeverReadHealthy) {
+  // Real dumps (bench/fr_vs_frtrace.py --seed 3901, groups/exit run 0, torch 2.15, gloo): dp=2 x tp=2 by
+  // new_group, rank 3 exited before the world all_reduce seq 2 and left no dump; ranks 0-2 dumped when their
+  // call failed. gloo names no world and the default pg made no all-gather: read as 3 ranks. Rank 3's tp pg
+  // ("2") was called by rank 2 alone, its dp pg ("4") by rank 1 alone, beside pgs of two.
+  const std::string src = dumps("exit_rank3_groups/json");
+  hang::DumpsWorld told;
+  auto reads = hang::read_flight_recorder_dir(src, "job", std::nullopt, &told);
+  ASSERT_TRUE(reads.ok()) << reads.error().message();
+  EXPECT_EQ(told.world, 3);
+  EXPECT_EQ(told.told_by, "");
+  EXPECT_EQ(told.short_pgs, (std::vector<std::string>{"pg 2 (called only by rank 2)", "pg 4 (called only by rank 1)"}));
+  EXPECT_NE(hang::untold_world_note(told).find("pg 2 (called only by rank 2)"), std::string::npos)
+      << hang::untold_world_note(told);
+  // As dumped, rank 0's call unretired; then as torch 2.12 and 2.14 dumped it in most runs: every survivor's
+  // failed call retired (gloo retires a failed call like a finished one), which read healthy before.
+  const std::string dir = fresh_dir("scout_fr_exit_rank3_groups");
+  for (bool all_retired : {false, true}) {
+    for (int r = 0; r < 3; ++r) {
+      nlohmann::json doc;
+      {
+        std::ifstream in(src + "/rank_" + std::to_string(r) + ".json");
+        in >> doc;
+      }
+      if (all_retired) {
+        doc["entries"].back()["retired"] = true;
+        for (auto& [pg, st] : doc["pg_status"].items())
+          st["last_completed_collective"] = st["last_enqueued_collective"];
+      }
+      std::ofstream(dir + "/rank_" + std::to_string(r) + ".json") << doc.dump();
+    }
+    Verdict v = probe_dumps(dir, std::nullopt);
+    EXPECT_NE(v.status, VerdictStatus::healthy) << all_retired << to_json(v).dump(2);
+    EXPECT_TRUE(v.suspects.empty()) << all_retired << to_json(v).dump(2);  // rank 3's existence a guess
+    // --world 4: rank 3 is missing and every survivor waits for it.
+    Verdict known = probe_dumps(dir, 4);
+    EXPECT_EQ(known.status, VerdictStatus::attributed) << all_retired << to_json(known).dump(2);
+    EXPECT_EQ(suspect_ranks(known), std::vector<std::int64_t>{3}) << all_retired << to_json(known).dump(2);
+  }
+  std::filesystem::remove_all(dir);
+  // The clean job's dumps (every pg of two called by both members) show no such pg and read healthy.
+  for (const char* form : {"json", "pickle"}) {
+    ASSERT_TRUE(hang::read_flight_recorder_dir(dumps("clean_groups/") + form, "job", std::nullopt, &told).ok());
+    EXPECT_TRUE(told.short_pgs.empty()) << form;
+    Verdict clean = probe_dumps(dumps("clean_groups/") + form, std::nullopt);
+    EXPECT_EQ(clean.status, VerdictStatus::healthy) << form << to_json(clean).dump(2);
+  }
+}
+
 TEST(FlightRecorderWorld, AnUnretiredGlooCallIsDoneOnlyWhereEveryToldMemberHoldsItAndOneRetiredIt) {
   const std::string dir = fresh_dir("scout_fr_unretired");
   // Every rank's closing barrier, two of them unretired: done (healthy).
