@@ -854,6 +854,22 @@ std::string untold_world_note(const DumpsWorld& w) {
                         fmt::join(w.short_pgs, ", ")));
 }
 
+void qualify_verdict(const DumpsWorld& w, Verdict& v) {
+  if (const auto note = untold_world_note(w); !note.empty()) v.details["notes"].push_back(note);
+  if (w.short_pgs.empty() || !v.suspects.empty() ||
+      (v.status != VerdictStatus::healthy && v.status != VerdictStatus::group_stall))
+    return;
+  v.status = VerdictStatus::inconclusive;
+  v.scope = Scope::job;
+  v.action = "escalate";
+  v.details["kind"] = "inconclusive";
+  v.summary = fmt::format(
+      "read as {} ranks (nothing tells the world), the dumps show {} smaller than other pgs of their family: a "
+      "rank beyond those that dumped likely left no dump and the survivors' calls failed for it (gloo retires a "
+      "failed call like a finished one); give --world N to name a missing last rank",
+      w.world, fmt::join(w.short_pgs, ", "));
+}
+
 Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::string& dir, const std::string& job,
                                                                   std::optional<std::int64_t> world_given,
                                                                   DumpsWorld* world_source) {

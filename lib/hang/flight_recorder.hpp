@@ -29,6 +29,7 @@
 
 #include "lib/common/error.hpp"
 #include "lib/records/snapshot.hpp"
+#include "lib/report/verdict.hpp"
 
 namespace scout::hang {
 
@@ -58,6 +59,13 @@ struct DumpsWorld {
 // The note a verdict on dumps read with `w` carries where nothing told the
 // world ("" where it was told).
 std::string untold_world_note(const DumpsWorld& w);
+
+// The verdict on dumps read with `w`, told what the dumps leave open: the
+// note above (details.notes), and where `w.short_pgs` shows a member beyond
+// the ranks that dumped, a verdict of healthy or group_stall naming nobody
+// becomes inconclusive (the survivors of a last rank that exited may have had
+// their failed calls retired by gloo; --world N names it).
+void qualify_verdict(const DumpsWorld& w, Verdict& v);
 
 // Every dump in `dir` as a record read (one per file whose name ends in a rank
 // number), read together: a pg's members are its pg_config's, else (gloo) the

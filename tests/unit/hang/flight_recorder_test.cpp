@@ -438,6 +438,13 @@ TEST(FlightRecorderDir, SurvivorsOfAnExitedLastRankWithTheWorldUntoldNeverReadHe
     Verdict v = probe_dumps(dir, std::nullopt);
     EXPECT_NE(v.status, VerdictStatus::healthy) << all_retired << to_json(v).dump(2);
     EXPECT_TRUE(v.suspects.empty()) << all_retired << to_json(v).dump(2);  // rank 3's existence a guess
+    // What the command says: inconclusive (not a fabric stall), naming the pgs and --world.
+    ASSERT_TRUE(hang::read_flight_recorder_dir(dir, "job", std::nullopt, &told).ok());
+    hang::qualify_verdict(told, v);
+    EXPECT_EQ(v.status, VerdictStatus::inconclusive) << all_retired << to_json(v).dump(2);
+    EXPECT_EQ(v.details["kind"], "inconclusive") << all_retired;
+    EXPECT_NE(v.summary.find("pg 4 (called only by rank 1)"), std::string::npos) << v.summary;
+    EXPECT_NE(v.summary.find("--world N"), std::string::npos) << v.summary;
     // --world 4: rank 3 is missing and every survivor waits for it.
     Verdict known = probe_dumps(dir, 4);
     EXPECT_EQ(known.status, VerdictStatus::attributed) << all_retired << to_json(known).dump(2);
@@ -449,6 +456,7 @@ TEST(FlightRecorderDir, SurvivorsOfAnExitedLastRankWithTheWorldUntoldNeverReadHe
     ASSERT_TRUE(hang::read_flight_recorder_dir(dumps("clean_groups/") + form, "job", std::nullopt, &told).ok());
     EXPECT_TRUE(told.short_pgs.empty()) << form;
     Verdict clean = probe_dumps(dumps("clean_groups/") + form, std::nullopt);
+    hang::qualify_verdict(told, clean);
     EXPECT_EQ(clean.status, VerdictStatus::healthy) << form << to_json(clean).dump(2);
   }
 }
