@@ -461,6 +461,62 @@ TEST(FlightRecorderDir, SurvivorsOfAnExitedLastRankWithTheWorldUntoldNeverReadHe
   }
 }
 
+namespace {
+
+// Puts a retired all_reduce on pg `pg` (a new_group's: unnamed, numbered) first in the JSON dump at `path`.
+void add_subgroup_call(const std::string& path, const std::string& pg) {
+  nlohmann::json doc;
+  {
+    std::ifstream in(path);
+    in >> doc;
+  }
+  nlohmann::json e = doc["entries"].front();
+  e["process_group"] = {pg, "undefined"};
+  e["collective_seq_id"] = 1;
+  e["retired"] = true;
+  for (auto& x : doc["entries"]) x["record_id"] = x["record_id"].get<std::int64_t>() + 1;
+  e["record_id"] = 0;
+  doc["entries"].insert(doc["entries"].begin(), e);
+  std::ofstream(path) << doc.dump();
+}
+
+}  // namespace
+
+TEST(FlightRecorderDir, OnlyAFamilyOfUnevenPgsShowsAMemberBeyondTheDumps) {
+  // A clean 4-rank job (every rank's closing barrier retired), the world untold. Its new_group pgs, by the
+  // ranks that called them: an even family is no sign of a rank without a dump, and it reads healthy.
+  const std::string dir = fresh_dir("scout_fr_families");
+  auto job = [&](const std::vector<std::vector<std::int64_t>>& pgs) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    for (std::int64_t r = 0; r < 4; ++r) write_gloo_dump(dir, r, 3, true, true);
+    for (std::size_t i = 0; i < pgs.size(); ++i)
+      for (auto r : pgs[i]) add_subgroup_call(dir + "/rank_" + std::to_string(r) + ".json", std::to_string(i + 1));
+    hang::DumpsWorld told;
+    EXPECT_TRUE(hang::read_flight_recorder_dir(dir, "job", std::nullopt, &told).ok());
+    Verdict v = probe_dumps(dir, std::nullopt);
+    hang::qualify_verdict(told, v);
+    EXPECT_TRUE(v.suspects.empty()) << to_json(v).dump(2);
+    return std::pair{told.short_pgs, v.status};
+  };
+  // Pairs (tp 2), singletons (a dim of 1), and the world's twin: healthy.
+  for (const auto& pgs : {std::vector<std::vector<std::int64_t>>{{0, 1}, {2, 3}},
+                          std::vector<std::vector<std::int64_t>>{{0}, {1}, {2}, {3}},
+                          std::vector<std::vector<std::int64_t>>{{0, 1, 2, 3}}}) {
+    auto [short_pgs, status] = job(pgs);
+    EXPECT_TRUE(short_pgs.empty()) << pgs.size();
+    EXPECT_EQ(status, VerdictStatus::healthy) << pgs.size();
+  }
+  // A family of three and one: the one's other members may be ranks without a dump. Never healthy, nobody
+  // named (the price: a job that made such uneven pgs on purpose reads inconclusive).
+  auto [short_pgs, status] = job({{0, 1, 2}, {3}});
+  EXPECT_EQ(short_pgs, (std::vector<std::string>{"pg 2 (called only by rank 3)"}));
+  EXPECT_EQ(status, VerdictStatus::inconclusive);
+  // Given the world, the same dumps are a clean job.
+  EXPECT_EQ(probe_dumps(dir, 4).status, VerdictStatus::healthy);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(FlightRecorderWorld, AnUnretiredGlooCallIsDoneOnlyWhereEveryToldMemberHoldsItAndOneRetiredIt) {
   const std::string dir = fresh_dir("scout_fr_unretired");
   // Every rank's closing barrier, two of them unretired: done (healthy).
