@@ -124,14 +124,13 @@ int run_probe_hang(const ProbeHangOptions& given) {
                                    "", "give one of them, or a mesh over the same world"));
     world = po.mesh->world_size();
   }
-  std::string world_note;  // where nothing told the dumps' world, the verdict says so
+  std::optional<hang::DumpsWorld> read_with;  // the dumps' world: what the verdict must say it leaves open
   if (!options.flight_recorder.empty()) {
     if (po.nodes != 1)
       throw FatalError(usage_error("--flight-recorder reads every rank's dump: use it with --nodes 1"));
-    hang::DumpsWorld read_with;
-    auto reads = value_or_throw(hang::read_flight_recorder_dir(options.flight_recorder, po.job, world, &read_with));
+    read_with.emplace();
+    auto reads = value_or_throw(hang::read_flight_recorder_dir(options.flight_recorder, po.job, world, &*read_with));
     source = [reads]() -> Result<std::vector<records::RecordRead>> { return reads; };
-    world_note = hang::untold_world_note(read_with);
   } else if (po.nodes == 1) {
     // Alone, an empty shm directory is a mistake (wrong job id or host), not a verdict.
     auto reads = source();
@@ -146,7 +145,7 @@ int run_probe_hang(const ProbeHangOptions& given) {
   }
   hang::ProbeEvidence seen;
   Verdict v = value_or_throw(hang::run_probe(po, source, options.trace_out.empty() ? nullptr : &seen));
-  if (!world_note.empty()) v.details["notes"].push_back(world_note);
+  if (read_with) hang::qualify_verdict(*read_with, v);
   std::optional<Error> trace_error;
   if (!options.trace_out.empty())
     trace_error = trace::write_for_verdict(trace::from_hang(seen, v), options.trace_out, v);

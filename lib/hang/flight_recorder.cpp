@@ -653,6 +653,72 @@ std::optional<Dim> dim_of_desc(const std::string& desc) {
   return it == k.end() ? std::nullopt : std::optional<Dim>(it->second);
 }
 
+// Where nothing told the world (gloo's dumps, no all-gather on the default pg) and every rank up to the
+// highest that dumped left a dump, the pgs that show a member beyond them: in a family of pgs (one
+// DeviceMesh dim by its description, else a run of unnamed pgs in creation order, torch's numbered names)
+// whose members, as the dumps that called them tell, partition the ranks that dumped, a pg smaller than
+// the family's largest. Measured (groups layout, the last rank exited, torch 2.12 to 2.15): rank 3's tp pg
+// was called by rank 2 alone and its dp pg by rank 1 alone, beside pgs of two; gloo had retired the
+// survivors' failed calls, so read as a world of 3 the dumps were a job whose ranks all finished (healthy).
+// A member a rank that dumped cannot be (it would hold the pg's calls: the one rank's calls returned, so
+// every member made them), so it is a rank beyond those that dumped. Not proof of one (a job may make
+// uneven pgs; the world is still untold): such dumps are never read as a job that ended, and the note says
+// which pgs. (name, rank) of each such pg's callers, in name order.
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> short_pgs(
+    const std::map<std::string, std::vector<std::int64_t>>& seen, const std::set<std::string>& configured,
+    const std::map<std::string, std::string>& desc_of, std::int64_t world) {
+  std::map<std::string, std::vector<std::pair<std::string, const std::vector<std::int64_t>*>>> families;
+  std::vector<std::pair<std::int64_t, std::pair<std::string, const std::vector<std::int64_t>*>>> numbered;
+  for (const auto& [name, ranks] : seen) {
+    auto desc = desc_of.find(name);
+    if (name == "0" || configured.count(name) || (desc != desc_of.end() && desc->second == "default_pg")) continue;
+    if (desc != desc_of.end()) {
+      if (auto d = dim_of_desc(desc->second)) {
+        families[fmt::format("dim:{}", static_cast<int>(*d))].emplace_back(name, &ranks);
+        continue;
+      }
+    }
+    const bool number = !name.empty() && name.size() < 10 && std::all_of(name.begin(), name.end(), [](char c) {
+      return std::isdigit(static_cast<unsigned char>(c));
+    });
+    if (number) numbered.push_back({std::stoll(name), {name, &ranks}});
+  }
+  std::sort(numbered.begin(), numbered.end());
+  {
+    std::set<std::int64_t> covered;
+    std::vector<std::pair<std::string, const std::vector<std::int64_t>*>> run;
+    int index = 0;
+    for (const auto& [n, pg] : numbered) {
+      bool disjoint = true;
+      for (auto r : *pg.second) disjoint = disjoint && !covered.count(r);
+      if (!disjoint) break;  // not a run that partitions the world: the ones before stand
+      covered.insert(pg.second->begin(), pg.second->end());
+      run.push_back(pg);
+      if (static_cast<std::int64_t>(covered.size()) == world) {
+        families[fmt::format("new:{}", index++)] = std::move(run);
+        run.clear();
+        covered.clear();
+      }
+    }
+  }
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> out;
+  for (const auto& [key, pgs] : families) {
+    std::set<std::int64_t> covered;
+    std::size_t total = 0, largest = 0;
+    for (const auto& [name, ranks] : pgs) {
+      covered.insert(ranks->begin(), ranks->end());
+      total += ranks->size();
+      largest = std::max(largest, ranks->size());
+    }
+    // A partition of the ranks that dumped (a DeviceMesh dim's pgs may not be one: then it tells nothing).
+    if (total != covered.size() || static_cast<std::int64_t>(covered.size()) != world || largest < 2) continue;
+    for (const auto& [name, ranks] : pgs)
+      if (ranks->size() < largest) out.emplace_back(name, *ranks);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // Each rank's coordinates from the pgs' structure, so that the decision compares ranks only with their
 // true equivalents. The pgs of one family (one DeviceMesh dim by its description, else a run of
 // unnamed pgs in creation order, torch's pg names) must partition the world; each family is a dim and a
@@ -779,8 +845,29 @@ std::string untold_world_note(const DumpsWorld& w) {
   return fmt::format(
       "the dumps do not tell the world size (gloo's carry none, and no all-gather or reduce-scatter on the default "
       "pg gathers it): read as {} ranks, the highest that dumped or that a pg_config names; a last rank that left no "
-      "dump (rank {} or beyond) can only be seen with --world N",
-      w.world, w.world);
+      "dump (rank {} or beyond) can only be seen with --world N{}",
+      w.world, w.world,
+      w.short_pgs.empty()
+          ? std::string()
+          : fmt::format("; a rank beyond them likely left none: {} smaller than other pgs of their family, so "
+                        "no call is taken as done by every member",
+                        fmt::join(w.short_pgs, ", ")));
+}
+
+void qualify_verdict(const DumpsWorld& w, Verdict& v) {
+  if (const auto note = untold_world_note(w); !note.empty()) v.details["notes"].push_back(note);
+  if (w.short_pgs.empty() || !v.suspects.empty() ||
+      (v.status != VerdictStatus::healthy && v.status != VerdictStatus::group_stall))
+    return;
+  v.status = VerdictStatus::inconclusive;
+  v.scope = Scope::job;
+  v.action = "escalate";
+  v.details["kind"] = "inconclusive";
+  v.summary = fmt::format(
+      "read as {} ranks (nothing tells the world), the dumps show {} smaller than other pgs of their family: a "
+      "rank beyond those that dumped likely left no dump and the survivors' calls failed for it (gloo retires a "
+      "failed call like a finished one); give --world N to name a missing last rank",
+      w.world, fmt::join(w.short_pgs, ", "));
 }
 
 Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::string& dir, const std::string& job,
@@ -954,10 +1041,31 @@ Result<std::vector<records::RecordRead>> read_flight_recorder_dir(const std::str
     for (const auto& ranks : configured)
       if (!*told_by && static_cast<std::int64_t>(ranks.size()) == world) told_by = "pg_config";
     const bool world_told = *told_by != 0;
-    if (world_source) *world_source = {world, told_by};
     for (const auto& [id, ranks] : groups)
       if (world_told) told.insert(id);
     for (const auto& ranks : configured) told.insert(records::layout::group_id(ranks.data(), ranks.size()));
+    // The world untold, pgs that show a member beyond the ranks that dumped (short_pgs): the groups guessed
+    // from who dumped (the world's, each pg's callers) may lack it, so no call in them is taken as done.
+    std::vector<std::pair<std::string, std::vector<std::int64_t>>> short_ones;
+    if (!world_told && known.complete) {
+      std::set<std::string> configured_names;
+      for (const auto& [rank, doc] : docs)
+        if (doc.contains("pg_config") && doc["pg_config"].is_object())
+          for (const auto& [key, cfg] : doc["pg_config"].items()) {
+            if (!key.empty()) configured_names.insert(key);
+            if (cfg.is_object() && cfg.contains("name") && cfg["name"].is_string() &&
+                !cfg["name"].get<std::string>().empty())
+              configured_names.insert(cfg["name"].get<std::string>());
+          }
+      short_ones = short_pgs(known.seen, configured_names, desc_of, world);
+    }
+    if (!short_ones.empty()) std::erase_if(groups, [&](const auto& g) { return !told.count(g.first); });
+    if (world_source) {
+      *world_source = {world, told_by, {}};
+      for (const auto& [name, ranks] : short_ones)
+        world_source->short_pgs.push_back(
+            fmt::format("pg {} (called only by rank{} {})", name, ranks.size() > 1 ? "s" : "", fmt::join(ranks, ", ")));
+    }
   }
   settle_completed(out, retired, gloo, groups, told);
   // Each pg's members (its config's, else the dumps that called it when all are here); the world's apart.

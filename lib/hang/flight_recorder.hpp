@@ -29,6 +29,7 @@
 
 #include "lib/common/error.hpp"
 #include "lib/records/snapshot.hpp"
+#include "lib/report/verdict.hpp"
 
 namespace scout::hang {
 
@@ -46,14 +47,25 @@ Result<records::RankSnapshot> snapshot_from_flight_recorder(const std::string& j
 // "collective_sizes" (the default pg's all-gathers or reduce-scatters gather
 // every rank), or "" (only the highest rank the dumps name: a last rank that
 // left no dump cannot be seen).
+// `short_pgs`: where nothing told it, the pgs that show a member beyond the ranks that dumped (in a
+// family of pgs that partitions those ranks, one smaller than the family's largest: "pg 2 (called only
+// by rank 2)"); such dumps are never read as a job whose ranks all finished.
 struct DumpsWorld {
   std::int64_t world = 0;
   std::string told_by;
+  std::vector<std::string> short_pgs;
 };
 
 // The note a verdict on dumps read with `w` carries where nothing told the
 // world ("" where it was told).
 std::string untold_world_note(const DumpsWorld& w);
+
+// The verdict on dumps read with `w`, told what the dumps leave open: the
+// note above (details.notes), and where `w.short_pgs` shows a member beyond
+// the ranks that dumped, a verdict of healthy or group_stall naming nobody
+// becomes inconclusive (the survivors of a last rank that exited may have had
+// their failed calls retired by gloo; --world N names it).
+void qualify_verdict(const DumpsWorld& w, Verdict& v);
 
 // Every dump in `dir` as a record read (one per file whose name ends in a rank
 // number), read together: a pg's members are its pg_config's, else (gloo) the

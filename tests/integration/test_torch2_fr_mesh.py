@@ -128,12 +128,27 @@ class FlightRecorderMesh(ScoutTestCase):
     def test_exit_mesh(self):
         self.faulted("exit", "mesh")
 
+    def test_exit_last_rank_groups_never_healthy(self):
+        # The last rank exits without a dump; gloo retires the survivors' failed calls like finished ones, and
+        # where each dumped after that, read as 3 ranks they were a job that ended (healthy on torch 2.12 and
+        # 2.14, issue 39). Its tp and dp pgs were called by one survivor each, beside pgs of two: never healthy,
+        # nobody named without the world; told it, the exited rank is named.
+        d, fault_rank, msg = self.job("exit", "groups", fault_rank=WORLD - 1)
+        res, doc = self.verdict(d, msg)
+        self.assertNotEqual(doc["status"], "healthy", f"{msg}\n{res}")
+        self.assertIn(sorted(s["rank"] for s in doc["suspects"]), ([], [fault_rank]), f"{msg}\n{res}")
+        if not doc["suspects"]:
+            self.assertExit(res, "inconclusive")
+        res, doc = self.verdict(d, msg, ["--world", str(WORLD)])
+        self.assertEqual([s["rank"] for s in doc["suspects"]], [fault_rank], f"{msg}\n{res}")
+
     def test_stop_last_rank_world(self):
         # The last rank stops without a dump: gloo's dumps name no world size, so alone they cannot show it
         # (nobody named, never an innocent); told the world (--world, or --mesh), it is missing and named.
         d, fault_rank, msg = self.job("stop", "groups", fault_rank=WORLD - 1)
         res, doc = self.verdict(d, msg)
         self.assertIn(sorted(s["rank"] for s in doc["suspects"]), ([], [fault_rank]), f"{msg}\n{res}")
+        self.assertNotEqual(doc["status"], "healthy", f"{msg}\n{res}")
         for extra in (["--world", str(WORLD)], ["--mesh", "dp=2,tp=2"]):
             res, doc = self.verdict(d, msg, extra)
             self.assertEqual(doc["details"]["missing_ranks"], [fault_rank], f"{msg} {extra}\n{res}")

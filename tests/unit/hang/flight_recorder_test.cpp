@@ -404,6 +404,119 @@ TEST(FlightRecorderDir, TheLastRanksAbsentDumpIsNamedWhereTheDefaultPgsGatherTel
   std::filesystem::remove_all(dir);
 }
 
+TEST(FlightRecorderDir, SurvivorsOfAnExitedLastRankWithTheWorldUntoldNeverReadHealthy) {
+  // Real dumps (bench/fr_vs_frtrace.py --seed 3901, groups/exit run 0, torch 2.15, gloo): dp=2 x tp=2 by
+  // new_group, rank 3 exited before the world all_reduce seq 2 and left no dump; ranks 0-2 dumped when their
+  // call failed. gloo names no world and the default pg made no all-gather: read as 3 ranks. Rank 3's tp pg
+  // ("2") was called by rank 2 alone, its dp pg ("4") by rank 1 alone, beside pgs of two.
+  const std::string src = dumps("exit_rank3_groups/json");
+  hang::DumpsWorld told;
+  auto reads = hang::read_flight_recorder_dir(src, "job", std::nullopt, &told);
+  ASSERT_TRUE(reads.ok()) << reads.error().message();
+  EXPECT_EQ(told.world, 3);
+  EXPECT_EQ(told.told_by, "");
+  EXPECT_EQ(told.short_pgs, (std::vector<std::string>{"pg 2 (called only by rank 2)", "pg 4 (called only by rank 1)"}));
+  EXPECT_NE(hang::untold_world_note(told).find("pg 2 (called only by rank 2)"), std::string::npos)
+      << hang::untold_world_note(told);
+  // As dumped, rank 0's call unretired; then as torch 2.12 and 2.14 dumped it in most runs: every survivor's
+  // failed call retired (gloo retires a failed call like a finished one), which read healthy before.
+  const std::string dir = fresh_dir("scout_fr_exit_rank3_groups");
+  for (bool all_retired : {false, true}) {
+    for (int r = 0; r < 3; ++r) {
+      nlohmann::json doc;
+      {
+        std::ifstream in(src + "/rank_" + std::to_string(r) + ".json");
+        in >> doc;
+      }
+      if (all_retired) {
+        doc["entries"].back()["retired"] = true;
+        for (auto& [pg, st] : doc["pg_status"].items())
+          st["last_completed_collective"] = st["last_enqueued_collective"];
+      }
+      std::ofstream(dir + "/rank_" + std::to_string(r) + ".json") << doc.dump();
+    }
+    Verdict v = probe_dumps(dir, std::nullopt);
+    EXPECT_NE(v.status, VerdictStatus::healthy) << all_retired << to_json(v).dump(2);
+    EXPECT_TRUE(v.suspects.empty()) << all_retired << to_json(v).dump(2);  // rank 3's existence a guess
+    // What the command says: inconclusive (not a fabric stall), naming the pgs and --world.
+    ASSERT_TRUE(hang::read_flight_recorder_dir(dir, "job", std::nullopt, &told).ok());
+    hang::qualify_verdict(told, v);
+    EXPECT_EQ(v.status, VerdictStatus::inconclusive) << all_retired << to_json(v).dump(2);
+    EXPECT_EQ(v.details["kind"], "inconclusive") << all_retired;
+    EXPECT_NE(v.summary.find("pg 4 (called only by rank 1)"), std::string::npos) << v.summary;
+    EXPECT_NE(v.summary.find("--world N"), std::string::npos) << v.summary;
+    // --world 4: rank 3 is missing and every survivor waits for it.
+    Verdict known = probe_dumps(dir, 4);
+    EXPECT_EQ(known.status, VerdictStatus::attributed) << all_retired << to_json(known).dump(2);
+    EXPECT_EQ(suspect_ranks(known), std::vector<std::int64_t>{3}) << all_retired << to_json(known).dump(2);
+  }
+  std::filesystem::remove_all(dir);
+  // The clean job's dumps (every pg of two called by both members) show no such pg and read healthy.
+  for (const char* form : {"json", "pickle"}) {
+    ASSERT_TRUE(hang::read_flight_recorder_dir(dumps("clean_groups/") + form, "job", std::nullopt, &told).ok());
+    EXPECT_TRUE(told.short_pgs.empty()) << form;
+    Verdict clean = probe_dumps(dumps("clean_groups/") + form, std::nullopt);
+    hang::qualify_verdict(told, clean);
+    EXPECT_EQ(clean.status, VerdictStatus::healthy) << form << to_json(clean).dump(2);
+  }
+}
+
+namespace {
+
+// Puts a retired all_reduce on pg `pg` (a new_group's: unnamed, numbered) first in the JSON dump at `path`.
+void add_subgroup_call(const std::string& path, const std::string& pg) {
+  nlohmann::json doc;
+  {
+    std::ifstream in(path);
+    in >> doc;
+  }
+  nlohmann::json e = doc["entries"].front();
+  e["process_group"] = {pg, "undefined"};
+  e["collective_seq_id"] = 1;
+  e["retired"] = true;
+  for (auto& x : doc["entries"]) x["record_id"] = x["record_id"].get<std::int64_t>() + 1;
+  e["record_id"] = 0;
+  doc["entries"].insert(doc["entries"].begin(), e);
+  std::ofstream(path) << doc.dump();
+}
+
+}  // namespace
+
+TEST(FlightRecorderDir, OnlyAFamilyOfUnevenPgsShowsAMemberBeyondTheDumps) {
+  // A clean 4-rank job (every rank's closing barrier retired), the world untold. Its new_group pgs, by the
+  // ranks that called them: an even family is no sign of a rank without a dump, and it reads healthy.
+  const std::string dir = fresh_dir("scout_fr_families");
+  auto job = [&](const std::vector<std::vector<std::int64_t>>& pgs) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    for (std::int64_t r = 0; r < 4; ++r) write_gloo_dump(dir, r, 3, true, true);
+    for (std::size_t i = 0; i < pgs.size(); ++i)
+      for (auto r : pgs[i]) add_subgroup_call(dir + "/rank_" + std::to_string(r) + ".json", std::to_string(i + 1));
+    hang::DumpsWorld told;
+    EXPECT_TRUE(hang::read_flight_recorder_dir(dir, "job", std::nullopt, &told).ok());
+    Verdict v = probe_dumps(dir, std::nullopt);
+    hang::qualify_verdict(told, v);
+    EXPECT_TRUE(v.suspects.empty()) << to_json(v).dump(2);
+    return std::pair{told.short_pgs, v.status};
+  };
+  // Pairs (tp 2), singletons (a dim of 1), and the world's twin: healthy.
+  for (const auto& pgs : {std::vector<std::vector<std::int64_t>>{{0, 1}, {2, 3}},
+                          std::vector<std::vector<std::int64_t>>{{0}, {1}, {2}, {3}},
+                          std::vector<std::vector<std::int64_t>>{{0, 1, 2, 3}}}) {
+    auto [short_pgs, status] = job(pgs);
+    EXPECT_TRUE(short_pgs.empty()) << pgs.size();
+    EXPECT_EQ(status, VerdictStatus::healthy) << pgs.size();
+  }
+  // A family of three and one: the one's other members may be ranks without a dump. Never healthy, nobody
+  // named (the price: a job that made such uneven pgs on purpose reads inconclusive).
+  auto [short_pgs, status] = job({{0, 1, 2}, {3}});
+  EXPECT_EQ(short_pgs, (std::vector<std::string>{"pg 2 (called only by rank 3)"}));
+  EXPECT_EQ(status, VerdictStatus::inconclusive);
+  // Given the world, the same dumps are a clean job.
+  EXPECT_EQ(probe_dumps(dir, 4).status, VerdictStatus::healthy);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(FlightRecorderWorld, AnUnretiredGlooCallIsDoneOnlyWhereEveryToldMemberHoldsItAndOneRetiredIt) {
   const std::string dir = fresh_dir("scout_fr_unretired");
   // Every rank's closing barrier, two of them unretired: done (healthy).
