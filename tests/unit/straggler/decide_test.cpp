@@ -180,7 +180,7 @@ TEST(StragglerTiming, CallsRanksDisagreeOnAreDropped) {
   e.fingerprint.count = 5;
   auto t = build_table(ev[0], mesh_groups(s.mesh), nullptr);
   EXPECT_EQ(t.misaligned, 1);
-  for (auto& [r, calls] : t.ranks) EXPECT_FALSE(calls.count(t.key("dp", e.fingerprint.group_seq)));
+  for (const auto& [r, calls] : t.ranks) EXPECT_FALSE(calls.count(t.key("dp", e.fingerprint.group_seq)));
 }
 
 TEST(StragglerDecide, CleanMeshesNameNoOne) {
