@@ -125,24 +125,35 @@ const CallTiming& RankCalls::at(CallKey key) const {
   return *c;
 }
 
-void CallsByRank::reserve(std::size_t ranks, std::size_t calls) {
+void CallsByRank::reserve(std::size_t ranks) {
   m_runs.reserve(ranks);
-  m_entries.reserve(calls);
+}
+
+std::vector<CallsByRank::Entry>& CallsByRank::room_for(std::size_t n) {
+  // Blocks of 1024 calls (56 KB: below malloc's threshold for a mapping of its own, so a freed table's blocks are
+  // reused by the next, their pages already faulted in, as the per-rank arrays were).
+  constexpr std::size_t k_block = 1024;
+  if (m_blocks.empty() || m_blocks.back().capacity() - m_blocks.back().size() < n) {
+    m_blocks.emplace_back().reserve(std::max(k_block, n));
+  }
+  return m_blocks.back();
 }
 
 CallsByRank::Run& CallsByRank::run_of(std::int64_t rank) {
-  if (m_runs.empty() || m_runs.back().rank < rank) return m_runs.emplace_back(Run{rank, m_entries.size(), 0});
+  if (m_runs.empty() || m_runs.back().rank < rank) return m_runs.emplace_back(Run{rank, 0, 0, 0});
   auto it =
       std::lower_bound(m_runs.begin(), m_runs.end(), rank, [](const Run& r, std::int64_t x) { return r.rank < x; });
-  if (it == m_runs.end() || it->rank != rank) it = m_runs.insert(it, Run{rank, m_entries.size(), 0});
+  if (it == m_runs.end() || it->rank != rank) it = m_runs.insert(it, Run{rank, 0, 0, 0});
   return *it;
 }
 
 RankCalls CallsByRank::assign(std::int64_t rank, const std::vector<Entry>& entries,
                               std::vector<std::uint32_t>& scratch) {
   Run& run = run_of(rank);
-  // Its calls appended at the array's end (a run elsewhere left unused: a rank read twice in a round, rare).
-  run.first = m_entries.size();
+  // Its calls appended to the last block (a run elsewhere left unused: a rank read twice in a round, rare).
+  std::vector<Entry>& block = room_for(entries.size());
+  run.block = static_cast<std::uint32_t>(m_blocks.size() - 1);
+  run.first = static_cast<std::uint32_t>(block.size());
   // A rank's calls in call order are in key order kind by kind (a group's sequence numbers ascend): where they are,
   // the calls of each of the few kinds in turn are the calls in key order (sorting every rank's calls, assign was a
   // third of build_table's samples at 10k ranks, issue 40).
@@ -160,75 +171,62 @@ RankCalls CallsByRank::assign(std::int64_t rank, const std::vector<Entry>& entri
   }
   if (by_kind) {
     // Kind by kind, each a walk of the entries (still in the cache), appended.
-    const std::size_t end = m_entries.size() + entries.size();
-    for (std::uint32_t k = 0; k < k_few && m_entries.size() < end; ++k) {
+    const std::size_t end = block.size() + entries.size();
+    for (std::uint32_t k = 0; k < k_few && block.size() < end; ++k) {
       if (count[k] == 0) continue;
       for (const auto& e : entries)
-        if (e.first.kind == k) m_entries.push_back(e);
+        if (e.first.kind == k) block.push_back(e);
     }
-    run.n = m_entries.size() - run.first;
-    return {m_entries.data() + run.first, run.n};
+  } else {
+    // Else the entries' places sorted by key, of a repeated key in the order appended (as a stable sort, without its
+    // buffer allocated per rank: issue 40), so that the last one appended ends its run; each call copied once.
+    std::vector<std::uint32_t>& order = scratch;
+    order.resize(entries.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::uint32_t>(i);
+    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+      return entries[a].first != entries[b].first ? entries[a].first < entries[b].first : a < b;
+    });
+    for (std::size_t i = 0; i < order.size(); ++i)
+      if (i + 1 == order.size() || entries[order[i + 1]].first != entries[order[i]].first)
+        block.push_back(entries[order[i]]);
   }
-  // Else the entries' places sorted by key, of a repeated key in the order appended (as a stable sort, without its
-  // buffer allocated per rank: issue 40), so that the last one appended ends its run; each call copied once.
-  std::vector<std::uint32_t>& order = scratch;
-  order.resize(entries.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::uint32_t>(i);
-  std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
-    return entries[a].first != entries[b].first ? entries[a].first < entries[b].first : a < b;
-  });
-  for (std::size_t i = 0; i < order.size(); ++i)
-    if (i + 1 == order.size() || entries[order[i + 1]].first != entries[order[i]].first)
-      m_entries.push_back(entries[order[i]]);
-  run.n = m_entries.size() - run.first;
-  return {m_entries.data() + run.first, run.n};
+  run.n = block.size() - run.first;
+  return {block.data() + run.first, run.n};
 }
 
 void CallsByRank::set(std::int64_t rank, CallKey key, const CallTiming& call) {
   Run& run = run_of(rank);
-  if (run.first + run.n != m_entries.size()) {  // not the array's last run: moved to its end first
-    std::vector<Entry> calls(m_entries.begin() + static_cast<std::ptrdiff_t>(run.first),
-                             m_entries.begin() + static_cast<std::ptrdiff_t>(run.first + run.n));
-    run.first = m_entries.size();
-    m_entries.insert(m_entries.end(), calls.begin(), calls.end());
-  }
-  const auto first = m_entries.begin() + static_cast<std::ptrdiff_t>(run.first);
-  const auto last = first + static_cast<std::ptrdiff_t>(run.n);
-  auto it = std::lower_bound(first, last, key, [](const Entry& e, const CallKey& k) { return e.first < k; });
-  if (it != last && it->first == key) {
+  const RankCalls now = run.n == 0 ? RankCalls{} : RankCalls{m_blocks[run.block].data() + run.first, run.n};
+  // Its calls with `key` set, appended as a new run (tests build tables call by call: the old run left unused).
+  std::vector<Entry> calls(now.begin(), now.end());
+  auto it =
+      std::lower_bound(calls.begin(), calls.end(), key, [](const Entry& e, const CallKey& k) { return e.first < k; });
+  if (it != calls.end() && it->first == key)
     it->second = call;
-  } else {
-    m_entries.insert(it, Entry{key, call});
-    ++run.n;
-  }
+  else
+    calls.insert(it, Entry{key, call});
+  std::vector<Entry>& block = room_for(calls.size());
+  run.block = static_cast<std::uint32_t>(m_blocks.size() - 1);
+  run.first = static_cast<std::uint32_t>(block.size());
+  block.insert(block.end(), calls.begin(), calls.end());
+  run.n = calls.size();
 }
 
 void CallsByRank::erase(CallKey key) {
-  // Every run moved down over the calls taken out, in place where the runs lie in rank order (a rank read twice
-  // moves its run to the array's end: then into a new array).
-  const bool in_order =
-      std::is_sorted(m_runs.begin(), m_runs.end(), [](const Run& a, const Run& b) { return a.first < b.first; });
-  std::vector<Entry> moved;
-  std::vector<Entry>& out = in_order ? m_entries : moved;
-  if (!in_order) moved.reserve(m_entries.size());
-  std::size_t to = 0;
+  // Every run copied into new blocks without the calls taken out (and the unused runs of ranks read again).
+  std::vector<std::vector<Entry>> old;
+  old.swap(m_blocks);
   for (auto& run : m_runs) {
-    const std::size_t first = to;
-    for (std::size_t i = run.first; i < run.first + run.n; ++i) {
-      if (m_entries[i].first == key) continue;
-      if (in_order)
-        out[to] = m_entries[i];
-      else
-        out.push_back(m_entries[i]);
-      ++to;
-    }
-    run.first = first;
-    run.n = to - first;
+    const Entry* first = run.n == 0 ? nullptr : old[run.block].data() + run.first;
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < run.n; ++i) kept += first[i].first == key ? 0 : 1;
+    std::vector<Entry>& block = room_for(kept);
+    run.block = static_cast<std::uint32_t>(m_blocks.size() - 1);
+    run.first = static_cast<std::uint32_t>(block.size());
+    for (std::size_t i = 0; i < run.n; ++i)
+      if (first[i].first != key) block.push_back(first[i]);
+    run.n = kept;
   }
-  if (in_order)
-    m_entries.resize(to);
-  else
-    m_entries.swap(moved);
 }
 
 RankCalls CallsByRank::at(std::int64_t rank) const {
@@ -543,10 +541,7 @@ bool build_table(const RoundEvidence& round, const std::vector<GroupInfo>& known
   std::vector<std::size_t> latest_scratch;
   std::vector<std::uint32_t> assign_scratch;
   std::size_t used_hint = 0;
-  // The table's one array, at most every event's call (no array grown and copied).
-  std::size_t events = 0;
-  for (const auto& r : round.ranks) events += r.events.size();
-  t.ranks.reserve(round.ranks.size(), events);
+  t.ranks.reserve(round.ranks.size());
   // Per kind, the largest sequence number among the used keys of `used_max_of` (ranks mostly share their array of
   // used keys): a call past it, as most of a round's calls are, is not used, without a bisection of the array per
   // call (2.5% of the decision at 100k ranks, issue 40). 0 with used_any false: no used key of the kind.

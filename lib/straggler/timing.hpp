@@ -183,10 +183,12 @@ class RankCalls {
   std::size_t m_n = 0;
 };
 
-// Every rank's calls in a round, in one array: per rank a run of it in key order, the ranks ascending as a
-// std::map's. One allocation per table (a std::map of per-rank arrays was a node and an array per rank and round,
-// their allocation, first touch and walks about a fifth of the decision at 100k ranks: issue 40). Walked as a map:
-// (rank, RankCalls) pairs in ascending ranks; a rank without calls is still in it (as the map's empty entry).
+// Every rank's calls in a round, in a few blocks: per rank a run of one block in key order, the ranks ascending as a
+// std::map's. An allocation per block of about a thousand calls (a std::map of per-rank arrays was a node and an
+// array per rank and round, their allocation and walks about a sixth of the decision at 100k ranks: issue 40; one
+// array per table, mapped and unmapped by malloc per table, faulted its pages in afresh every decision: 7.6x the page
+// faults at 1k ranks, slower at 1k and 10k). Walked as a map: (rank, RankCalls) pairs in ascending ranks; a rank
+// without calls is still in it (as the map's empty entry).
 class CallsByRank {
  public:
   using Entry = RankCalls::Entry;
@@ -219,8 +221,8 @@ class CallsByRank {
     std::size_t m_i = 0;
   };
 
-  // Reserves room for `calls` calls of `ranks` ranks in all (the caller's bound: no array grown and copied).
-  void reserve(std::size_t ranks, std::size_t calls);
+  // Reserves room for `ranks` ranks (the caller's bound: no array of runs grown and copied).
+  void reserve(std::size_t ranks);
   // Sets `rank`'s calls to `entries`, in any order; where a key repeats, the last one of it counts. A rank above
   // every rank in the table is appended in O(its calls); another's run is replaced (its old one left unused).
   // `scratch`: the caller's, reused rank after rank. Returns the rank's calls (valid until the table next changes).
@@ -243,18 +245,27 @@ class CallsByRank {
   std::int64_t front_rank() const { return m_runs.front().rank; }
   std::int64_t back_rank() const { return m_runs.back().rank; }
   // The calls of the i-th rank in ascending order.
-  RankCalls calls_of(std::size_t i) const { return {m_entries.data() + m_runs[i].first, m_runs[i].n}; }
+  RankCalls calls_of(std::size_t i) const {
+    const Run& run = m_runs[i];
+    if (run.n == 0) return {};
+    return {m_blocks[run.block].data() + run.first, run.n};
+  }
 
  private:
   struct Run {
     std::int64_t rank = 0;
-    std::size_t first = 0;  // its calls: m_entries[first, first + n)
+    std::uint32_t block = 0;  // its calls: m_blocks[block][first, first + n)
+    std::uint32_t first = 0;
     std::size_t n = 0;
   };
   // The run of `rank`: found or added (at its place in ascending ranks), with no calls where added.
   Run& run_of(std::int64_t rank);
 
-  std::vector<Entry> m_entries;
+  // Room for `n` more calls in the last block: a new block where there is not (its capacity is never exceeded, so
+  // that the runs' calls stay where they are).
+  std::vector<Entry>& room_for(std::size_t n);
+
+  std::vector<std::vector<Entry>> m_blocks;
   std::vector<Run> m_runs;  // ascending ranks
 };
 
