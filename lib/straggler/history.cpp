@@ -60,7 +60,7 @@ std::vector<GroupTimes> group_times(const std::vector<RoundEvidence>& evidence,
         if (it == t.ranks.end()) continue;
         double c = 0;
         std::int64_t n = 0;
-        for (const auto& [key, call] : it->second) {
+        for (const auto& [key, call] : (*it).second) {
           c += static_cast<double>(call.compute_ns);
           ++n;
           if (key.kind != kind || !call.wait_exact) continue;

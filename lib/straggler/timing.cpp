@@ -114,21 +114,46 @@ std::vector<GroupInfo> mesh_groups(const Mesh& mesh) {
   return out;
 }
 
-void RankCalls::set(CallKey key, const CallTiming& call) {
-  auto it = std::lower_bound(m_entries.begin(), m_entries.end(), key,
-                             [](const Entry& e, const CallKey& k) { return e.first < k; });
-  if (it != m_entries.end() && it->first == key)
-    it->second = call;
-  else
-    m_entries.insert(it, Entry{key, call});
+const CallTiming* RankCalls::find(CallKey key) const {
+  const Entry* it = std::lower_bound(begin(), end(), key, [](const Entry& e, const CallKey& k) { return e.first < k; });
+  return it != end() && it->first == key ? &it->second : nullptr;
 }
 
-void RankCalls::assign(const std::vector<Entry>& entries) {
-  std::vector<std::uint32_t> scratch;
-  assign(entries, scratch);
+const CallTiming& RankCalls::at(CallKey key) const {
+  const CallTiming* c = find(key);
+  if (!c) throw std::out_of_range("RankCalls::at: no call at the key");
+  return *c;
 }
 
-void RankCalls::assign(const std::vector<Entry>& entries, std::vector<std::uint32_t>& scratch) {
+void CallsByRank::reserve(std::size_t ranks) {
+  m_runs.reserve(ranks);
+}
+
+std::vector<CallsByRank::Entry>& CallsByRank::room_for(std::size_t n) {
+  // Blocks of 1024 calls (56 KB: below malloc's threshold for a mapping of its own, so a freed table's blocks are
+  // reused by the next, their pages already faulted in, as the per-rank arrays were).
+  constexpr std::size_t k_block = 1024;
+  if (m_blocks.empty() || m_blocks.back().capacity() - m_blocks.back().size() < n) {
+    m_blocks.emplace_back().reserve(std::max(k_block, n));
+  }
+  return m_blocks.back();
+}
+
+CallsByRank::Run& CallsByRank::run_of(std::int64_t rank) {
+  if (m_runs.empty() || m_runs.back().rank < rank) return m_runs.emplace_back(Run{rank, 0, 0, 0});
+  auto it =
+      std::lower_bound(m_runs.begin(), m_runs.end(), rank, [](const Run& r, std::int64_t x) { return r.rank < x; });
+  if (it == m_runs.end() || it->rank != rank) it = m_runs.insert(it, Run{rank, 0, 0, 0});
+  return *it;
+}
+
+RankCalls CallsByRank::assign(std::int64_t rank, const std::vector<Entry>& entries,
+                              std::vector<std::uint32_t>& scratch) {
+  Run& run = run_of(rank);
+  // Its calls appended to the last block (a run elsewhere left unused: a rank read twice in a round, rare).
+  std::vector<Entry>& block = room_for(entries.size());
+  run.block = static_cast<std::uint32_t>(m_blocks.size() - 1);
+  run.first = static_cast<std::uint32_t>(block.size());
   // A rank's calls in call order are in key order kind by kind (a group's sequence numbers ascend): where they are,
   // the calls of each of the few kinds in turn are the calls in key order (sorting every rank's calls, assign was a
   // third of build_table's samples at 10k ranks, issue 40).
@@ -145,52 +170,76 @@ void RankCalls::assign(const std::vector<Entry>& entries, std::vector<std::uint3
     last_seq[key.kind] = key.seq;
   }
   if (by_kind) {
-    // Kind by kind, each a walk of the entries (still in the cache): appended, not placed into a resized array
-    // (whose zeroing of every entry first was as costly as the copy at 100k ranks, issue 40).
-    m_entries.clear();
-    m_entries.reserve(entries.size());
-    for (std::uint32_t k = 0; k < k_few && m_entries.size() < entries.size(); ++k) {
+    // Kind by kind, each a walk of the entries (still in the cache), appended.
+    const std::size_t end = block.size() + entries.size();
+    for (std::uint32_t k = 0; k < k_few && block.size() < end; ++k) {
       if (count[k] == 0) continue;
       for (const auto& e : entries)
-        if (e.first.kind == k) m_entries.push_back(e);
+        if (e.first.kind == k) block.push_back(e);
     }
-    return;
+  } else {
+    // Else the entries' places sorted by key, of a repeated key in the order appended (as a stable sort, without its
+    // buffer allocated per rank: issue 40), so that the last one appended ends its run; each call copied once.
+    std::vector<std::uint32_t>& order = scratch;
+    order.resize(entries.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::uint32_t>(i);
+    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+      return entries[a].first != entries[b].first ? entries[a].first < entries[b].first : a < b;
+    });
+    for (std::size_t i = 0; i < order.size(); ++i)
+      if (i + 1 == order.size() || entries[order[i + 1]].first != entries[order[i]].first)
+        block.push_back(entries[order[i]]);
   }
-  // Else the entries' places sorted by key, of a repeated key in the order appended (as a stable sort, without its
-  // buffer allocated per rank: issue 40), so that the last one appended ends its run; each call copied once.
-  std::vector<std::uint32_t>& order = scratch;
-  order.resize(entries.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::uint32_t>(i);
-  std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
-    return entries[a].first != entries[b].first ? entries[a].first < entries[b].first : a < b;
-  });
-  const auto last_of_key = [&](std::size_t i) {
-    return i + 1 == order.size() || entries[order[i + 1]].first != entries[order[i]].first;
-  };
-  std::size_t kept = 0;
-  for (std::size_t i = 0; i < order.size(); ++i) kept += last_of_key(i) ? 1 : 0;
-  m_entries.clear();
-  m_entries.reserve(kept);
-  for (std::size_t i = 0; i < order.size(); ++i)
-    if (last_of_key(i)) m_entries.push_back(entries[order[i]]);
+  run.n = block.size() - run.first;
+  return {block.data() + run.first, run.n};
 }
 
-void RankCalls::erase(CallKey key) {
-  auto it = std::lower_bound(m_entries.begin(), m_entries.end(), key,
-                             [](const Entry& e, const CallKey& k) { return e.first < k; });
-  if (it != m_entries.end() && it->first == key) m_entries.erase(it);
+void CallsByRank::set(std::int64_t rank, CallKey key, const CallTiming& call) {
+  Run& run = run_of(rank);
+  const RankCalls now = run.n == 0 ? RankCalls{} : RankCalls{m_blocks[run.block].data() + run.first, run.n};
+  // Its calls with `key` set, appended as a new run (tests build tables call by call: the old run left unused).
+  std::vector<Entry> calls(now.begin(), now.end());
+  auto it =
+      std::lower_bound(calls.begin(), calls.end(), key, [](const Entry& e, const CallKey& k) { return e.first < k; });
+  if (it != calls.end() && it->first == key)
+    it->second = call;
+  else
+    calls.insert(it, Entry{key, call});
+  std::vector<Entry>& block = room_for(calls.size());
+  run.block = static_cast<std::uint32_t>(m_blocks.size() - 1);
+  run.first = static_cast<std::uint32_t>(block.size());
+  block.insert(block.end(), calls.begin(), calls.end());
+  run.n = calls.size();
 }
 
-const CallTiming* RankCalls::find(CallKey key) const {
-  auto it = std::lower_bound(m_entries.begin(), m_entries.end(), key,
-                             [](const Entry& e, const CallKey& k) { return e.first < k; });
-  return it != m_entries.end() && it->first == key ? &it->second : nullptr;
+void CallsByRank::erase(CallKey key) {
+  // Every run copied into new blocks without the calls taken out (and the unused runs of ranks read again).
+  std::vector<std::vector<Entry>> old;
+  old.swap(m_blocks);
+  for (auto& run : m_runs) {
+    const Entry* first = run.n == 0 ? nullptr : old[run.block].data() + run.first;
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < run.n; ++i) kept += first[i].first == key ? 0 : 1;
+    std::vector<Entry>& block = room_for(kept);
+    run.block = static_cast<std::uint32_t>(m_blocks.size() - 1);
+    run.first = static_cast<std::uint32_t>(block.size());
+    for (std::size_t i = 0; i < run.n; ++i)
+      if (first[i].first != key) block.push_back(first[i]);
+    run.n = kept;
+  }
 }
 
-const CallTiming& RankCalls::at(CallKey key) const {
-  const CallTiming* c = find(key);
-  if (!c) throw std::out_of_range("RankCalls::at: no call at the key");
-  return *c;
+RankCalls CallsByRank::at(std::int64_t rank) const {
+  const auto it = find(rank);
+  if (it == end()) throw std::out_of_range("CallsByRank::at: no such rank");
+  return calls_of(it.index());
+}
+
+CallsByRank::const_iterator CallsByRank::find(std::int64_t rank) const {
+  const auto it =
+      std::lower_bound(m_runs.begin(), m_runs.end(), rank, [](const Run& r, std::int64_t x) { return r.rank < x; });
+  if (it == m_runs.end() || it->rank != rank) return end();
+  return {this, static_cast<std::size_t>(it - m_runs.begin())};
 }
 
 std::uint32_t TimingTable::kind_index(const std::string& name) const {
@@ -231,7 +280,7 @@ void UsedCalls::add(const TimingTable& t) {
   std::vector<CallKey> merged;
   std::uint32_t last = k_none;         // the array of the last rank merged
   std::uint32_t last_before = k_none;  // ... its used keys before
-  const RankCalls* last_calls = nullptr;
+  RankCalls last_calls;                // (a view of the table's)
   const auto same_keys = [](const RankCalls& a, const RankCalls& b) {
     return std::equal(a.begin(), a.end(), b.begin(), b.end(),
                       [](const RankCalls::Entry& x, const RankCalls::Entry& y) { return x.first == y.first; });
@@ -247,13 +296,13 @@ void UsedCalls::add(const TimingTable& t) {
     const std::uint32_t before = had ? (old++)->second : k_none;
     // The same used keys and calls as the rank before (most ranks): its merged array, without merging again (a merge
     // and a compare per rank of the earlier rounds' keys, which grow round by round, issue 40).
-    if (last != k_none && before == last_before && same_keys(calls, *last_calls)) {
+    if (last != k_none && before == last_before && same_keys(calls, last_calls)) {
       out.emplace_back(rank, last);
-      last_calls = &calls;
+      last_calls = calls;
       continue;
     }
     last_before = before;
-    last_calls = &calls;
+    last_calls = calls;
     merged.clear();
     std::size_t u = 0;
     const std::size_t n_used = before == k_none ? 0 : sets[before].size();
@@ -492,6 +541,7 @@ bool build_table(const RoundEvidence& round, const std::vector<GroupInfo>& known
   std::vector<std::size_t> latest_scratch;
   std::vector<std::uint32_t> assign_scratch;
   std::size_t used_hint = 0;
+  t.ranks.reserve(round.ranks.size());
   // Per kind, the largest sequence number among the used keys of `used_max_of` (ranks mostly share their array of
   // used keys): a call past it, as most of a round's calls are, is not used, without a bisection of the array per
   // call (2.5% of the decision at 100k ranks, issue 40). 0 with used_any false: no used key of the kind.
@@ -512,7 +562,6 @@ bool build_table(const RoundEvidence& round, const std::vector<GroupInfo>& known
       if (!std::is_sorted(ev.begin(), ev.end(), by_seq)) std::sort(ev.begin(), ev.end(), by_seq);
     }
     const std::vector<records::CollectiveEvent>& evs = as_is ? r.events : ev;
-    auto& calls = t.ranks.try_emplace(t.ranks.end(), r.rank)->second;
     const std::vector<CallKey>* used = exclude ? exclude->of(r.rank, used_hint) : nullptr;
     if (used && used != used_max_of) {
       used_max_of = used;
@@ -560,8 +609,11 @@ bool build_table(const RoundEvidence& round, const std::vector<GroupInfo>& known
       c.op_seq = e.op_seq;
       entries.push_back({key, c});
     }
-    reread |= !calls.empty();
-    calls.assign(entries, assign_scratch);
+    if (!t.ranks.empty() && t.ranks.back_rank() >= r.rank) {  // (the ranks come in ascending order: never here)
+      const auto was = t.ranks.find(r.rank);
+      reread |= was != t.ranks.end() && !(*was).second.empty();
+    }
+    const RankCalls calls = t.ranks.assign(r.rank, entries, assign_scratch);
     if (!reread) vote(calls);
   }
   if (reread) {  // a rank read twice: its earlier read voted; the votes again over the calls kept
@@ -571,7 +623,7 @@ bool build_table(const RoundEvidence& round, const std::vector<GroupInfo>& known
   for (const auto& v : votes) {
     if (!v.differs) continue;
     ++t.misaligned;
-    for (auto& [rank, calls] : t.ranks) calls.erase(v.key);
+    t.ranks.erase(v.key);
   }
   return true;
 }

@@ -19,7 +19,9 @@
 #pragma once
 
 #include <compare>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -156,32 +158,115 @@ struct CallKey {
   friend auto operator<=>(const CallKey&, const CallKey&) = default;
 };
 
-// One rank's calls in a round, one per key, in key order: a flat array, so that two ranks' calls are walked side
-// by side in one pass and a key is found by bisection.
+// One rank's calls in a round, one per key, in key order: a run of its table's one array (CallsByRank), so that two
+// ranks' calls are walked side by side in one pass and a key is found by bisection. A view: valid while the table
+// holds it unchanged.
 class RankCalls {
  public:
   using Entry = std::pair<CallKey, CallTiming>;
 
-  // Sets the call at `key` (added in key order, or replacing the one there).
-  void set(CallKey key, const CallTiming& call);
-  // Replaces every call with `entries`, in any order; where a key repeats, the last one of it counts. `scratch`:
-  // the caller's, reused rank after rank.
-  void assign(const std::vector<Entry>& entries);
-  void assign(const std::vector<Entry>& entries, std::vector<std::uint32_t>& scratch);
-  // Takes out the call at `key`, if any.
-  void erase(CallKey key);
+  RankCalls() = default;
+  RankCalls(const Entry* first, std::size_t n) : m_first(first), m_n(n) {}
+
   // The call at `key`: nullptr (find) or std::out_of_range (at) where there is none.
   const CallTiming* find(CallKey key) const;
   const CallTiming& at(CallKey key) const;
   std::size_t count(CallKey key) const { return find(key) ? 1 : 0; }
 
-  std::size_t size() const { return m_entries.size(); }
-  bool empty() const { return m_entries.empty(); }
-  std::vector<Entry>::const_iterator begin() const { return m_entries.begin(); }
-  std::vector<Entry>::const_iterator end() const { return m_entries.end(); }
+  std::size_t size() const { return m_n; }
+  bool empty() const { return m_n == 0; }
+  const Entry* begin() const { return m_first; }
+  const Entry* end() const { return m_first + m_n; }
 
  private:
-  std::vector<Entry> m_entries;  // ascending keys
+  const Entry* m_first = nullptr;
+  std::size_t m_n = 0;
+};
+
+// Every rank's calls in a round, in a few blocks: per rank a run of one block in key order, the ranks ascending as a
+// std::map's. An allocation per block of about a thousand calls (a std::map of per-rank arrays was a node and an
+// array per rank and round, their allocation and walks about a sixth of the decision at 100k ranks: issue 40; one
+// array per table, mapped and unmapped by malloc per table, faulted its pages in afresh every decision: 7.6x the page
+// faults at 1k ranks, slower at 1k and 10k). Walked as a map: (rank, RankCalls) pairs in ascending ranks; a rank
+// without calls is still in it (as the map's empty entry).
+class CallsByRank {
+ public:
+  using Entry = RankCalls::Entry;
+  using value_type = std::pair<std::int64_t, RankCalls>;
+
+  class const_iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = CallsByRank::value_type;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = value_type;
+    const_iterator() = default;
+    const_iterator(const CallsByRank* t, std::size_t i) : m_t(t), m_i(i) {}
+    value_type operator*() const { return {m_t->m_runs[m_i].rank, m_t->calls_of(m_i)}; }
+    const_iterator& operator++() {
+      ++m_i;
+      return *this;
+    }
+    const_iterator operator++(int) {
+      auto old = *this;
+      ++m_i;
+      return old;
+    }
+    friend bool operator==(const const_iterator& a, const const_iterator& b) { return a.m_i == b.m_i; }
+    std::size_t index() const { return m_i; }
+
+   private:
+    const CallsByRank* m_t = nullptr;
+    std::size_t m_i = 0;
+  };
+
+  // Reserves room for `ranks` ranks (the caller's bound: no array of runs grown and copied).
+  void reserve(std::size_t ranks);
+  // Sets `rank`'s calls to `entries`, in any order; where a key repeats, the last one of it counts. A rank above
+  // every rank in the table is appended in O(its calls); another's run is replaced (its old one left unused).
+  // `scratch`: the caller's, reused rank after rank. Returns the rank's calls (valid until the table next changes).
+  RankCalls assign(std::int64_t rank, const std::vector<Entry>& entries, std::vector<std::uint32_t>& scratch);
+  // Sets `rank`'s call at `key` (added in key order, or replacing the one there); the rank added where new.
+  void set(std::int64_t rank, CallKey key, const CallTiming& call);
+  // Takes out the call at `key` of every rank.
+  void erase(CallKey key);
+
+  // `rank`'s calls (std::out_of_range where the rank is not in the table), end() where it is not (find).
+  RankCalls at(std::int64_t rank) const;
+  const_iterator find(std::int64_t rank) const;
+  std::size_t count(std::int64_t rank) const { return find(rank) == end() ? 0 : 1; }
+
+  std::size_t size() const { return m_runs.size(); }
+  bool empty() const { return m_runs.empty(); }
+  const_iterator begin() const { return {this, 0}; }
+  const_iterator end() const { return {this, m_runs.size()}; }
+  // The least and the largest rank (the table not empty).
+  std::int64_t front_rank() const { return m_runs.front().rank; }
+  std::int64_t back_rank() const { return m_runs.back().rank; }
+  // The calls of the i-th rank in ascending order.
+  RankCalls calls_of(std::size_t i) const {
+    const Run& run = m_runs[i];
+    if (run.n == 0) return {};
+    return {m_blocks[run.block].data() + run.first, run.n};
+  }
+
+ private:
+  struct Run {
+    std::int64_t rank = 0;
+    std::uint32_t block = 0;  // its calls: m_blocks[block][first, first + n)
+    std::uint32_t first = 0;
+    std::size_t n = 0;
+  };
+  // The run of `rank`: found or added (at its place in ascending ranks), with no calls where added.
+  Run& run_of(std::int64_t rank);
+
+  // Room for `n` more calls in the last block: a new block where there is not (its capacity is never exceeded, so
+  // that the runs' calls stay where they are).
+  std::vector<Entry>& room_for(std::size_t n);
+
+  std::vector<std::vector<Entry>> m_blocks;
+  std::vector<Run> m_runs;  // ascending ranks
 };
 
 // Per rank, per call key: its timing. Ranks whose events name a group the
@@ -189,7 +274,7 @@ class RankCalls {
 struct TimingTable {
   std::vector<GroupInfo> groups;   // mesh groups, then groups seen only in the events
   std::vector<std::string> kinds;  // CallKey::kind -> the kind's name (GroupInfo::kind)
-  std::map<std::int64_t, RankCalls> ranks;
+  CallsByRank ranks;
   std::map<std::int64_t, std::string> nodes;  // rank -> node name from its record
   std::int64_t misaligned = 0;                // calls dropped because ranks disagreed on (type, count)
   // Per rank, its scheduler counters per collective call over the round (see cpu_per_call).

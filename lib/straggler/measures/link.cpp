@@ -78,7 +78,7 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
     for (std::size_t j = 0; j < idx.size() && !shared.empty(); ++j) {
       double* least_of = least.data() + j * shared.size();
       for (auto member : t.groups[idx[j]].members) {
-        const RankCalls* rc = ix.calls.find(member);
+        const auto rc = ix.calls.find(member);
         if (!rc) throw std::out_of_range("measure_link: a member without calls shares calls");
         calls_at(ix.key_sets.of(member), *rc, row.data());
         for (std::size_t k = 0; k < shared.size(); ++k) {

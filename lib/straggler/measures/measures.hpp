@@ -65,6 +65,19 @@ class ByRank {
   std::vector<const V*> m_dense;  // empty: look up m_map
 };
 
+// A rank's calls in the table in O(1) (as ByRank): a dense array of each rank's place in the table where the ranks
+// are 0..n-1 or nearly, a bisection of the table's ranks otherwise; std::nullopt where the rank is not in the table.
+class CallsOf {
+ public:
+  explicit CallsOf(const CallsByRank& calls);
+  std::optional<RankCalls> find(std::int64_t r) const;
+
+ private:
+  static constexpr std::uint32_t k_none = static_cast<std::uint32_t>(-1);
+  const CallsByRank* m_calls;
+  std::vector<std::uint32_t> m_dense;  // by rank, its place in m_calls (k_none: none); empty: bisect
+};
+
 // The distinct sets of call keys of a table's ranks, and each rank's: ranks that make the same calls (most of them)
 // share one, so the keys a group's members share are found from their few sets, and a member's calls at those keys
 // by their places in its set, without walking each member's calls (four walks of every rank's calls per round, for
@@ -73,7 +86,7 @@ class ByRank {
 class KeySets {
  public:
   static constexpr std::uint32_t k_none = static_cast<std::uint32_t>(-1);
-  explicit KeySets(const std::map<std::int64_t, RankCalls>& ranks);
+  explicit KeySets(const CallsByRank& ranks);
   // The set of `rank`'s keys (k_none: the rank is not in the table).
   std::uint32_t of(std::int64_t rank) const;
   // Set `set`'s keys, in key order.
@@ -108,7 +121,7 @@ class CallsAtKeys {
 // The table's per-rank maps, each as a ByRank, and its ranks' key sets.
 struct RankIndex {
   explicit RankIndex(const TimingTable& t) : calls(t.ranks), cpu(t.cpu), stopped(t.stopped), key_sets(t.ranks) {}
-  ByRank<RankCalls> calls;
+  CallsOf calls;
   ByRank<CpuPerCall> cpu;
   ByRank<StoppedWindow> stopped;
   KeySets key_sets;

@@ -14,10 +14,29 @@
 
 namespace scout::straggler::detail {
 
-KeySets::KeySets(const std::map<std::int64_t, RankCalls>& ranks) {
-  const bool dense = !ranks.empty() && ranks.begin()->first >= 0 &&
-                     ranks.rbegin()->first < 2 * static_cast<std::int64_t>(ranks.size()) + 64;
-  if (dense) m_dense.assign(static_cast<std::size_t>(ranks.rbegin()->first) + 1, k_none);
+CallsOf::CallsOf(const CallsByRank& calls) : m_calls(&calls) {
+  if (calls.empty() || calls.front_rank() < 0 || calls.back_rank() >= 2 * static_cast<std::int64_t>(calls.size()) + 64)
+    return;
+  m_dense.assign(static_cast<std::size_t>(calls.back_rank()) + 1, k_none);
+  std::uint32_t i = 0;
+  for (auto it = calls.begin(); it != calls.end(); ++it) m_dense[static_cast<std::size_t>((*it).first)] = i++;
+}
+
+std::optional<RankCalls> CallsOf::find(std::int64_t r) const {
+  if (m_dense.empty()) {
+    const auto it = m_calls->find(r);
+    if (it == m_calls->end()) return std::nullopt;
+    return m_calls->calls_of(it.index());
+  }
+  if (r < 0 || static_cast<std::size_t>(r) >= m_dense.size() || m_dense[static_cast<std::size_t>(r)] == k_none)
+    return std::nullopt;
+  return m_calls->calls_of(m_dense[static_cast<std::size_t>(r)]);
+}
+
+KeySets::KeySets(const CallsByRank& ranks) {
+  const bool dense =
+      !ranks.empty() && ranks.front_rank() >= 0 && ranks.back_rank() < 2 * static_cast<std::int64_t>(ranks.size()) + 64;
+  if (dense) m_dense.assign(static_cast<std::size_t>(ranks.back_rank()) + 1, k_none);
   std::unordered_multimap<std::uint64_t, std::uint32_t> by_hash;  // a set's keys hashed -> the set
   std::vector<CallKey> keys;
   std::uint32_t last = k_none;  // the previous rank's set: most ranks make the same calls as the rank before
@@ -194,13 +213,13 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   PeerStats s;
   s.table = &t;
   std::vector<std::int64_t>& present = s.present;
-  std::vector<const RankCalls*> member_calls;  // per member in `present`, its calls
-  std::vector<std::uint32_t> member_sets;      // ... and its key set
+  std::vector<RankCalls> member_calls;     // per member in `present`, its calls
+  std::vector<std::uint32_t> member_sets;  // ... and its key set
   for (auto r : group) {
-    const RankCalls* calls = ix.calls.find(r);
+    const auto calls = ix.calls.find(r);
     if (!calls || calls->empty()) continue;
     present.push_back(r);
-    member_calls.push_back(calls);
+    member_calls.push_back(*calls);
     member_sets.push_back(ix.key_sets.of(r));
   }
   // Three or more peers: each rank against the group's median. Two (a two-rank job, the replicas of a
@@ -241,7 +260,7 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   wait_at.resize(n * nk);
   by_call.resize(nk * n);
   for (std::size_t i = 0; i < n; ++i) {
-    calls_at(member_sets[i], *member_calls[i], at_rows.data() + i * nk);
+    calls_at(member_sets[i], member_calls[i], at_rows.data() + i * nk);
     for (std::size_t k = 0; k < nk; ++k) {
       const CallTiming& call = *at(i)[k];
       compute_at[i * nk + k] = by_call[k * n + i] = static_cast<double>(call.compute_ns);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <string>
 
 #include "lib/straggler/evidence.hpp"
@@ -172,6 +173,44 @@ TEST(StragglerDecide, WaitsThatEndWithTheTrainersWaitAreNoEvidenceOfASlowLink) {
   EXPECT_EQ(a.decision.slow_groups[0].group.kind, "dp");
 }
 
+TEST(StragglerTiming, CallsByRankWalksTheRanksAscendingWhateverTheOrderTheyCameIn) {
+  // The table's blocks of calls walked as the std::map of per-rank arrays it replaced (issue 40): ranks ascending,
+  // a rank read again replaces its calls (the last of a repeated key counts), a rank without calls still listed.
+  CallsByRank t;
+  std::vector<std::uint32_t> scratch;
+  const auto call = [](std::int64_t compute) {
+    CallTiming c;
+    c.compute_ns = compute;
+    return c;
+  };
+  using E = RankCalls::Entry;
+  t.assign(2, {E{{0, 2}, call(22)}, E{{0, 1}, call(21)}}, scratch);
+  t.assign(5, {}, scratch);
+  t.assign(1, {E{{1, 1}, call(11)}}, scratch);                       // below the last rank
+  t.assign(2, {E{{0, 3}, call(23)}, E{{0, 3}, call(24)}}, scratch);  // read again
+  t.set(7, {0, 1}, call(71));
+  t.set(1, {0, 9}, call(19));  // a run not at the array's end
+  std::vector<std::int64_t> ranks;
+  for (const auto& [r, calls] : t) ranks.push_back(r);
+  EXPECT_EQ(ranks, (std::vector<std::int64_t>{1, 2, 5, 7}));
+  EXPECT_TRUE(t.at(5).empty());
+  ASSERT_EQ(t.at(2).size(), 1u);
+  EXPECT_EQ(t.at(2).at({0, 3}).compute_ns, 24);
+  ASSERT_EQ(t.at(1).size(), 2u);
+  EXPECT_EQ(t.at(1).begin()->first, (CallKey{0, 9}));  // in key order
+  t.erase({0, 3});  // runs out of rank order in the blocks (a rank read again, set one by one)
+  EXPECT_TRUE(t.at(2).empty());
+  EXPECT_EQ(t.at(1).at({1, 1}).compute_ns, 11);
+  EXPECT_EQ(t.at(1).at({0, 9}).compute_ns, 19);
+  EXPECT_EQ(t.at(7).at({0, 1}).compute_ns, 71);
+  EXPECT_EQ(t.count(3), 0u);
+  EXPECT_THROW(t.at(3), std::out_of_range);
+  t.erase({0, 1});
+  EXPECT_TRUE(t.at(7).empty());
+  EXPECT_EQ(t.at(1).size(), 2u);
+  EXPECT_EQ(t.size(), 4u);
+}
+
 TEST(StragglerTiming, CallsRanksDisagreeOnAreDropped) {
   sim::Spec s;
   s.rounds = 1;
@@ -180,7 +219,7 @@ TEST(StragglerTiming, CallsRanksDisagreeOnAreDropped) {
   e.fingerprint.count = 5;
   auto t = build_table(ev[0], mesh_groups(s.mesh), nullptr);
   EXPECT_EQ(t.misaligned, 1);
-  for (auto& [r, calls] : t.ranks) EXPECT_FALSE(calls.count(t.key("dp", e.fingerprint.group_seq)));
+  for (const auto& [r, calls] : t.ranks) EXPECT_FALSE(calls.count(t.key("dp", e.fingerprint.group_seq)));
 }
 
 TEST(StragglerDecide, CleanMeshesNameNoOne) {

@@ -28,7 +28,7 @@ inline void add_uniform_calls(TimingTable& t, std::int64_t rank, double compute_
     call.wait_ns = static_cast<std::int64_t>(wait_ms * 1e6);
     call.type = 1;
     call.count = 1;
-    t.ranks[rank].set({dp, first_call + static_cast<std::uint64_t>(c)}, call);
+    t.ranks.set(rank, {dp, first_call + static_cast<std::uint64_t>(c)}, call);
   }
 }
 
