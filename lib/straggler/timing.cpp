@@ -21,6 +21,36 @@ double median(std::vector<double> v) {
 double median_in_place(double* first, double* last) {
   const std::ptrdiff_t n = last - first;
   if (n <= 0) return 0;
+  // A peer group's row (1600 members at 100k ranks): the values between two bounds a sample of them puts about the
+  // middle moved to the front in one pass (branch free: the value at i swapped with the first past the front
+  // whatever it is), counting those below, and the middle places selected among the front's few alone. The same
+  // middle values: where the bounds miss the middle, the whole row as below (nth_element over the whole row, its
+  // compares mispredicted about half the time, was a tenth of the decision at 100k ranks: issue 40).
+  constexpr std::ptrdiff_t k_sample = 128, k_reach = 16;
+  if (n >= 8 * k_sample) {
+    std::array<double, k_sample> sample;
+    for (std::ptrdiff_t j = 0; j < k_sample; ++j) sample[static_cast<std::size_t>(j)] = first[j * n / k_sample];
+    std::sort(sample.begin(), sample.end());
+    const double lo = sample[k_sample / 2 - k_reach], hi = sample[k_sample / 2 + k_reach - 1];
+    std::ptrdiff_t below = 0, above = 0, front = 0;
+    for (std::ptrdiff_t i = 0; i < n; ++i) {
+      const double x = first[i];
+      const bool under = x<lo, over = x> hi;
+      below += under;
+      above += over;
+      first[i] = first[front];
+      first[front] = x;
+      front += !(under || over);
+    }
+    const std::ptrdiff_t upper = n / 2 - below, lower = (n % 2 == 0 ? n / 2 - 1 : n / 2) - below;
+    if (below + front + above == n && lower >= 0 && upper < front) {
+      double* mid = first + upper;
+      std::nth_element(first, mid, first + front);
+      const double m = *mid;
+      if (n % 2 == 1) return m;
+      return (*std::max_element(first, mid) + m) / 2;
+    }
+  }
   double* mid = first + n / 2;
   std::nth_element(first, mid, last);
   double hi = *mid;
