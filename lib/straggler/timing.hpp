@@ -250,16 +250,26 @@ class CallsByRank {
     if (run.n == 0) return {};
     return {m_blocks[run.block].data() + run.first, run.n};
   }
+  // The i-th rank in ascending order.
+  std::int64_t rank_of(std::size_t i) const { return m_runs[i].rank; }
+  // Whether the i-th rank's call keys are the (i-1)-th's, noted by assign as it writes them (still in the cache):
+  // true only where they are (false where not known, after set() or a rank added between), so that the key sets of
+  // the table's ranks (UsedCalls::add, KeySets) are found without reading every rank's calls again, cold (each
+  // compared every rank's keys with the rank before's, ~10% of the decision at 100k ranks: issue 40).
+  bool same_keys_as_before(std::size_t i) const { return m_runs[i].same_keys; }
 
  private:
   struct Run {
     std::int64_t rank = 0;
     std::uint32_t block = 0;  // its calls: m_blocks[block][first, first + n)
     std::uint32_t first = 0;
-    std::size_t n = 0;
+    std::uint32_t n = 0;
+    bool same_keys = false;  // its keys are the run before's (same_keys_as_before)
   };
   // The run of `rank`: found or added (at its place in ascending ranks), with no calls where added.
   Run& run_of(std::int64_t rank);
+  // Sets run.same_keys: whether its keys are the run before's.
+  void note_same_keys(Run& run);
 
   // Room for `n` more calls in the last block: a new block where there is not (its capacity is never exceeded, so
   // that the runs' calls stay where they are).

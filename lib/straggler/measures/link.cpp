@@ -15,7 +15,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "lib/straggler/measures/measures.hpp"
 
@@ -42,6 +45,97 @@ void medians_without(const std::vector<double>& v, std::vector<double>& scratch,
   for (std::size_t j = 0; j < n; ++j) out[j] = m % 2 == 1 ? nth(v[j], hi) : (nth(v[j], lo) + nth(v[j], hi)) / 2;
 }
 
+// Per kind, the keys every group of the kind shares and, per group and shared key, the least wait of its members
+// (link(G, c)) and whether the wait is exact on every member.
+struct KindLinks {
+  std::vector<CallKey> shared;
+  std::vector<double> least;  // row j: group j's least wait per shared key (-1 until a member's is read)
+  std::vector<char> exact;    // a byte per key, not a std::vector<bool>'s bit (issue 40)
+};
+
+using GroupsByKind = std::map<std::string, std::vector<std::size_t>>;
+
+// Fills every kind's least waits and exact flags. Each rank's calls are read once, in the table's order (ascending
+// ranks, the order its blocks hold them in), for its group of every kind at once: read group by group and kind by
+// kind, a dp group's members 64 ranks apart at 100k ranks, each member's calls came from cold memory once per kind
+// (measure_link was a sixth of the decision at 100k ranks, issue 40). The least of the members' waits and the exact
+// flags do not depend on the order the members are read in. Where the ranks are not 0..n-1 (or nearly) or a rank is
+// in two groups of a kind, group by group as before. A member without calls shares none (an error otherwise).
+void least_waits(const TimingTable& t, const RankIndex& ix, const GroupsByKind& by_kind,
+                 std::vector<KindLinks>& kinds) {
+  constexpr auto k_none = static_cast<std::uint32_t>(-1);
+  const CallsByRank& ranks = t.ranks;
+  const bool dense =
+      !ranks.empty() && ranks.front_rank() >= 0 && ranks.back_rank() < 2 * static_cast<std::int64_t>(ranks.size()) + 64;
+  std::vector<std::vector<std::uint32_t>> group_at(kinds.size());  // per kind, by rank: its group's place (k_none)
+  std::vector<std::size_t> walked;                                 // the kinds filled in the walk
+  std::size_t q = 0;
+  for (const auto& [kind, idx] : by_kind) {
+    KindLinks& kl = kinds[q];
+    const std::size_t at_kind = q++;
+    if (idx.size() < 2 || kl.shared.empty()) continue;
+    for (auto i : idx)
+      for (auto member : t.groups[i].members)
+        if (!ix.calls.find(member)) throw std::out_of_range("measure_link: a member without calls shares calls");
+    bool in_one = dense;
+    if (dense) {
+      auto& at = group_at[at_kind];
+      at.assign(static_cast<std::size_t>(ranks.back_rank()) + 1, k_none);
+      for (std::size_t j = 0; j < idx.size() && in_one; ++j)
+        for (auto member : t.groups[idx[j]].members) {
+          // (Every member is in the table, so within its ranks.)
+          auto& slot = at[static_cast<std::size_t>(member)];
+          in_one = in_one && slot == k_none;
+          slot = static_cast<std::uint32_t>(j);
+        }
+    }
+    if (in_one) {
+      walked.push_back(at_kind);
+      continue;
+    }
+    group_at[at_kind].clear();
+    CallsAtKeys calls_at(ix.key_sets, kl.shared);
+    std::vector<const CallTiming*> row(kl.shared.size());
+    const std::size_t nk = kl.shared.size();
+    for (std::size_t j = 0; j < idx.size(); ++j)
+      for (auto member : t.groups[idx[j]].members) {
+        calls_at(ix.key_sets.of(member), *ix.calls.find(member), row.data());
+        double* least_of = kl.least.data() + j * nk;
+        for (std::size_t k = 0; k < nk; ++k) {
+          kl.exact[k] = kl.exact[k] && row[k]->wait_exact;
+          const double w = static_cast<double>(row[k]->wait_ns);
+          least_of[k] = least_of[k] < 0 ? w : std::min(least_of[k], w);
+        }
+      }
+  }
+  if (walked.empty()) return;
+  std::vector<CallsAtKeys> calls_at;  // per kind walked (each keeps its places for the set of the rank before)
+  std::vector<std::vector<const CallTiming*>> rows;
+  for (auto w : walked) {
+    calls_at.emplace_back(ix.key_sets, kinds[w].shared);
+    rows.emplace_back(kinds[w].shared.size());
+  }
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const auto rank = static_cast<std::size_t>(ranks.rank_of(i));
+    const RankCalls calls = ranks.calls_of(i);
+    const std::uint32_t set = ix.key_sets.of(ranks.rank_of(i));
+    for (std::size_t v = 0; v < walked.size(); ++v) {
+      KindLinks& kl = kinds[walked[v]];
+      const std::uint32_t j = group_at[walked[v]][rank];
+      if (j == k_none) continue;
+      const CallTiming** row = rows[v].data();
+      calls_at[v](set, calls, row);
+      const std::size_t nk = kl.shared.size();
+      double* least_of = kl.least.data() + j * nk;
+      for (std::size_t k = 0; k < nk; ++k) {
+        kl.exact[k] = kl.exact[k] && row[k]->wait_exact;
+        const double w = static_cast<double>(row[k]->wait_ns);
+        least_of[k] = least_of[k] < 0 ? w : std::min(least_of[k], w);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out, const RankIndex& ix) {
@@ -49,8 +143,10 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
   std::map<std::string, std::vector<std::size_t>> by_kind;
   for (std::size_t i = 0; i < t.groups.size(); ++i)
     if (is_mesh_kind(t.groups[i].kind) && t.groups[i].members.size() >= 2) by_kind[t.groups[i].kind].push_back(i);
-  std::vector<double> least;  // kept from kind to kind (a MB at 100k ranks: new pages for each, issue 40)
+  std::vector<KindLinks> kinds(by_kind.size());
+  std::size_t q = 0;
   for (const auto& [kind, idx] : by_kind) {
+    KindLinks& kl = kinds[q++];
     if (idx.size() < 2) continue;
     // The keys of the kind every group's members share: the keys common to every member of every group of the kind,
     // from their few distinct key sets at once (the common keys of each of 12,800 groups, then each key searched for
@@ -64,30 +160,21 @@ void measure_link(const TimingTable& t, const DecideOptions& o, RoundResult& out
     // ... whose wait is exact on every member of every group: an upper bound (a wait() returning, not the
     // call completing) says nothing about how long the link took.
     const std::uint32_t kind_id = t.kind_index(kind);
-    std::vector<CallKey> shared = ix.key_sets.common(std::move(member_sets));
-    shared.erase(std::remove_if(shared.begin(), shared.end(), [&](const CallKey& k) { return k.kind != kind_id; }),
-                 shared.end());
-    // Per group and shared key, the least wait of its members (link(G, c)), taken as each member's calls are read:
-    // read a second time for it, once every group's were, they were out of the cache again (that second read and the
-    // first were most of measure_link at 10k ranks, issue 40). Each rank's calls are read once; a member without calls
-    // shares none.
-    least.assign(idx.size() * shared.size(), -1);  // row j: group j's least wait per shared key
-    std::vector<char> exact(shared.size(), 1);     // a byte per key, not a std::vector<bool>'s bit (issue 40)
-    CallsAtKeys calls_at(ix.key_sets, shared);
-    std::vector<const CallTiming*> row(shared.size());
-    for (std::size_t j = 0; j < idx.size() && !shared.empty(); ++j) {
-      double* least_of = least.data() + j * shared.size();
-      for (auto member : t.groups[idx[j]].members) {
-        const auto rc = ix.calls.find(member);
-        if (!rc) throw std::out_of_range("measure_link: a member without calls shares calls");
-        calls_at(ix.key_sets.of(member), *rc, row.data());
-        for (std::size_t k = 0; k < shared.size(); ++k) {
-          exact[k] = exact[k] && row[k]->wait_exact;
-          const double w = static_cast<double>(row[k]->wait_ns);
-          least_of[k] = least_of[k] < 0 ? w : std::min(least_of[k], w);
-        }
-      }
-    }
+    kl.shared = ix.key_sets.common(std::move(member_sets));
+    kl.shared.erase(
+        std::remove_if(kl.shared.begin(), kl.shared.end(), [&](const CallKey& k) { return k.kind != kind_id; }),
+        kl.shared.end());
+    kl.least.assign(idx.size() * kl.shared.size(), -1);
+    kl.exact.assign(kl.shared.size(), 1);
+  }
+  least_waits(t, ix, by_kind, kinds);
+  q = 0;
+  for (const auto& [kind, idx] : by_kind) {
+    KindLinks& kl = kinds[q++];
+    if (idx.size() < 2) continue;
+    const std::vector<CallKey>& shared = kl.shared;
+    const std::vector<double>& least = kl.least;
+    const std::vector<char>& exact = kl.exact;
     std::vector<CallKey> keys;
     std::vector<std::size_t> at;  // each key's place in `shared`
     for (std::size_t k = 0; k < shared.size(); ++k)

@@ -45,9 +45,14 @@ KeySets::KeySets(const CallsByRank& ranks) {
     return std::equal(calls.begin(), calls.end(), keys.begin(), keys.end(),
                       [](const RankCalls::Entry& e, const CallKey& key) { return e.first == key; });
   };
-  for (const auto& [rank, calls] : ranks) {
-    // The previous rank's set compared with the calls themselves: no copy of the keys nor hash where it is theirs.
-    std::uint32_t set = last != k_none && same_as(calls, m_sets[last]) ? last : k_none;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const std::int64_t rank = ranks.rank_of(i);
+    // The previous rank's set where the table noted the same keys (not read again, cold), or where the calls
+    // themselves are its keys: no copy of the keys nor hash where it is theirs.
+    std::uint32_t set = k_none;
+    if (last != k_none && i > 0 && ranks.same_keys_as_before(i)) set = last;
+    const RankCalls calls = set == k_none ? ranks.calls_of(i) : RankCalls{};
+    if (set == k_none && last != k_none && same_as(calls, m_sets[last])) set = last;
     if (set == k_none) {
       keys.clear();
       std::uint64_t h = 0x9E3779B97F4A7C15ULL;

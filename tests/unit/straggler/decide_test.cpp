@@ -211,6 +211,43 @@ TEST(StragglerTiming, CallsByRankWalksTheRanksAscendingWhateverTheOrderTheyCameI
   EXPECT_EQ(t.size(), 4u);
 }
 
+TEST(StragglerTiming, CallsByRankNotesRanksWithTheKeysOfTheRankBefore) {
+  // same_keys_as_before: true only where a rank's keys are the rank before's (UsedCalls::add and KeySets take the
+  // rank before's key set there without reading the calls again, issue 40); a rank added between, or one call set,
+  // leaves it false (not known), a key erased from every rank keeps it.
+  CallsByRank t;
+  std::vector<std::uint32_t> scratch;
+  const auto call = [](std::int64_t compute) {
+    CallTiming c;
+    c.compute_ns = compute;
+    return c;
+  };
+  using E = RankCalls::Entry;
+  const std::vector<E> two{E{{0, 1}, call(1)}, E{{0, 2}, call(2)}};
+  t.assign(0, two, scratch);
+  t.assign(2, {E{{0, 2}, call(5)}, E{{0, 1}, call(6)}}, scratch);  // the same keys, out of order
+  t.assign(3, two, scratch);
+  t.assign(4, {E{{0, 1}, call(1)}}, scratch);
+  t.assign(5, {}, scratch);
+  t.assign(6, {}, scratch);
+  EXPECT_FALSE(t.same_keys_as_before(0));
+  EXPECT_TRUE(t.same_keys_as_before(1));
+  EXPECT_TRUE(t.same_keys_as_before(2));
+  EXPECT_FALSE(t.same_keys_as_before(3));
+  EXPECT_FALSE(t.same_keys_as_before(4));
+  EXPECT_TRUE(t.same_keys_as_before(5));  // both without calls
+  t.assign(1, two, scratch);              // between ranks 0 and 2
+  ASSERT_EQ(t.rank_of(1), 1);
+  EXPECT_TRUE(t.same_keys_as_before(1));
+  EXPECT_FALSE(t.same_keys_as_before(2));  // not known: compared before rank 1 came
+  t.set(3, {0, 3}, call(3));
+  EXPECT_FALSE(t.same_keys_as_before(3));
+  EXPECT_FALSE(t.same_keys_as_before(4));
+  t.erase({0, 2});
+  EXPECT_TRUE(t.same_keys_as_before(1));
+  EXPECT_EQ(t.calls_of(1).size(), 1u);
+}
+
 TEST(StragglerTiming, CallsRanksDisagreeOnAreDropped) {
   sim::Spec s;
   s.rounds = 1;

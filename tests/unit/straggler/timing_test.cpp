@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -84,6 +86,49 @@ TEST(StragglerLeaveOneOut, LargeGroupsEqualTheOthersMedianMinAndMax) {
       ASSERT_EQ(loo.min_without(i, 1e300), b.min) << "member " << i;
       ASSERT_EQ(loo.max_without(i, -1e300), b.max) << "member " << i;
     }
+  }
+}
+
+TEST(StragglerMedian, LargeRowsEqualTheSortedMiddle) {
+  // median_in_place on a peer group's row (1600 members at 100k ranks) selects among the values a sample puts about
+  // the middle (issue 40): the same median as the sorted row's middle values, averaged alike, for rows with ties,
+  // sorted or reversed rows, far values on one side, every value equal; the row left a reordering of itself.
+  const std::uint64_t seed = test_support::test_seed();
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> around(6e6, 6e4);
+  for (int trial = 0; trial < 64; ++trial) {
+    SCOPED_TRACE(testing::Message() << "seed " << seed << " trial " << trial);
+    const std::size_t n = 1000 + rng() % 2000;
+    std::vector<double> v(n);
+    for (auto& x : v) x = std::round(around(rng));
+    switch (trial % 8) {
+      case 1:
+        for (auto& x : v) x = static_cast<double>(rng() % 3);
+        break;
+      case 2:
+        std::sort(v.begin(), v.end());
+        break;
+      case 3:
+        std::sort(v.rbegin(), v.rend());
+        break;
+      case 4:
+        for (std::size_t i = 0; i < n / 2 - 1; ++i) v[i] = 1e9;
+        break;  // the middle among the far values
+      case 5:
+        std::fill(v.begin(), v.end(), 7.0);
+        break;
+      case 6:
+        for (std::size_t i = 0; i < n; i += 2) v[i] = 0;
+        break;
+      default:
+        break;
+    }
+    std::vector<double> sorted = v;
+    std::sort(sorted.begin(), sorted.end());
+    const double expect = n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+    ASSERT_EQ(median_in_place(v.data(), v.data() + v.size()), expect);
+    std::sort(v.begin(), v.end());
+    ASSERT_EQ(v, sorted);
   }
 }
 
