@@ -244,6 +244,10 @@ class CallsByRank {
   // The least and the largest rank (the table not empty).
   std::int64_t front_rank() const { return m_runs.front().rank; }
   std::int64_t back_rank() const { return m_runs.back().rank; }
+  // Ranks from 0 and nearly all present (up to twice as many places as ranks, and 64): an array by rank fits them.
+  bool dense() const {
+    return !empty() && front_rank() >= 0 && back_rank() < 2 * static_cast<std::int64_t>(size()) + 64;
+  }
   // The calls of the i-th rank in ascending order.
   RankCalls calls_of(std::size_t i) const {
     const Run& run = m_runs[i];

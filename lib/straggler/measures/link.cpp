@@ -55,6 +55,17 @@ struct KindLinks {
 
 using GroupsByKind = std::map<std::string, std::vector<std::size_t>>;
 
+// One member's calls at the kind's shared keys (row) taken into group j's least waits and the exact flags.
+void take_waits(KindLinks& kl, std::size_t j, const CallTiming* const* row) {
+  const std::size_t nk = kl.shared.size();
+  double* least_of = kl.least.data() + j * nk;
+  for (std::size_t k = 0; k < nk; ++k) {
+    kl.exact[k] = kl.exact[k] && row[k]->wait_exact;
+    const double w = static_cast<double>(row[k]->wait_ns);
+    least_of[k] = least_of[k] < 0 ? w : std::min(least_of[k], w);
+  }
+}
+
 // Fills every kind's least waits and exact flags. Each rank's calls are read once, in the table's order (ascending
 // ranks, the order its blocks hold them in), for its group of every kind at once: read group by group and kind by
 // kind, a dp group's members 64 ranks apart at 100k ranks, each member's calls came from cold memory once per kind
@@ -65,8 +76,7 @@ void least_waits(const TimingTable& t, const RankIndex& ix, const GroupsByKind& 
                  std::vector<KindLinks>& kinds) {
   constexpr auto k_none = static_cast<std::uint32_t>(-1);
   const CallsByRank& ranks = t.ranks;
-  const bool dense =
-      !ranks.empty() && ranks.front_rank() >= 0 && ranks.back_rank() < 2 * static_cast<std::int64_t>(ranks.size()) + 64;
+  const bool dense = ranks.dense();
   std::vector<std::vector<std::uint32_t>> group_at(kinds.size());  // per kind, by rank: its group's place (k_none)
   std::vector<std::size_t> walked;                                 // the kinds filled in the walk
   std::size_t q = 0;
@@ -96,16 +106,10 @@ void least_waits(const TimingTable& t, const RankIndex& ix, const GroupsByKind& 
     group_at[at_kind].clear();
     CallsAtKeys calls_at(ix.key_sets, kl.shared);
     std::vector<const CallTiming*> row(kl.shared.size());
-    const std::size_t nk = kl.shared.size();
     for (std::size_t j = 0; j < idx.size(); ++j)
       for (auto member : t.groups[idx[j]].members) {
         calls_at(ix.key_sets.of(member), *ix.calls.find(member), row.data());
-        double* least_of = kl.least.data() + j * nk;
-        for (std::size_t k = 0; k < nk; ++k) {
-          kl.exact[k] = kl.exact[k] && row[k]->wait_exact;
-          const double w = static_cast<double>(row[k]->wait_ns);
-          least_of[k] = least_of[k] < 0 ? w : std::min(least_of[k], w);
-        }
+        take_waits(kl, j, row.data());
       }
   }
   if (walked.empty()) return;
@@ -125,13 +129,7 @@ void least_waits(const TimingTable& t, const RankIndex& ix, const GroupsByKind& 
       if (j == k_none) continue;
       const CallTiming** row = rows[v].data();
       calls_at[v](set, calls, row);
-      const std::size_t nk = kl.shared.size();
-      double* least_of = kl.least.data() + j * nk;
-      for (std::size_t k = 0; k < nk; ++k) {
-        kl.exact[k] = kl.exact[k] && row[k]->wait_exact;
-        const double w = static_cast<double>(row[k]->wait_ns);
-        least_of[k] = least_of[k] < 0 ? w : std::min(least_of[k], w);
-      }
+      take_waits(kl, j, row);
     }
   }
 }

@@ -165,6 +165,9 @@ struct PeerStats {
   }
   // v's member i less 1 at least min_relative and at least `factor` times the other members' spread (max - min) of v.
   bool stands_out(const LeaveOneOut& v, std::size_t i, double factor) const;
+  // How long the other peers wait per call beyond member i's own wait (the median of theirs): what a late rank
+  // holds them for.
+  double held_by(std::size_t i) const { return others_wait.median_without(i) - wait[i]; }
 };
 // What peer_stats reads its members' calls into, kept from one peer group to the next: a few MB per group at 100k
 // ranks, which allocated afresh per group went back to the system and came again as new pages, each cleared by the

@@ -19,7 +19,7 @@ void check_material(const PeerStats& s, std::size_t i, const DecideOptions& o, R
   if (rr.absorbed && s.main_counted)
     excess = std::max(excess, std::min(s.cpu[i] - s.ref_cpu[i], s.counters(i).main_cpu_ns - s.ref_main_cpu[i]));
   // (A late rank's cost is what its peers wait for it beyond its own wait.)
-  if (rr.flagged_by.count("late")) excess = std::max(excess, s.others_wait.median_without(i) - s.wait[i]);
+  if (rr.flagged_by.count("late")) excess = std::max(excess, s.held_by(i));
   if (rr.flagged && excess < o.min_step_share * s.others_step.median_without(i)) {
     rr.flagged = false;
     rr.flagged_by.clear();

@@ -15,8 +15,7 @@
 namespace scout::straggler::detail {
 
 CallsOf::CallsOf(const CallsByRank& calls) : m_calls(&calls) {
-  if (calls.empty() || calls.front_rank() < 0 || calls.back_rank() >= 2 * static_cast<std::int64_t>(calls.size()) + 64)
-    return;
+  if (!calls.dense()) return;
   m_dense.assign(static_cast<std::size_t>(calls.back_rank()) + 1, k_none);
   std::uint32_t i = 0;
   for (auto it = calls.begin(); it != calls.end(); ++it) m_dense[static_cast<std::size_t>((*it).first)] = i++;
@@ -34,8 +33,7 @@ std::optional<RankCalls> CallsOf::find(std::int64_t r) const {
 }
 
 KeySets::KeySets(const CallsByRank& ranks) {
-  const bool dense =
-      !ranks.empty() && ranks.front_rank() >= 0 && ranks.back_rank() < 2 * static_cast<std::int64_t>(ranks.size()) + 64;
+  const bool dense = ranks.dense();
   if (dense) m_dense.assign(static_cast<std::size_t>(ranks.back_rank()) + 1, k_none);
   std::unordered_multimap<std::uint64_t, std::uint32_t> by_hash;  // a set's keys hashed -> the set
   std::vector<CallKey> keys;

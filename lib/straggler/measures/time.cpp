@@ -119,7 +119,7 @@ bool by_cpu_wait(const PeerStats& s, std::size_t i, const DecideOptions& o) {
 bool by_late(const PeerStats& s, std::size_t i) {
   if (s.pair || s.present.size() < 3) return false;
   const double least_other = s.others_wait.min_without(i, 1e300);
-  const double held = s.others_wait.median_without(i) - s.wait[i];
+  const double held = s.held_by(i);
   return s.wait[i] <= thresholds::late_wait_share.value * least_other &&
          held >= thresholds::late_held_share.value * s.ref_c[i] && held > 0;
 }
@@ -139,7 +139,7 @@ void measure_contended(const PeerStats& s, std::size_t i, const DecideOptions& o
   const bool late = by_late(s, i);
   const double cpu_r = s.main_counted ? std::min(s.cpu_ratio[i], s.main_ratio[i]) : s.cpu_ratio[i];
   // late's ratio: 1 + its peers' wait beyond its own, as a share of the group's compute per call.
-  const double late_r = s.ref_c[i] > 0 ? 1 + (s.others_wait.median_without(i) - s.wait[i]) / s.ref_c[i] : 1.0;
+  const double late_r = s.ref_c[i] > 0 ? 1 + s.held_by(i) / s.ref_c[i] : 1.0;
   rr.flagged = cpu || off || wait || late;
   if (cpu) rr.flagged_by["cpu"] = cpu_r;
   if (off) rr.flagged_by["off_cpu"] = s.off_ratio[i];
