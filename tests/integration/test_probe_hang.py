@@ -6,6 +6,7 @@ the stall group-scoped, and never come from which rank died first.
 
 Runs under /usr/bin/python3 via ctest (SCOUT_BIN etc. set there).
 """
+import contextlib
 import json
 import os
 import random
@@ -151,11 +152,44 @@ class GroupStall(SeededCase):
 class TwoObservers(SeededCase):
     """Ranks split over two observers ("nodes") that share this host's /dev/shm."""
 
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.stalls = []
+
+    @classmethod
+    def tearDownClass(cls):
+        for job in cls.stalls:
+            job.teardown()
+        super().tearDownClass()
+
+    @contextlib.contextmanager
+    def stalled_job(self, fault_ranks=range(WORLD)):
+        """A 4-rank job whose fault rank (one of `fault_ranks`) stopped itself before a collective while its peers
+        wait inside it. One such job serves every test of the class that probes a stall (a 4-rank job costs ~10 s
+        to start and settle on 2 loaded cores): started on first use, torn down with the class, its peers held by
+        a 600 s gloo timeout. Probes only read its records and /proc; each use first checks that the job is still
+        the stall it was (every rank alive, the fault rank stopped)."""
+        cls = type(self)
+        job = next((j for j in cls.stalls if j.fault_rank in fault_ranks), None)
+        if job is None:
+            rng = random.Random(SEED ^ zlib.crc32(f"{cls.__name__} stall {len(cls.stalls)}".encode()))
+            job = TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective", seed=rng.randrange(1 << 31),
+                             fault_rank=rng.choice(list(fault_ranks)), pg_timeout=600)
+            try:
+                job.start()
+                job.settle()
+            except BaseException:
+                job.teardown()
+                raise
+            cls.stalls.append(job)
+        self.assertEqual(job.returncodes(), [None] * WORLD, f"seed {job.seed}: every rank still runs")
+        self.assertEqual(job.state(job.fault_rank), "T", f"seed {job.seed}: rank {job.fault_rank} still stopped")
+        yield job
+
     def two_node_probe(self, store_args, env=None, timeout_s=10):
-        with self.job(world=WORLD, steps=STEPS, fault="stop-before-collective") as job:
+        with self.stalled_job() as job:
             self.last_job = job.job
-            job.start()
-            job.settle()
             procs = [start_probe(job.job, "--nodes", "2", "--node-index", str(i), "--local-ranks", f"{2 * i}-{2 * i + 1}",
                                  *store_args, env=env, timeout_s=timeout_s) for i in range(2)]
             outs = [p.communicate(timeout=60) for p in procs]
@@ -217,13 +251,11 @@ class TwoObservers(SeededCase):
         (observers 0 and 2) decide and send the verdict down; every observer prints the same one."""
         store = tempfile.mkdtemp(prefix="scout-store-")
         try:
-            kw = dict(steps=400, step_delay=0.05) if fault == "none" else dict(steps=STEPS)
-            with self.job(world=WORLD, fault=fault, **kw) as job:
-                job.start()
-                if fault == "none":
+            clean = fault == "none"
+            with self.job(world=WORLD, fault=fault, steps=400, step_delay=0.05) if clean else self.stalled_job() as job:
+                if clean:
+                    job.start()
                     job.wait_training(min_step=2)
-                else:
-                    job.settle()
                 procs = [start_probe(job.job, "--nodes", str(WORLD), "--node-index", str(i), "--local-ranks", str(i),
                                      "--store", f"file://{store}", "--observer-group-size", "2", *extra,
                                      "--trace-out", os.path.join(store, f"trace-{i}.json"),
@@ -322,10 +354,7 @@ class TwoObservers(SeededCase):
                 shutil.rmtree(os.path.join("/dev/shm", f"scout-store-{os.getuid()}-{safe}"), ignore_errors=True)
 
     def test_observer_killed_mid_probe_is_unreachable_and_survivor_decides(self):
-        rng = self.rng
-        with self.job(world=WORLD, steps=STEPS, fault="stop-before-collective", fault_rank=rng.randrange(2)) as job:
-            job.start()
-            job.settle()
+        with self.stalled_job(fault_ranks=range(2)) as job:
             store = tempfile.mkdtemp(prefix="scout-store-")
             try:
                 victim = start_probe(job.job, "--nodes", "2", "--node-index", "1", "--local-ranks", "2-3",
@@ -365,10 +394,7 @@ class TwoObservers(SeededCase):
         """The only process claiming node 1 holds another token: it never joins, so observer 0
         meets nobody. Not a verdict calling node 1 unreachable: both observers end in the
         error that names the other one and the mismatch (exit 4; test_observer_errors.py)."""
-        rng = self.rng
-        with self.job(world=WORLD, steps=STEPS, fault="stop-before-collective", fault_rank=rng.randrange(2)) as job:
-            job.start()
-            job.settle()
+        with self.stalled_job(fault_ranks=range(2)) as job:
             store = tempfile.mkdtemp(prefix="scout-store-")
             try:
                 stray = start_probe(job.job, "--nodes", "2", "--node-index", "1", "--local-ranks", "2-3",
@@ -389,9 +415,7 @@ class TwoObservers(SeededCase):
     def stray_beside_two_observers(self, store_args, timeout_s, stray_env, why, env=None, stray_args=()):
         """A stray claims node 1 while both real observers run: they still decide
         together, and both report the stray."""
-        with self.job(world=WORLD, steps=STEPS, fault="stop-before-collective") as job:
-            job.start()
-            job.settle()
+        with self.stalled_job() as job:
             first = start_probe(job.job, "--nodes", "2", "--node-index", "0", "--local-ranks", "0-1", *store_args, env=env,
                                 timeout_s=timeout_s)
             stray = start_probe(job.job, "--nodes", "2", "--node-index", "1", "--local-ranks", "2-3", *store_args, *stray_args,
@@ -431,11 +455,8 @@ class TwoObservers(SeededCase):
         """An adversary that knows the probe's namespace but not the token's key
         joins the real gather as observer 1 (tests/tools/forge_observer.cpp) and
         offers evidence that frames one of its ranks as stopped."""
-        rng = self.rng
         forge = os.path.join(os.environ["SCOUT_BUILD_DIR"], "tests", "scout_test_forge_observer")
-        with self.job(world=WORLD, steps=STEPS, fault="stop-before-collective", fault_rank=rng.randrange(2)) as job:
-            job.start()
-            job.settle()
+        with self.stalled_job(fault_ranks=range(2)) as job:
             store = tempfile.mkdtemp(prefix="scout-store-")
             token = f"secret-{random.SystemRandom().randrange(1 << 62)}"
             try:
