@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "lib/common/hex.hpp"
+#include "lib/common/prefetch.hpp"
 #include "lib/records/layout.hpp"
 
 namespace scout::straggler {
@@ -18,30 +19,97 @@ double median(std::vector<double> v) {
   return median_in_place(v.data(), v.data() + v.size());
 }
 
+namespace {
+
+// A row of this many values or more is selected in by its middle band (middle_to_front) first.
+constexpr std::ptrdiff_t k_band_sample = 128;
+constexpr std::ptrdiff_t k_band_min = 8 * k_band_sample;
+
+// Moves the values of [first, first + n) (n >= k_band_min) between two bounds a sample of them puts about the middle
+// to the front in one pass (branch free: the value at i swapped with the first past the front whatever it is, so the
+// row stays a reordering of itself), counting those below and above the bounds. Returns how many are in front.
+std::ptrdiff_t middle_to_front(double* first, std::ptrdiff_t n, std::ptrdiff_t& below, std::ptrdiff_t& above) {
+  constexpr std::ptrdiff_t k_reach = 16;
+  std::array<double, k_band_sample> sample;
+  for (std::ptrdiff_t j = 0; j < k_band_sample; ++j) sample[static_cast<std::size_t>(j)] = first[j * n / k_band_sample];
+  std::sort(sample.begin(), sample.end());
+  const double lo = sample[k_band_sample / 2 - k_reach], hi = sample[k_band_sample / 2 + k_reach - 1];
+  std::ptrdiff_t front = 0;
+  below = 0;
+  above = 0;
+  for (std::ptrdiff_t i = 0; i < n; ++i) {
+    const double x = first[i];
+    const bool under = x<lo, over = x> hi;
+    below += under;
+    above += over;
+    first[i] = first[front];
+    first[front] = x;
+    front += !(under || over);
+  }
+  return front;
+}
+
+// For LeaveOneOut: the values at `places` (ascending, distinct; 0, 1, n - 2 and n - 1 among them) of `sorted`'s n >=
+// k_band_min values sorted, as (place, value) in ascending places into `kept`; `sorted` reordered.
+bool select_places(std::vector<double>& sorted, const std::ptrdiff_t* places, const std::ptrdiff_t* places_end,
+                   std::vector<std::pair<std::size_t, double>>& kept) {
+  // The same values as the selections place by place (a place of the values sorted holds one value however it is
+  // found), with fewer passes over a large group's values (eleven LeaveOneOuts per peer group of 1600 members at 100k
+  // ranks, each a nth_element per place, were ~5% of the decision: issue 40): the two least and the two largest in
+  // one pass, the middle places among the values a sample puts about the middle (middle_to_front). False (nothing
+  // kept) where a value is NaN or the middle band misses a middle place: then place by place.
+  const auto n = static_cast<std::ptrdiff_t>(sorted.size());
+  double least[2] = {sorted[0], sorted[1]}, most[2] = {sorted[0], sorted[1]};
+  if (least[1] < least[0]) std::swap(least[0], least[1]);
+  if (most[0] < most[1]) std::swap(most[0], most[1]);
+  bool nan = least[0] != least[0] || least[1] != least[1];
+  for (std::ptrdiff_t i = 2; i < n; ++i) {
+    const double x = sorted[static_cast<std::size_t>(i)];
+    nan = nan || x != x;
+    if (x < least[1]) {
+      least[1] = x < least[0] ? least[0] : x;
+      least[0] = std::min(least[0], x);
+    }
+    if (x > most[1]) {
+      most[1] = x > most[0] ? most[0] : x;
+      most[0] = std::max(most[0], x);
+    }
+  }
+  if (nan) return false;
+  std::ptrdiff_t below = 0, above = 0;
+  const std::ptrdiff_t front = middle_to_front(sorted.data(), n, below, above);
+  if (below + front + above != n) return false;
+  for (const std::ptrdiff_t* it = places; it != places_end; ++it)
+    if (*it > 1 && *it < n - 2 && (*it < below || *it >= below + front)) return false;
+  // (Places ascending: the least two, the middle ones, the largest two.)
+  kept.emplace_back(0, least[0]);
+  kept.emplace_back(1, least[1]);
+  std::ptrdiff_t from = 0;
+  for (const std::ptrdiff_t* it = places; it != places_end; ++it) {
+    const std::ptrdiff_t p = *it;
+    if (p <= 1 || p >= n - 2) continue;
+    const auto at = sorted.begin() + (p - below);
+    std::nth_element(sorted.begin() + from, at, sorted.begin() + front);
+    kept.emplace_back(static_cast<std::size_t>(p), *at);
+    from = p - below + 1;
+  }
+  kept.emplace_back(static_cast<std::size_t>(n - 2), most[1]);
+  kept.emplace_back(static_cast<std::size_t>(n - 1), most[0]);
+  return true;
+}
+
+}  // namespace
+
 double median_in_place(double* first, double* last) {
   const std::ptrdiff_t n = last - first;
   if (n <= 0) return 0;
   // A peer group's row (1600 members at 100k ranks): the values between two bounds a sample of them puts about the
-  // middle moved to the front in one pass (branch free: the value at i swapped with the first past the front
-  // whatever it is), counting those below, and the middle places selected among the front's few alone. The same
-  // middle values: where the bounds miss the middle, the whole row as below (nth_element over the whole row, its
-  // compares mispredicted about half the time, was a tenth of the decision at 100k ranks: issue 40).
-  constexpr std::ptrdiff_t k_sample = 128, k_reach = 16;
-  if (n >= 8 * k_sample) {
-    std::array<double, k_sample> sample;
-    for (std::ptrdiff_t j = 0; j < k_sample; ++j) sample[static_cast<std::size_t>(j)] = first[j * n / k_sample];
-    std::sort(sample.begin(), sample.end());
-    const double lo = sample[k_sample / 2 - k_reach], hi = sample[k_sample / 2 + k_reach - 1];
-    std::ptrdiff_t below = 0, above = 0, front = 0;
-    for (std::ptrdiff_t i = 0; i < n; ++i) {
-      const double x = first[i];
-      const bool under = x<lo, over = x> hi;
-      below += under;
-      above += over;
-      first[i] = first[front];
-      first[front] = x;
-      front += !(under || over);
-    }
+  // middle moved to the front (middle_to_front), and the middle places selected among the front's few alone. The
+  // same middle values: where the bounds miss the middle, the whole row as below (nth_element over the whole row,
+  // its compares mispredicted about half the time, was a tenth of the decision at 100k ranks: issue 40).
+  if (n >= k_band_min) {
+    std::ptrdiff_t below = 0, above = 0;
+    const std::ptrdiff_t front = middle_to_front(first, n, below, above);
     const std::ptrdiff_t upper = n / 2 - below, lower = (n % 2 == 0 ? n / 2 - 1 : n / 2) - below;
     if (below + front + above == n && lower >= 0 && upper < front) {
       double* mid = first + upper;
@@ -75,6 +143,8 @@ LeaveOneOut::LeaveOneOut(std::vector<double> values, const std::vector<bool>& co
       0, 1, n - 2, n - 1, n / 2 - 1, n / 2, (n - 1) / 2 - 1, (n - 1) / 2, (n - 1) / 2 + 1};
   std::sort(places.begin(), places.end());
   const auto distinct = std::unique(places.begin(), places.end());
+  if (n >= k_band_min && select_places(sorted, places.data(), places.data() + (distinct - places.begin()), m_places))
+    return;
   // Place by place in ascending order, each selected among the values after the one before (all larger or equal).
   std::ptrdiff_t from = 0;
   for (auto it = places.begin(); it != distinct; ++it) {
@@ -596,7 +666,14 @@ bool build_table(const RoundEvidence& round, const std::vector<GroupInfo>& known
   const std::vector<CallKey>* used_max_of = nullptr;
   std::vector<std::uint64_t> used_max;
   std::vector<char> used_any;
-  for (const auto& r : round.ranks) {
+  for (std::size_t ri = 0; ri < round.ranks.size(); ++ri) {
+    const RankEvents& r = round.ranks[ri];
+    // The next rank's ring asked for while this one's is read: each ring is its own allocation, read cold (the first
+    // read of a ring was ~5% of the decision at 100k ranks, issue 40).
+    if (ri + 1 < round.ranks.size()) {
+      const auto& next = round.ranks[ri + 1].events;
+      prefetch_range(next.data(), next.data() + next.size());
+    }
     // (The ranks come in ascending order: each rank's entries are added at the maps' end, O(1) with the hint.)
     t.nodes.insert_or_assign(t.nodes.end(), r.rank, r.node);
     // The rank's calls (op_seq 0: no call) in op_seq order: its ring itself where it is so already (no copy).

@@ -89,6 +89,61 @@ TEST(StragglerLeaveOneOut, LargeGroupsEqualTheOthersMedianMinAndMax) {
   }
 }
 
+TEST(StragglerLeaveOneOut, LargeGroupsOfManyShapesEqualTheBruteForce) {
+  // A group of 1024 counted values or more takes its two least and two largest in one pass and its middle places
+  // among the values a sample puts about the middle (issue 40): the same figures as the brute force for groups with
+  // ties, sorted or reversed values, far values on one side, every value equal, half of them 0, some not counted.
+  const std::uint64_t seed = test_support::test_seed();
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> around(6e6, 6e4);
+  for (int trial = 0; trial < 24; ++trial) {
+    SCOPED_TRACE(testing::Message() << "seed " << seed << " trial " << trial);
+    const std::size_t n = 1024 + rng() % 2000;
+    std::vector<double> v(n);
+    for (auto& x : v) x = std::round(around(rng));
+    switch (trial % 8) {
+      case 1:
+        for (auto& x : v) x = static_cast<double>(rng() % 3);
+        break;
+      case 2:
+        std::sort(v.begin(), v.end());
+        break;
+      case 3:
+        std::sort(v.rbegin(), v.rend());
+        break;
+      case 4:
+        for (std::size_t i = 0; i < n / 2 - 1; ++i) v[i] = 1e9;
+        break;
+      case 5:
+        std::fill(v.begin(), v.end(), 7.0);
+        break;
+      case 6:
+        for (std::size_t i = 0; i < n; i += 2) v[i] = 0;
+        break;
+      default:
+        break;
+    }
+    std::vector<bool> counted;
+    if (trial >= 16) {
+      counted.resize(n);
+      for (std::size_t i = 0; i < n; ++i) counted[i] = rng() % 16 != 0;
+    }
+    const LeaveOneOut loo(v, counted);
+    // Members spread over the group, and those with its least and largest values.
+    std::vector<std::size_t> members;
+    for (std::size_t i = 0; i < n; i += n / 29) members.push_back(i);
+    members.push_back(static_cast<std::size_t>(std::min_element(v.begin(), v.end()) - v.begin()));
+    members.push_back(static_cast<std::size_t>(std::max_element(v.begin(), v.end()) - v.begin()));
+    for (const std::size_t i : members) {
+      const Brute b = brute_without(v, counted, i);
+      ASSERT_EQ(loo.count_without(i), b.count) << "member " << i;
+      ASSERT_EQ(loo.median_without(i), b.median) << "member " << i;
+      ASSERT_EQ(loo.min_without(i, 1e300), b.min) << "member " << i;
+      ASSERT_EQ(loo.max_without(i, -1e300), b.max) << "member " << i;
+    }
+  }
+}
+
 TEST(StragglerMedian, LargeRowsEqualTheSortedMiddle) {
   // median_in_place on a peer group's row (1600 members at 100k ranks) selects among the values a sample puts about
   // the middle (issue 40): the same median as the sorted row's middle values, averaged alike, for rows with ties,
