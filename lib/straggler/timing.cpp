@@ -215,8 +215,8 @@ std::vector<GroupInfo> mesh_groups(const Mesh& mesh) {
 }
 
 const CallTiming* RankCalls::find(CallKey key) const {
-  const Entry* it = std::lower_bound(begin(), end(), key, [](const Entry& e, const CallKey& k) { return e.first < k; });
-  return it != end() && it->first == key ? &it->second : nullptr;
+  const CallKey* it = std::lower_bound(m_keys, m_keys + m_n, key);
+  return it != m_keys + m_n && *it == key ? m_calls + (it - m_keys) : nullptr;
 }
 
 const CallTiming& RankCalls::at(CallKey key) const {
@@ -229,42 +229,62 @@ void CallsByRank::reserve(std::size_t ranks) {
   m_runs.reserve(ranks);
 }
 
-std::vector<CallsByRank::Entry>& CallsByRank::room_for(std::size_t n) {
-  // Blocks of 1024 calls (56 KB: below malloc's threshold for a mapping of its own, so a freed table's blocks are
-  // reused by the next, their pages already faulted in, as the per-rank arrays were).
+namespace {
+
+// Room for `n` more rows in the last of `blocks`: a new block where there is not (its capacity is never exceeded, so
+// that the runs' rows stay where they are). Blocks of 1024 rows (40 KB of timings, 16 KB of keys: below malloc's
+// threshold for a mapping of their own, so a freed table's blocks are reused by the next, their pages already faulted
+// in, as the per-rank arrays were).
+template <class T>
+std::vector<T>& room_for(std::vector<std::vector<T>>& blocks, std::size_t n) {
   constexpr std::size_t k_block = 1024;
-  if (m_blocks.empty() || m_blocks.back().capacity() - m_blocks.back().size() < n) {
-    m_blocks.emplace_back().reserve(std::max(k_block, n));
+  if (blocks.empty() || blocks.back().capacity() - blocks.back().size() < n) {
+    blocks.emplace_back().reserve(std::max(k_block, n));
   }
-  return m_blocks.back();
+  return blocks.back();
 }
 
+}  // namespace
+
 CallsByRank::Run& CallsByRank::run_of(std::int64_t rank) {
-  if (m_runs.empty() || m_runs.back().rank < rank) return m_runs.emplace_back(Run{rank, 0, 0, 0, false});
+  if (m_runs.empty() || m_runs.back().rank < rank) return m_runs.emplace_back(Run{rank, 0, 0, 0, 0, 0, false});
   auto it =
       std::lower_bound(m_runs.begin(), m_runs.end(), rank, [](const Run& r, std::int64_t x) { return r.rank < x; });
-  if (it == m_runs.end() || it->rank != rank) it = m_runs.insert(it, Run{rank, 0, 0, 0, false});
+  if (it == m_runs.end() || it->rank != rank) it = m_runs.insert(it, Run{rank, 0, 0, 0, 0, 0, false});
   // The run after it no longer follows the run its keys were compared with (or this one's change).
   if (std::next(it) != m_runs.end()) std::next(it)->same_keys = false;
   return *it;
 }
 
-void CallsByRank::note_same_keys(Run& run) {
+void CallsByRank::put_keys(Run& run, const CallKey* keys, bool share) {
   const auto i = static_cast<std::size_t>(&run - m_runs.data());
   run.same_keys = false;
-  if (i == 0) return;
-  const RankCalls now = calls_of(i), before = calls_of(i - 1);
-  run.same_keys = std::equal(now.begin(), now.end(), before.begin(), before.end(),
-                             [](const Entry& a, const Entry& b) { return a.first == b.first; });
+  if (share && i > 0) {
+    const Run& before = m_runs[i - 1];
+    if (before.n == run.n &&
+        (run.n == 0 || std::equal(keys, keys + run.n, m_key_blocks[before.key_block].data() + before.key_first))) {
+      run.key_block = before.key_block;
+      run.key_first = before.key_first;
+      run.same_keys = true;
+      return;
+    }
+  }
+  std::vector<CallKey>& block = room_for(m_key_blocks, run.n);
+  run.key_block = static_cast<std::uint32_t>(m_key_blocks.size() - 1);
+  run.key_first = static_cast<std::uint32_t>(block.size());
+  block.insert(block.end(), keys, keys + run.n);
 }
 
 RankCalls CallsByRank::assign(std::int64_t rank, const std::vector<Entry>& entries,
                               std::vector<std::uint32_t>& scratch) {
   Run& run = run_of(rank);
-  // Its calls appended to the last block (a run elsewhere left unused: a rank read twice in a round, rare).
-  std::vector<Entry>& block = room_for(entries.size());
+  // Its timings appended to the last block (a run elsewhere left unused: a rank read twice in a round, rare), its keys
+  // gathered beside them and then found to be the rank before's or appended.
+  std::vector<CallTiming>& block = room_for(m_blocks, entries.size());
   run.block = static_cast<std::uint32_t>(m_blocks.size() - 1);
   run.first = static_cast<std::uint32_t>(block.size());
+  std::vector<CallKey>& keys = m_keys_scratch;
+  keys.clear();
   // A rank's calls in call order are in key order kind by kind (a group's sequence numbers ascend): where they are,
   // the calls of each of the few kinds in turn are the calls in key order (sorting every rank's calls, assign was a
   // third of build_table's samples at 10k ranks, issue 40).
@@ -286,7 +306,10 @@ RankCalls CallsByRank::assign(std::int64_t rank, const std::vector<Entry>& entri
     for (std::uint32_t k = 0; k < k_few && block.size() < end; ++k) {
       if (count[k] == 0) continue;
       for (const auto& e : entries)
-        if (e.first.kind == k) block.push_back(e);
+        if (e.first.kind == k) {
+          keys.push_back(e.first);
+          block.push_back(e.second);
+        }
     }
   } else {
     // Else the entries' places sorted by key, of a repeated key in the order appended (as a stable sort, without its
@@ -298,46 +321,71 @@ RankCalls CallsByRank::assign(std::int64_t rank, const std::vector<Entry>& entri
       return entries[a].first != entries[b].first ? entries[a].first < entries[b].first : a < b;
     });
     for (std::size_t i = 0; i < order.size(); ++i)
-      if (i + 1 == order.size() || entries[order[i + 1]].first != entries[order[i]].first)
-        block.push_back(entries[order[i]]);
+      if (i + 1 == order.size() || entries[order[i + 1]].first != entries[order[i]].first) {
+        keys.push_back(entries[order[i]].first);
+        block.push_back(entries[order[i]].second);
+      }
   }
   run.n = static_cast<std::uint32_t>(block.size() - run.first);
-  note_same_keys(run);
-  return {block.data() + run.first, run.n};
+  put_keys(run, keys.data(), true);
+  return calls_of(static_cast<std::size_t>(&run - m_runs.data()));
 }
 
 void CallsByRank::set(std::int64_t rank, CallKey key, const CallTiming& call) {
   Run& run = run_of(rank);
-  const RankCalls now = run.n == 0 ? RankCalls{} : RankCalls{m_blocks[run.block].data() + run.first, run.n};
+  const RankCalls now = calls_of(static_cast<std::size_t>(&run - m_runs.data()));
   // Its calls with `key` set, appended as a new run (tests build tables call by call: the old run left unused).
-  std::vector<Entry> calls(now.begin(), now.end());
-  auto it =
-      std::lower_bound(calls.begin(), calls.end(), key, [](const Entry& e, const CallKey& k) { return e.first < k; });
-  if (it != calls.end() && it->first == key)
-    it->second = call;
-  else
-    calls.insert(it, Entry{key, call});
-  std::vector<Entry>& block = room_for(calls.size());
+  std::vector<CallKey> keys(now.keys(), now.keys() + now.size());
+  std::vector<CallTiming> calls(now.timings(), now.timings() + now.size());
+  const auto at = std::lower_bound(keys.begin(), keys.end(), key);
+  const auto place = at - keys.begin();
+  if (at != keys.end() && *at == key) {
+    calls[static_cast<std::size_t>(place)] = call;
+  } else {
+    keys.insert(at, key);
+    calls.insert(calls.begin() + place, call);
+  }
+  std::vector<CallTiming>& block = room_for(m_blocks, calls.size());
   run.block = static_cast<std::uint32_t>(m_blocks.size() - 1);
   run.first = static_cast<std::uint32_t>(block.size());
   block.insert(block.end(), calls.begin(), calls.end());
   run.n = static_cast<std::uint32_t>(calls.size());
-  run.same_keys = false;
+  put_keys(run, keys.data(), false);
 }
 
 void CallsByRank::erase(CallKey key) {
-  // Every run copied into new blocks without the calls taken out (and the unused runs of ranks read again).
-  std::vector<std::vector<Entry>> old;
+  // Every run copied into new blocks without the calls taken out (and the unused runs of ranks read again); runs that
+  // shared their keys share them still.
+  std::vector<std::vector<CallTiming>> old;
+  std::vector<std::vector<CallKey>> old_keys;
   old.swap(m_blocks);
+  old_keys.swap(m_key_blocks);
+  const CallKey* shared_old = nullptr;  // the keys of the run before, in the old blocks
+  std::uint32_t shared_block = 0, shared_first = 0, shared_n = 0;
   for (auto& run : m_runs) {
-    const Entry* first = run.n == 0 ? nullptr : old[run.block].data() + run.first;
+    const CallTiming* first = run.n == 0 ? nullptr : old[run.block].data() + run.first;
+    const CallKey* keys = run.n == 0 ? nullptr : old_keys[run.key_block].data() + run.key_first;
     std::size_t kept = 0;
-    for (std::size_t i = 0; i < run.n; ++i) kept += first[i].first == key ? 0 : 1;
-    std::vector<Entry>& block = room_for(kept);
+    for (std::size_t i = 0; i < run.n; ++i) kept += keys[i] == key ? 0 : 1;
+    std::vector<CallTiming>& block = room_for(m_blocks, kept);
     run.block = static_cast<std::uint32_t>(m_blocks.size() - 1);
     run.first = static_cast<std::uint32_t>(block.size());
     for (std::size_t i = 0; i < run.n; ++i)
-      if (first[i].first != key) block.push_back(first[i]);
+      if (keys[i] != key) block.push_back(first[i]);
+    if (keys != nullptr && keys == shared_old && run.n == shared_n) {
+      run.key_block = shared_block;
+      run.key_first = shared_first;
+    } else {
+      std::vector<CallKey>& kb = room_for(m_key_blocks, kept);
+      run.key_block = static_cast<std::uint32_t>(m_key_blocks.size() - 1);
+      run.key_first = static_cast<std::uint32_t>(kb.size());
+      for (std::size_t i = 0; i < run.n; ++i)
+        if (keys[i] != key) kb.push_back(keys[i]);
+      shared_old = keys;
+      shared_n = run.n;
+      shared_block = run.key_block;
+      shared_first = run.key_first;
+    }
     run.n = static_cast<std::uint32_t>(kept);
     // (same_keys kept: two runs with the same keys still have the same keys without `key`.)
   }
@@ -396,8 +444,8 @@ void UsedCalls::add(const TimingTable& t) {
   std::uint32_t last_before = k_none;  // ... its used keys before
   RankCalls last_calls;                // (a view of the table's)
   const auto same_keys = [](const RankCalls& a, const RankCalls& b) {
-    return std::equal(a.begin(), a.end(), b.begin(), b.end(),
-                      [](const RankCalls::Entry& x, const RankCalls::Entry& y) { return x.first == y.first; });
+    return a.keys() == b.keys() ? a.size() == b.size()
+                                : std::equal(a.keys(), a.keys() + a.size(), b.keys(), b.keys() + b.size());
   };
   auto old = ranks.begin();
   for (std::size_t i = 0; i < t.ranks.size(); ++i) {

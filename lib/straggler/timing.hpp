@@ -158,15 +158,49 @@ struct CallKey {
   friend auto operator<=>(const CallKey&, const CallKey&) = default;
 };
 
-// One rank's calls in a round, one per key, in key order: a run of its table's one array (CallsByRank), so that two
-// ranks' calls are walked side by side in one pass and a key is found by bisection. A view: valid while the table
-// holds it unchanged.
+// One rank's calls in a round, one per key, in key order: its keys and its timings, two runs of its table's arrays
+// (CallsByRank: ranks that make the same calls share one run of keys), so that two ranks' calls are walked side by
+// side in one pass and a key is found by bisection. Walked as (key, timing) pairs of references. A view: valid while
+// the table holds it unchanged.
 class RankCalls {
  public:
-  using Entry = std::pair<CallKey, CallTiming>;
+  using Entry = std::pair<CallKey, CallTiming>;  // a call as CallsByRank::assign takes it
+  using reference = std::pair<const CallKey&, const CallTiming&>;
+
+  class const_iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = Entry;
+    using difference_type = std::ptrdiff_t;
+    using reference = RankCalls::reference;
+    // operator->'s: the pair of references held.
+    struct pointer {
+      reference r;
+      const reference* operator->() const { return &r; }
+    };
+    const_iterator() = default;
+    const_iterator(const CallKey* key, const CallTiming* call) : m_key(key), m_call(call) {}
+    reference operator*() const { return {*m_key, *m_call}; }
+    pointer operator->() const { return pointer{**this}; }
+    const_iterator& operator++() {
+      ++m_key;
+      ++m_call;
+      return *this;
+    }
+    const_iterator operator++(int) {
+      auto old = *this;
+      ++*this;
+      return old;
+    }
+    friend bool operator==(const const_iterator& a, const const_iterator& b) { return a.m_key == b.m_key; }
+
+   private:
+    const CallKey* m_key = nullptr;
+    const CallTiming* m_call = nullptr;
+  };
 
   RankCalls() = default;
-  RankCalls(const Entry* first, std::size_t n) : m_first(first), m_n(n) {}
+  RankCalls(const CallKey* keys, const CallTiming* calls, std::size_t n) : m_keys(keys), m_calls(calls), m_n(n) {}
 
   // The call at `key`: nullptr (find) or std::out_of_range (at) where there is none.
   const CallTiming* find(CallKey key) const;
@@ -175,20 +209,26 @@ class RankCalls {
 
   std::size_t size() const { return m_n; }
   bool empty() const { return m_n == 0; }
-  const Entry* begin() const { return m_first; }
-  const Entry* end() const { return m_first + m_n; }
+  const_iterator begin() const { return {m_keys, m_calls}; }
+  const_iterator end() const { return {m_keys + m_n, m_calls + m_n}; }
+  // Its keys and its timings, size() each, in key order (the keys shared with the ranks that make the same calls).
+  const CallKey* keys() const { return m_keys; }
+  const CallTiming* timings() const { return m_calls; }
 
  private:
-  const Entry* m_first = nullptr;
+  const CallKey* m_keys = nullptr;
+  const CallTiming* m_calls = nullptr;
   std::size_t m_n = 0;
 };
 
-// Every rank's calls in a round, in a few blocks: per rank a run of one block in key order, the ranks ascending as a
-// std::map's. An allocation per block of about a thousand calls (a std::map of per-rank arrays was a node and an
-// array per rank and round, their allocation and walks about a sixth of the decision at 100k ranks: issue 40; one
-// array per table, mapped and unmapped by malloc per table, faulted its pages in afresh every decision: 7.6x the page
-// faults at 1k ranks, slower at 1k and 10k). Walked as a map: (rank, RankCalls) pairs in ascending ranks; a rank
-// without calls is still in it (as the map's empty entry).
+// Every rank's calls in a round, in a few blocks: per rank a run of one block of timings in key order, and its keys, a
+// run of one block of keys shared with the rank before where they are the same (most ranks: a call's row is its 40
+// bytes of timing, not 56 with its key, and the table's writes, pages and reads scale with it, issue 40), the ranks
+// ascending as a std::map's. An allocation per block of about a thousand calls (a std::map of per-rank arrays was a
+// node and an array per rank and round, their allocation and walks about a sixth of the decision at 100k ranks: issue
+// 40; one array per table, mapped and unmapped by malloc per table, faulted its pages in afresh every decision: 7.6x
+// the page faults at 1k ranks, slower at 1k and 10k). Walked as a map: (rank, RankCalls) pairs in ascending ranks; a
+// rank without calls is still in it (as the map's empty entry).
 class CallsByRank {
  public:
   using Entry = RankCalls::Entry;
@@ -252,7 +292,7 @@ class CallsByRank {
   RankCalls calls_of(std::size_t i) const {
     const Run& run = m_runs[i];
     if (run.n == 0) return {};
-    return {m_blocks[run.block].data() + run.first, run.n};
+    return {m_key_blocks[run.key_block].data() + run.key_first, m_blocks[run.block].data() + run.first, run.n};
   }
   // The i-th rank in ascending order.
   std::int64_t rank_of(std::size_t i) const { return m_runs[i].rank; }
@@ -265,22 +305,23 @@ class CallsByRank {
  private:
   struct Run {
     std::int64_t rank = 0;
-    std::uint32_t block = 0;  // its calls: m_blocks[block][first, first + n)
+    std::uint32_t block = 0;  // its timings: m_blocks[block][first, first + n)
     std::uint32_t first = 0;
     std::uint32_t n = 0;
+    std::uint32_t key_block = 0;  // its keys: m_key_blocks[key_block][key_first, key_first + n)
+    std::uint32_t key_first = 0;
     bool same_keys = false;  // its keys are the run before's (same_keys_as_before)
   };
   // The run of `rank`: found or added (at its place in ascending ranks), with no calls where added.
   Run& run_of(std::int64_t rank);
-  // Sets run.same_keys: whether its keys are the run before's.
-  void note_same_keys(Run& run);
+  // Sets run's keys to `keys` (run.n of them, in key order): the run before's where they are the same (same_keys
+  // true, nothing written), else appended (`share` false: always appended, same_keys false).
+  void put_keys(Run& run, const CallKey* keys, bool share);
 
-  // Room for `n` more calls in the last block: a new block where there is not (its capacity is never exceeded, so
-  // that the runs' calls stay where they are).
-  std::vector<Entry>& room_for(std::size_t n);
-
-  std::vector<std::vector<Entry>> m_blocks;
-  std::vector<Run> m_runs;  // ascending ranks
+  std::vector<std::vector<CallTiming>> m_blocks;
+  std::vector<std::vector<CallKey>> m_key_blocks;
+  std::vector<Run> m_runs;              // ascending ranks
+  std::vector<CallKey> m_keys_scratch;  // assign's: a rank's keys before they are found shared or appended
 };
 
 // Per rank, per call key: its timing. Ranks whose events name a group the

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <span>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
@@ -41,8 +42,7 @@ KeySets::KeySets(const CallsByRank& ranks) {
   std::uint32_t last = k_none;  // the previous rank's set: most ranks make the same calls as the rank before
   auto hint = m_sparse.end();
   const auto same_as = [](const RankCalls& calls, const std::vector<CallKey>& keys) {
-    return std::equal(calls.begin(), calls.end(), keys.begin(), keys.end(),
-                      [](const RankCalls::Entry& e, const CallKey& key) { return e.first == key; });
+    return std::equal(calls.keys(), calls.keys() + calls.size(), keys.begin(), keys.end());
   };
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     const std::int64_t rank = ranks.rank_of(i);
@@ -55,7 +55,7 @@ KeySets::KeySets(const CallsByRank& ranks) {
     if (set == k_none) {
       keys.clear();
       std::uint64_t h = 0x9E3779B97F4A7C15ULL;
-      for (const auto& [key, c] : calls) {
+      for (const CallKey& key : std::span(calls.keys(), calls.size())) {
         keys.push_back(key);
         h = (h ^ (key.seq * 0xFF51AFD7ED558CCDULL + key.kind)) * 0xC4CEB9FE1A85EC53ULL;
       }
@@ -120,8 +120,8 @@ void CallsAtKeys::operator()(std::uint32_t set, const RankCalls& calls, const Ca
     m_sets.places(set, m_keys, m_places);
     m_set = set;
   }
-  const auto first = calls.begin();
-  for (auto p : m_places) *out++ = &first[static_cast<std::ptrdiff_t>(p)].second;
+  const CallTiming* first = calls.timings();
+  for (auto p : m_places) *out++ = first + p;
 }
 
 bool is_mesh_kind(const std::string& kind) {
@@ -270,7 +270,7 @@ std::optional<PeerStats> peer_stats(const TimingTable& t, const std::vector<std:
   for (std::size_t i = 0; i < n; ++i) {
     if (i + k_prefetch_ahead < n) {
       const RankCalls& next = member_calls[i + k_prefetch_ahead];
-      prefetch_range(next.begin(), next.end());
+      prefetch_range(next.timings(), next.timings() + next.size());
     }
     calls_at(member_sets[i], member_calls[i], at_rows.data() + i * nk);
     for (std::size_t k = 0; k < nk; ++k) {
