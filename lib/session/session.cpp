@@ -192,9 +192,10 @@ Status Session::form(Clock::time_point deadline, milliseconds arrival, std::int6
     // members it saw by then, so a member still waiting could at best see more and disagree. Members
     // wait different times (each from its own start, within its own timeout; a store's host waits a
     // whole timeout from when its store came up); where one waited for a peer's view less than the
-    // gap between their waits, both were left alone: 3 namespace nodes, one lost with its observer, under load 15 (CI seed
-    // 794057962): observer 1 closed round 0 at 15.7 s, gave up on observer 0's view at 18.6 s and
-    // re-formed, while observer 0 closed at 18.8 s and waited in round 0's connect for it.
+    // gap between their waits, both were left alone: 3 namespace nodes, one lost with its observer,
+    // under load 15 (CI seed 794057962): observer 1 closed round 0 at 15.7 s, gave up on observer 0's
+    // view at 18.6 s and re-formed, while observer 0 closed at 18.8 s and waited in round 0's connect
+    // for it.
     const std::string closed_key = fmt::format("{}/arrival_closed", pfx);
     auto have = await_keys(m_store, here_keys, here_until, closed_key);
     if (!have) return have.error();
