@@ -199,9 +199,14 @@ Status Session::form(Clock::time_point deadline, milliseconds arrival, std::int6
     const std::string closed_key = fmt::format("{}/arrival_closed", pfx);
     auto have = await_keys(m_store, here_keys, here_until, closed_key);
     if (!have) return have.error();
+    // Every member marks it; a write that races another member's may fail (Gloo's FileStore renames one
+    // temporary file per key) while the mark stands, which is all that counts.
     if (auto c = m_store.set(closed_key, text_value(std::to_string(me))); !c) {
-      m_notes.push_back(fmt::format("round {}: {}", round, c.error().message()));
-      return c.error();
+      auto marked = m_store.check(closed_key);
+      if (!marked || !*marked) {
+        m_notes.push_back(fmt::format("round {}: {}", round, c.error().message()));
+        return c.error();
+      }
     }
     std::vector<std::int64_t> present;
     for (std::size_t i = 0; i < candidates.size(); ++i) {
