@@ -11,7 +11,10 @@
 // session needs a fresh prefix every member can find without talking first):
 //   round R: set "rR/here/<id>" (its value: the operation the member is at);
 //   wait for the others' keys (round 0 waits longest: that is where members
-//   started at different times meet); write the set seen as "rR/view/<id>";
+//   started at different times meet) until the first member to stop waiting
+//   marks the round's arrival over ("rR/arrival_closed"), so that members
+//   whose waits end apart still write the same view; write the set seen as
+//   "rR/view/<id>";
 //   when every member seen wrote the same view, connect a Gloo group over it
 //   (prefix "rR/gloo/", ranks renumbered in id order).
 // Re-forming: a Gloo group is unusable after any error. When an operation

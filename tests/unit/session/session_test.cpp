@@ -174,6 +174,38 @@ TEST(Session, AMemberThatNeverArrivesIsReportedAbsentAndTheOthersFinish) {
   for (int i = 0; i < n; ++i) EXPECT_EQ(failures[i], "") << "member " << i;
 }
 
+TEST(Session, MembersWhoseArrivalWaitsEndApartStillFormOneGroup) {
+  // CI (3 namespace nodes, one lost with its observer, load 15; seed 794057962): observer 0 started
+  // later and waited longer (a whole timeout from when the store it hosted came up) than observer 1,
+  // which closed round 0, waited for observer 0's view less than the gap, and re-formed; observer 0
+  // then waited in round 0's connect for it, and each decided alone. Here member 1 opens first with
+  // a short timeout, member 0 later with a long one, member 2 never arrives: 0 and 1 must still meet.
+  TempDir dir;
+  const int n = 3;
+  std::vector<std::string> failures(n);
+  std::vector<std::thread> members;
+  for (std::int64_t i : {0, 1})
+    members.emplace_back([&, i] {
+      if (i == 0) std::this_thread::sleep_for(milliseconds(1000));
+      auto store = dir.open();
+      auto s = Session::open(*store, options_for(i, n, milliseconds(i == 0 ? 20000 : 8000)));
+      ASSERT_TRUE(s.ok()) << s.error().message();
+      auto g = (*s)->all_gather(blob_of(i), op("evidence", milliseconds(4000)));
+      if (!g) {
+        failures[i] = g.error().message();
+      } else {
+        for (std::int64_t j : {0, 1})
+          if (g->from[static_cast<std::size_t>(j)].state != Contribution::State::ok ||
+              g->from[static_cast<std::size_t>(j)].data != blob_of(j))
+            failures[i] += "member " + std::to_string(j) + " missing; ";
+        if (g->from[2].state != Contribution::State::absent) failures[i] += "member 2 not absent; ";
+      }
+      (*s)->close();
+    });
+  for (auto& t : members) t.join();
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(failures[i], "") << "member " << i;
+}
+
 TEST(Session, AConnectToAPeerThatLeftTheFormationEndsWithinItsTimeout) {
   // CI (seed 676957061085466430): one member sat 38 s in a round-0 connect whose timeout
   // was 7.5 s ("Connect timeout": Gloo waits 5x a pair's timeout for its first connection,
