@@ -239,6 +239,58 @@ class Modules(ScoutTestCase):
                 host.wait(timeout=10)
             host.stdout.close()
 
+    def test_store_that_goes_away_after_an_observer_joined_is_hosted_again(self):
+        """torchrun's agent exits with its store seconds after a node's loss, after observers joined it: observer 0
+        hosts it again at the same address, observer 1 (started after it went away) meets it there, and both name
+        the stopped rank."""
+        py = th.require_python()
+        port = th.free_port()
+        # The store's host exits (the store with it) once observer 0 wrote its first keys (its presence), so that
+        # observer 0 is inside its gather when the store goes away.
+        host = subprocess.Popen([py, "-c", (
+            "import os, sys, time, datetime, torch.distributed as d\n"
+            f"s = d.TCPStore('127.0.0.1', {port}, is_master=True, wait_for_workers=False, "
+            "timeout=datetime.timedelta(seconds=900))\n"
+            "base = s.num_keys()\n"
+            "print('up', flush=True)\n"
+            "end = time.monotonic() + 300\n"
+            "while s.num_keys() < base + 2 and time.monotonic() < end: time.sleep(0.02)\n"
+            "print('going', flush=True)\n"
+            "os._exit(0)\n")], stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(host.stdout.readline().strip(), "up")
+            with th.TrainerJob(world=4, steps=5, fault="stop-before-collective") as job:
+                job.start()
+                job.settle()
+                env = dict(os.environ)
+                env.pop("SCOUT_TORCH_MODULE", None)
+
+                def observer(i):
+                    return subprocess.Popen([SCOUT_BIN, "probe-hang", "--job", job.job, "--threshold", "1",
+                                             "--timeout", "30", "--format", "json", "--nodes", "2", "--node-index",
+                                             str(i), "--local-ranks", f"{2 * i}-{2 * i + 1}", "--store",
+                                             f"tcp://127.0.0.1:{port}"], env=env, stdout=subprocess.PIPE,
+                                            stderr=subprocess.PIPE, text=True)
+                first = observer(0)
+                self.assertEqual(host.stdout.readline().strip(), "going", f"seed {job.seed}")
+                self.assertEqual(host.wait(timeout=60), 0)
+                procs = [first, observer(1)]
+                outs = [p.communicate(timeout=120) for p in procs]
+            for i, (p, (out, err)) in enumerate(zip(procs, outs)):
+                msg = f"seed {job.seed}, observer {i}\n{out}\n{err[-3000:]}"
+                self.assertEqual(p.returncode, EXIT["attributed"], msg)
+                doc = json.loads(out)
+                self.assertEqual([s["rank"] for s in doc["suspects"]], [job.fault_rank], msg)
+                self.assertEqual(doc["details"]["unreachable"], [], msg)
+                transport = doc["details"]["transport"]
+                self.assertEqual(transport.get("store_rejoined", False), i == 0, msg)
+                self.assertEqual(transport["store_hosted_here"], i == 0, msg)
+        finally:
+            if host.poll() is None:
+                host.kill()
+                host.wait(timeout=10)
+            host.stdout.close()
+
 
 if __name__ == "__main__":
     unittest.main()
