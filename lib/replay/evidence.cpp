@@ -416,12 +416,23 @@ Verdict decide_replay(const std::vector<std::optional<PeerEvidence>>& peers, con
     for (const auto& s : suspects) parts.push_back(fmt::format("rank {} ({})", s.rank, s.reason));
     v.summary = fmt::format("replay names {}", fmt::join(parts, ", "));
     v.suspects = std::move(suspects);
+  } else if (!missing.empty()) {
+    // The peers that reported agree, but a peer that did not may be the very one at fault (hung, or too slow to
+    // arrive): a cron job reading the exit code must not see "healthy" for a device nobody checked.
+    v.status = VerdictStatus::inconclusive;
+    v.scope = Scope::group;
+    v.action = "escalate";
+    std::vector<std::string> who;
+    for (const auto& p : missing) who.push_back(fmt::format("{}", rank_of(p.get<std::int64_t>())));
+    v.summary = fmt::format(
+        "replay inconclusive: rank(s) {} did not report; the {} peers that did agree on every compared quantity of {} "
+        "recipe(s)",
+        fmt::join(who, ", "), n - static_cast<std::int64_t>(missing.size()), recipe_ids.size());
   } else {
     v.status = VerdictStatus::healthy;
     v.scope = Scope::job;
     v.action = "none";
-    v.summary = fmt::format("{} peers agree on every compared quantity of {} recipe(s)",
-                            n - static_cast<std::int64_t>(missing.size()), recipe_ids.size());
+    v.summary = fmt::format("{} peers agree on every compared quantity of {} recipe(s)", n, recipe_ids.size());
   }
   v.details = {{"mode", o.mode},
                {"cycle", o.cycle ? nlohmann::json(*o.cycle) : nlohmann::json()},

@@ -247,14 +247,19 @@ TEST(ReplayDecide, SmallTimingNoiseNamesNobody) {
   EXPECT_EQ(v.status, VerdictStatus::healthy);
 }
 
-TEST(ReplayDecide, MissingMajorityOfPeersIsInconclusive) {
+TEST(ReplayDecide, MissingPeersAreNeverHealthy) {
   auto ev = healthy(4);
   ev[0].reset();
   ev[1].reset();
   EXPECT_EQ(decide_replay(ev, {}).status, VerdictStatus::inconclusive);
+  // One missing of four: the three that reported agree, yet the missing peer may be the one at fault.
   auto one = healthy(4);
   one[2].reset();
-  EXPECT_EQ(decide_replay(one, {}).status, VerdictStatus::healthy);
+  const auto v = decide_replay(one, {});
+  EXPECT_EQ(v.status, VerdictStatus::inconclusive);
+  EXPECT_TRUE(v.suspects.empty());
+  EXPECT_NE(v.summary.find("rank(s) 2 did not report"), std::string::npos) << v.summary;
+  EXPECT_EQ(v.details["missing_peers"], nlohmann::json::array({2}));
 }
 
 TEST(ReplayDecide, EvidenceRoundTripsThroughJson) {
