@@ -2,6 +2,7 @@
 // No exception can leave this file: nothing here throws except std::string
 // allocation during scout_record_create, which is caught there.
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -25,6 +26,11 @@ namespace layout = scout::records::layout;
 namespace {
 
 constexpr int k_lock_spins = 256;
+// How long a trainer's own write (an enter, a step, a phase) waits for the writer lock past its spin, yielding to
+// the holder: a gloo completion callback or the exit watcher, which holds it for microseconds but can be preempted
+// meanwhile on a loaded host. Dropping the event then left a collective out of the records, the rank reading as if
+// it had skipped the call (test_torch2_twins' native hooks lost a broadcast and a send so, once in CI at load ~7).
+constexpr std::uint64_t k_lock_wait_ns = 50'000'000;
 // A deferred exit whose collective failed carries this bit beside its token
 // (tokens are op_seq values, far below 2^63).
 constexpr std::uint64_t k_failed_bit = std::uint64_t{1} << 63;
@@ -113,6 +119,17 @@ struct scout_record {
     }
     return false;
   }
+  // Past lock()'s spin: yields to the holder until it releases the lock, for at most k_lock_wait_ns. Not for a
+  // signal handler (it may have interrupted the holder itself).
+  bool lock_yielding() {
+    if (lock()) return true;
+    const std::uint64_t until = now_ns(CLOCK_MONOTONIC) + k_lock_wait_ns;
+    do {
+      sched_yield();
+      if (lock()) return true;
+    } while (now_ns(CLOCK_MONOTONIC) < until);
+    return false;
+  }
   bool has_deferred() const {
     for (const auto& d : deferred)
       if (d.load(std::memory_order_seq_cst) != 0) return true;
@@ -173,9 +190,10 @@ struct scout_record {
     }
     return true;
   }
-  // Takes the lock and applies deferred exits; false (event dropped and counted) when contended.
+  // Takes the lock (yielding to its holder, bounded) and applies deferred exits; false (event dropped and counted)
+  // when it stayed held.
   bool begin(std::uint64_t* now) {
-    if (!lock()) {
+    if (!lock_yielding()) {
       dropped_unpublished.fetch_add(1, std::memory_order_relaxed);
       return false;
     }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -313,6 +314,70 @@ TEST(RecordsReader, ExitsAreNeverLostToContention) {
   EXPECT_EQ(r.snapshot->collective_state, CollectiveState::done);
   EXPECT_EQ(r.snapshot->pending.count, 20000u);
   for (const auto& e : r.snapshot->recent) EXPECT_NE(e.exit_ns, 0) << e.op_seq;
+}
+
+// Another thread of the trainer holding the record's writer lock (a gloo completion callback preempted while it
+// held it, on a loaded host), through the shared segment.
+class HeldLock {
+ public:
+  explicit HeldLock(const std::string& name) {
+    int fd = ::open(("/dev/shm/" + name).c_str(), O_RDWR);
+    if (fd < 0) return;
+    void* p = ::mmap(nullptr, sizeof(L::Record), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED) return;
+    m_rec = static_cast<L::Record*>(p);
+    std::uint64_t expected = 0;
+    m_held = m_rec->writer_lock.compare_exchange_strong(expected, 1);
+  }
+  ~HeldLock() {
+    release();
+    if (m_rec) ::munmap(m_rec, sizeof(L::Record));
+  }
+  bool held() const { return m_held; }
+  void release() {
+    if (m_held) m_rec->writer_lock.store(0);
+    m_held = false;
+  }
+
+ private:
+  L::Record* m_rec = nullptr;
+  bool m_held = false;
+};
+
+TEST(RecordsReader, AnEnterWaitsForAHolderThatLetsGoSoon) {
+  Published p(unique_job("held"), 0, 1);
+  ASSERT_EQ(p.status(), SCOUT_OK);
+  HeldLock held(p.name());
+  ASSERT_TRUE(held.held());
+  std::thread holder([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // far past lock()'s spin of 256 pauses
+    held.release();
+  });
+  std::uint64_t token = 0;
+  const int entered = scout_collective_enter(p.rec(), 1, SCOUT_COLL_BROADCAST, 2, 3, 0, 1, &token);
+  holder.join();
+  ASSERT_EQ(entered, SCOUT_OK);  // was SCOUT_EBUSY: the call left out of the records
+  RecordRead r = read_segment(p.name(), for_job(p.job()));
+  ASSERT_TRUE(r.snapshot);
+  ASSERT_EQ(r.snapshot->recent.size(), 1u);
+  EXPECT_EQ(r.snapshot->recent[0].fingerprint.count, 3u);
+  EXPECT_EQ(r.snapshot->dropped, 0u);
+}
+
+TEST(RecordsReader, AnEnterGivesUpOnAHolderThatNeverLetsGo) {
+  Published p(unique_job("stuck"), 0, 1);
+  ASSERT_EQ(p.status(), SCOUT_OK);
+  HeldLock held(p.name());
+  ASSERT_TRUE(held.held());
+  std::uint64_t token = 0;
+  EXPECT_EQ(scout_collective_enter(p.rec(), 1, SCOUT_COLL_BROADCAST, 2, 3, 0, 1, &token), SCOUT_EBUSY);
+  held.release();
+  ASSERT_EQ(scout_heartbeat(p.rec()), SCOUT_OK);
+  ASSERT_EQ(scout_step_begin(p.rec(), 1), SCOUT_OK);
+  RecordRead r = read_segment(p.name(), for_job(p.job()));
+  ASSERT_TRUE(r.snapshot);
+  EXPECT_EQ(r.snapshot->dropped, 1u);  // counted, so the reader knows the ring misses an event
 }
 
 TEST(RecordsReader, LatchKeepsTheLastCompleteCopyWhenTheWriterDiesMidWrite) {
