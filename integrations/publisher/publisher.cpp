@@ -28,8 +28,9 @@ namespace {
 constexpr int k_lock_spins = 256;
 // How long a trainer's own write (an enter, a step, a phase) waits for the writer lock past its spin, yielding to
 // the holder: a gloo completion callback or the exit watcher, which holds it for microseconds but can be preempted
-// meanwhile on a loaded host. Dropping the event then left a collective out of the records, the rank reading as if
-// it had skipped the call (test_torch2_twins' native hooks lost a broadcast and a send so, once in CI at load ~7).
+// meanwhile on a loaded host. Dropping the event left a collective out of the ring, and the hang decision then sets
+// the rank's whole history aside (it counts the drop): test_torch2_twins' native hooks lost a broadcast and a send
+// so, once in CI at load ~7.
 constexpr std::uint64_t k_lock_wait_ns = 50'000'000;
 // A deferred exit whose collective failed carries this bit beside its token
 // (tokens are op_seq values, far below 2^63).
