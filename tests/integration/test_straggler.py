@@ -252,6 +252,23 @@ class StragglerOnRealJobs(scoutlib.ScoutTestCase):
             r = straggler(job.job, "--rounds", "3", "--interval", "1.5", "--evidence-out", ev_path)
             keep_evidence(ev_path, r, f"memory-{job.seed}")
             doc = r.json()
+            # The premise, in the rounds scout decided on: the reclaim and the reads cost the victim busy time
+            # (1.18-1.25x its peers' per round on a quiet host). On an oversubscribed host scout names no rank
+            # slowed less than the noise it measured there (its notes say so: unnamed_ratio), and the victim may
+            # stay under it (CI fresh clone, 200ef0b, seed 1613696278, load ~7: the victim's compute 1.16x its
+            # peers' median, rank 2 flagged in each round and left unconfirmed under a floor of 1.39x, healthy).
+            # Where it did, no innocent all the same.
+            noise = doc["details"]["straggler"].get("noise", {})
+            floor = noise.get("unnamed_ratio", 1.1) if noise.get("oversubscribed") else 1.1
+            ratios = busy_per_round(ev_path, victim)
+            print(f"test_straggler: victim's busy time per round {[round(x, 2) for x in ratios]} x its peers' "
+                  f"(floor {floor:.2f})", flush=True)
+            self.assertTrue(ratios, "the evidence holds no scheduler counters")
+            if 2 * sum(x >= floor for x in ratios) <= len(ratios):
+                self.assertEqual([s for s in doc["suspects"] if s.get("rank") != victim], [], doc["summary"])
+                self.skipTest(f"the memory limit slowed the victim {floor:.2f}x or more in a minority of the rounds "
+                              f"({[round(x, 2) for x in ratios]}), on a host scout found oversubscribed: the fault "
+                              f"was not controlled here")
             self.assertExit(r, "attributed")
             self.assertEqual([(s["rank"], s["reason"]) for s in doc["suspects"]], [(victim, "compute")], doc["summary"])
             ev = doc["suspects"][0]["evidence"]
