@@ -41,28 +41,48 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
   // members shared an id but counted calls apart (DeepSpeed's pipeline groups, under publishers before
   // twins shared one counter per id, and gloo's Flight Recorder dumps); the one with the same arguments
   // is that call. Not a SIGABRT: gloo aborts a victim from its transport thread.
-  auto left_in_finished_call = [&](std::int64_t r) {
+  // Two or more ranks may die so at once (two faults a moment after one call): a member still there
+  // does not keep it when it too died there of its own kind of death, and some member did finish the
+  // call. Only deaths no peer's failure causes count there (an exit code, a signal outside
+  // k_cascade_signals; never an unknown form): a rank that gloo aborted while it finished the call,
+  // its peer's connection closing, reads the same as its cause (hang campaign, two aborts after one
+  // DDP all-reduce), and neither is named.
+  auto died_of_itself = [&](std::int64_t r) {
     const auto& p = R[r];
-    if (!p.s || !p.entered || !p.dead_final || p.failed || p.comm_error) return false;
-    if (views.ranks[r].evidence->process.signal == k_victim_abort_signal) return false;
+    const auto& proc = views.ranks[r].evidence->process;
+    return p.dead_final && !p.failed && !p.comm_error && !p.terminated &&
+           (proc.signal != 0 ? !cascade_form_signal(proc.signal) : proc.exit_code > 0);
+  };
+  // 0: no; 1: every other member finished and left it; 2: the others finished it or died in it so.
+  auto left_in_finished_call = [&](std::int64_t r) -> int {
+    const auto& p = R[r];
+    if (!p.s || !p.entered || !p.dead_final || p.failed || p.comm_error) return 0;
+    if (views.ranks[r].evidence->process.signal == k_victim_abort_signal) return 0;
     const auto g = p.s->pending.group;
     const auto q = p.s->pending.group_seq;
     auto it = pos.roles.by_id.find(g);
-    if (it == pos.roles.by_id.end() || it->second.members.size() < 2) return false;
+    if (it == pos.roles.by_id.end() || it->second.members.size() < 2) return 0;
+    bool died_beside = false, finished = false;
     for (auto m : it->second.members) {
       if (m == r) continue;
-      if (m < 0 || m >= world || !R[m].s) return false;
+      if (m < 0 || m >= world || !R[m].s) return 0;
       const auto& mp = R[m];
-      if (mp.s->pending.group == g && mp.s->pending.group_seq == q) return false;  // still there
+      if (mp.s->pending.group == g && mp.s->pending.group_seq == q) {  // still there
+        if (!mp.entered || !same_call(mp.s->pending, p.pending) || !died_of_itself(m) || !died_of_itself(r)) return 0;
+        died_beside = true;
+        continue;
+      }
       bool done = false;
       for (const auto& c : mp.history)
         if (c.group == g && c.seq == q && same_call(c.fingerprint, p.pending)) {
-          if (c.failed) return false;
+          if (c.failed) return 0;
           done = true;
         }
-      if (!done) return false;
+      if (!done) return 0;
+      finished = true;
     }
-    return true;
+    if (!finished) return 0;
+    return died_beside ? 2 : 1;
   };
   // A dead rank whose own record shows that its pending call completed: the ring's newest entry for
   // it carries an exit and no failure. Its state still reads "inside" while an earlier Work that
@@ -83,7 +103,14 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
   // Why a dead rank inside a call is not kept there ("" when it may be).
   auto left_its_call = [&](std::int64_t r) -> std::string_view {
     if (left_own_call(r)) return "its own record shows it completed this call";
-    if (left_in_finished_call(r)) return "every other member finished and left this call";
+    switch (left_in_finished_call(r)) {
+      case 1:
+        return "every other member finished and left this call";
+      case 2:
+        return "every other member finished and left this call, or died in it too, not of a peer's failure";
+      default:
+        break;
+    }
     return {};
   };
   // Definitive differences first, then ranks away from their peers.

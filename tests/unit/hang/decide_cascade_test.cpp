@@ -933,6 +933,72 @@ TEST_F(CascadeTest, ExitAfterItsGroupOfOnesCallIsNamedThoughItsStateReadsInside)
   EXPECT_FALSE(v_has_died_after(decide(input_of(comm))));
 }
 
+TEST_F(CascadeTest, TwoRanksDeadRightAfterOneCallAreNamedUnlessGlooMayHaveAbortedEither) {
+  // Two faults at once a moment after one DDP all-reduce (hang campaign, run seed 1084267783): each rank's exit
+  // outran the write of that call's completion, so both read inside it while every other member finished it and
+  // waits in the next call. Both are named where both died of themselves (an exit code, a segfault); where either
+  // was aborted (gloo's way of ending a rank still finishing the call when its peer's connection closes) the two
+  // read alike and neither a victim nor an innocent is named.
+  constexpr const char* k_died_beside =
+      "every other member finished and left this call, or died in it too, not of a peer's failure";
+  const std::vector<ProcessEvidence> own = {{ProcessState::exited, 'Z', 3, 0, false, "exited 3"},
+                                            {ProcessState::exited, 'Z', -1, SIGSEGV, false, "segfault"},
+                                            {ProcessState::exited, 'Z', -1, SIGKILL, false, "killed"}};
+  const ProcessEvidence aborted{ProcessState::exited, 'Z', -1, SIGABRT, false, "aborted"};
+  const ProcessEvidence unknown{ProcessState::gone, '?', -1, 0, false, "gone"};
+  for (int i = 0; i < 12; ++i) {
+    const std::int64_t world = pick(4, 8);
+    Sim sim(fmt::format("dp={}", world), 6, {"dp", "world"});
+    const std::int64_t a = pick(0, world - 1);
+    std::int64_t b = pick(0, world - 2);
+    if (b >= a) ++b;
+    const auto step = static_cast<std::uint64_t>(pick(2, 5));
+    const bool cascade = pick(0, 1) == 1;
+    SCOPED_TRACE(testing::Message() << "world " << world << " ranks " << a << ", " << b << " step " << step
+                                    << " cascade " << cascade << " seed " << seed);
+    for (auto r : {a, b}) sim.faults[r] = {Fault::exit_before, sim.index_of(r, "world", step)};
+    auto ev = sim.run(cascade);
+    for (auto r : {a, b}) {
+      ASSERT_EQ(ev[r].snapshot.collective_state, CollectiveState::done);
+      read_inside(ev[r]);
+      ev[r].snapshot.recent.back().exit_ns = 0;  // the exit never written
+    }
+    const auto form_a = own[static_cast<std::size_t>(pick(0, 2))];
+    const auto form_b = own[static_cast<std::size_t>(pick(0, 2))];
+    auto e = ev;
+    e[a].process = form_a;
+    e[b].process = form_b;
+    Verdict v = decide(input_of(e));
+    EXPECT_EQ(suspects(v), (std::set<std::int64_t>{a, b})) << v.summary;
+    for (const auto& s : v.suspects)
+      EXPECT_EQ(s.evidence.contains("died_after") ? s.evidence.at("died_after").value("why", "") : "", k_died_beside);
+    // Either aborted, or of a form nobody knows: no rank named but these two, and no victim at all.
+    for (const auto& odd : {aborted, unknown}) {
+      auto f = ev;
+      f[a].process = odd;
+      f[b].process = pick(0, 1) == 1 ? form_b : odd;
+      Verdict w = decide(input_of(f));
+      for (auto r : suspects(w)) EXPECT_TRUE(r == a || r == b) << r << " " << w.summary;
+      EXPECT_FALSE(suspects(w).count(a)) << w.summary;
+    }
+    // A third member still inside the call, alive: the call kept them all, or may have.
+    auto g = e;
+    const std::int64_t c = [&] {
+      for (std::int64_t r = 0; r < world; ++r)
+        if (r != a && r != b) return r;
+      return std::int64_t{-1};
+    }();
+    g[c].snapshot = e[a].snapshot;
+    g[c].snapshot.rank = c;
+    g[c].snapshot.coords = e[c].snapshot.coords;
+    g[c].snapshot.pid = e[c].snapshot.pid;
+    g[c].process = {ProcessState::alive, 'S', -1, 0, false, ""};
+    g[c].writer_alive = true;
+    Verdict x = decide(input_of(g));
+    for (const auto& s : x.suspects) EXPECT_FALSE(s.evidence.contains("died_after")) << x.summary;
+  }
+}
+
 TEST_F(CascadeTest, ExitAfterAPipelineBroadcastIsNamedWhenTwoGroupsShareItsMembers) {
   // DeepSpeed's pipeline engine, pp=2 x dp=2 and pp=2 x mp=2 (test_torch2_frameworks, seeds
   // 1202082537, 1999970570): a stage exits right after its pipeline broadcast. DeepSpeed makes
