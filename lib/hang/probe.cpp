@@ -331,6 +331,150 @@ Error met_nobody_error(const ProbeOptions& o, std::int64_t index, const std::vec
               : "give every observer of the job the same $SCOUT_JOB_TOKEN or --token-file");
 }
 
+// What one meeting of the observers on a joined store produced: a flat session's gathers (each observer then
+// decides, on the same table and evidence), or a hierarchy's decision (its leaders decided).
+struct Meeting {
+  std::unique_ptr<session::Session> observers;
+  std::unique_ptr<session::Hierarchy> hierarchy;
+  std::optional<session::TwoPhaseResult> gathered;              // a flat session's gather
+  std::optional<session::TwoPhaseResult> rings_gathered;        // and in a stall its rings' gather
+  std::optional<Result<Verdict>> leaders_verdict;               // a hierarchy's decision
+  std::vector<std::optional<NodePosition>> decision_positions;  // and the positions it carried
+
+  // Whether an observer other than `self` took part.
+  bool met_another(std::int64_t self) const {
+    if (observers && gathered)
+      for (std::size_t i = 0; i < gathered->positions_from.size(); ++i)
+        if (static_cast<std::int64_t>(i) != self &&
+            gathered->positions_from[i].state == session::Contribution::State::ok)
+          return true;
+    return hierarchy && (hierarchy->group().members().size() > 1 ||
+                         (hierarchy->leaders() && hierarchy->leaders()->members().size() > 1));
+  }
+  // Appends the sessions' own notes to `notes`.
+  void add_notes(std::vector<std::string>& notes) const {
+    if (observers)
+      for (const auto& n : observers->notes()) notes.push_back(n);
+    if (hierarchy)
+      for (const auto& n : hierarchy->notes()) notes.push_back(n);
+  }
+};
+
+// What a meeting asks for: the session's options, the evidence gather's request and the rings' (their
+// details and the evidence's selection set by run_probe), the decision's input before any node's evidence,
+// the number of observers and of a group, and the deadline the gathers' steps share.
+struct MeetingPlan {
+  session::SessionOptions so;
+  session::TwoPhaseRequest* evidence = nullptr;
+  session::TwoPhaseRequest* rings = nullptr;
+  DecisionInput base;
+  std::int64_t nodes = 0;
+  std::int64_t group_size = 0;
+  std::chrono::steady_clock::time_point deadline;
+};
+
+// Meets the other observers on `store`: one flat session where a group holds them all (a stall's rings in a
+// second gather), else two levels whose leaders decide and send the verdict down. Whatever fails becomes a
+// line of `notes`; where a hierarchy's decision came from goes into `transport_details`; `seen` (may be null)
+// receives what the leaders decided on.
+Meeting meet(transport::KeyValueStore& store, const MeetingPlan& plan, std::vector<std::string>& notes,
+             nlohmann::json& transport_details, ProbeEvidence* seen) {
+  // Each step may take a share of what is left: the first gather's steps more than the rings' (a late or
+  // loaded observer is waited for there; by the rings' gather every member is known to be up), yet not all of
+  // it, so that a stall's rings still have time.
+  auto step_timeout = [&plan](int steps) {
+    return std::max(std::chrono::milliseconds(100), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                        plan.deadline - std::chrono::steady_clock::now()) /
+                                                        steps);
+  };
+  auto& rq = *plan.evidence;
+  auto& rings_rq = *plan.rings;
+  const DecisionInput& base = plan.base;
+  const std::int64_t nodes = plan.nodes;
+  Meeting m;
+  if (plan.group_size >= nodes) {
+    auto joined = session::Session::open(store, plan.so);
+    if (!joined) {
+      notes.push_back(joined.error().message());
+      store.cleanup();  // a closed session cleans up itself, and then writes the "closed" marker that must stay
+      return m;
+    }
+    m.observers = std::move(*joined);
+    rq.op.timeout = step_timeout(3);
+    auto g = m.observers->two_phase(rq);
+    if (!g) {
+      notes.push_back(g.error().message());
+      return m;
+    }
+    m.gathered = std::move(*g);
+    if (m.gathered->selected.empty()) return m;
+    // A stall: every observer holds every node's compact evidence and selects alike.
+    rings_rq.select = [&](const session::PositionTable&) { return ring_holders(base, *m.gathered, nodes); };
+    rings_rq.decide = [](const session::PositionTable&, const std::map<std::int64_t, session::Bytes>&) {
+      return session::Bytes{};
+    };
+    rings_rq.op.timeout = step_timeout(2);
+    auto r = m.observers->two_phase(rings_rq);
+    if (!r)
+      notes.push_back(fmt::format("rings: {}", r.error().message()));
+    else
+      m.rings_gathered = std::move(*r);
+    return m;
+  }
+  // Two levels: groups of about group_size observers, and their leaders. The leaders decide (on the same
+  // table and evidence) and each sends the verdict down its group; in a stall the first decision is "send
+  // the rings", and the leaders decide after the second.
+  session::HierarchyOptions ho;
+  ho.member = plan.so;
+  ho.member.timeout = plan.so.timeout / 3;  // the leaders' level waits twice as long for late groups
+  ho.group_size = plan.group_size;
+  auto opened = session::Hierarchy::open(store, ho);
+  if (!opened) {
+    notes.push_back(opened.error().message());
+    store.cleanup();
+    return m;
+  }
+  m.hierarchy = std::move(*opened);
+  session::TwoPhaseResult first;  // a leader's view of the first gather
+  rq.decide = [&](const session::PositionTable& t, const std::map<std::int64_t, session::Bytes>& det) {
+    first.selected = select_evidence(t, base.threshold_ns);
+    first.table = t;
+    first.details = det;
+    if (!first.selected.empty()) return encode_next_gather();
+    return encode_decision(decide_gathered(base, first, -1, nodes, nullptr, nullptr, seen), first);
+  };
+  rq.op.timeout = step_timeout(7);
+  auto g = m.hierarchy->two_phase(rq);
+  if (!g) {
+    notes.push_back(g.error().message());
+    return m;
+  }
+  if (!is_next_gather(g->decision)) {
+    transport_details["evidence_from"] = g->selected;
+    m.leaders_verdict = decode_decision(g->decision);
+    m.decision_positions = decode_decision_positions(g->decision);
+    return m;
+  }
+  rings_rq.select = [&](const session::PositionTable&) { return ring_holders(base, first, nodes); };
+  rings_rq.decide = [&](const session::PositionTable&, const std::map<std::int64_t, session::Bytes>& det) {
+    session::TwoPhaseResult second;
+    second.selected = ring_holders(base, first, nodes);
+    second.details = det;
+    return encode_decision(decide_gathered(base, first, -1, nodes, &second, nullptr, seen), first);
+  };
+  rings_rq.op.timeout = step_timeout(5);
+  auto r = m.hierarchy->two_phase(rings_rq);
+  if (!r) {
+    notes.push_back(fmt::format("rings: {}", r.error().message()));
+    return m;
+  }
+  transport_details["evidence_from"] = g->selected;
+  transport_details["rings_from"] = r->selected;
+  m.leaders_verdict = decode_decision(r->decision);
+  m.decision_positions = decode_decision_positions(r->decision);
+  return m;
+}
+
 }  // namespace
 
 Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, ProbeEvidence* seen) {
@@ -388,12 +532,7 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
                                                                : std::chrono::steady_clock::duration::zero();
     transport_details["store_hosted_here"] = store.ok() && store->hosted_here;
     std::vector<std::string> notes;
-    std::optional<session::TwoPhaseResult> gathered;              // a flat session's gather
-    std::optional<session::TwoPhaseResult> rings_gathered;        // and in a stall its rings' gather
-    std::optional<Result<Verdict>> leaders_verdict;               // a hierarchy's decision
-    std::vector<std::optional<NodePosition>> decision_positions;  // and the positions it carried
-    std::unique_ptr<session::Session> observers;
-    std::unique_ptr<session::Hierarchy> hierarchy;
+    Meeting meeting;
     if (!store) {
       // No store, no other observer (the store's host dead, frozen or cut off, and no replicated
       // store): it says so in one line and decides on what its own node shows. The other nodes'
@@ -423,14 +562,18 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
       auto gather_timeout = store->hosted_here ? o.timeout - std::chrono::milliseconds(150)
                                                : std::max(std::chrono::milliseconds(300),
                                                           o.timeout - elapsed - std::chrono::milliseconds(150));
-      auto gather_deadline = std::chrono::steady_clock::now() + gather_timeout;
-      session::SessionOptions so;
-      so.key_namespace = ns;
-      so.member = *index;
-      so.id_space = o.nodes;
-      so.timeout = gather_timeout;
-      so.listen_address = store->listen_address;
-      so.signer = &*token;
+      MeetingPlan plan;
+      plan.deadline = std::chrono::steady_clock::now() + gather_timeout;
+      plan.so.key_namespace = ns;
+      plan.so.member = *index;
+      plan.so.id_space = o.nodes;
+      plan.so.timeout = gather_timeout;
+      plan.so.listen_address = store->listen_address;
+      plan.so.signer = &*token;
+      plan.base = in;  // no node's evidence yet, no strays
+      plan.nodes = o.nodes;
+      plan.group_size = observer_group_size(o.nodes, o.observer_group_size);
+      transport_details["observer_group_size"] = std::min(plan.group_size, o.nodes);
       // Announce this observer where any observer of the job looks, whatever its token: one
       // that was kept out of the session by its token is still seen, and reported.
       const auto self = session::presence_of(*token, *index, session::host_name());
@@ -456,27 +599,8 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
       rings_rq.position_bytes = 1;
       rings_rq.details = [&own_blob] { return own_blob; };
       rings_rq.op.limits = o.evidence_limits;
-      // Each step may take a share of what is left: the first gather's steps more than the rings'
-      // (a late or loaded observer is waited for there; by the rings' gather every member is known
-      // to be up), yet not all of it, so that a stall's rings still have time.
-      auto step_timeout = [&](int steps) {
-        return std::max(std::chrono::milliseconds(100), std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                            gather_deadline - std::chrono::steady_clock::now()) /
-                                                            steps);
-      };
-      const std::int64_t group_size = observer_group_size(o.nodes, o.observer_group_size);
-      transport_details["observer_group_size"] = std::min(group_size, o.nodes);
-      const std::int64_t nodes = o.nodes;
-      auto met_another = [&] {
-        return (observers && gathered &&
-                std::any_of(gathered->positions_from.begin(), gathered->positions_from.end(),
-                            [&](const session::Contribution& c) {
-                              return &c - gathered->positions_from.data() != *index &&
-                                     c.state == session::Contribution::State::ok;
-                            })) ||
-               (hierarchy && (hierarchy->group().members().size() > 1 ||
-                              (hierarchy->leaders() && hierarchy->leaders()->members().size() > 1)));
-      };
+      plan.evidence = &rq;
+      plan.rings = &rings_rq;
       // At most one rejoin: a tcp:// store that went away after this observer joined it (torchrun's agent exits
       // with its store seconds after a node's loss; observer 0 then hosts it at the same address).
       for (int attempt = 0;; ++attempt) {
@@ -486,89 +610,8 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
           notes.push_back(fmt::format("presence: {}", a.error().message()));
         else
           presence_key = *a;
-        if (group_size >= o.nodes) {
-          auto joined = session::Session::open(*store->store, so);
-          if (!joined) {
-            notes.push_back(joined.error().message());
-            store->store
-                ->cleanup();  // a closed session cleans up itself, and then writes the "closed" marker that must stay
-          } else {
-            observers = std::move(*joined);
-            rq.op.timeout = step_timeout(3);
-            auto g = observers->two_phase(rq);
-            if (!g) {
-              notes.push_back(g.error().message());
-            } else {
-              gathered = std::move(*g);
-              if (!gathered->selected.empty()) {
-                // A stall: every observer holds every node's compact evidence and selects alike.
-                const DecisionInput base = in;
-                rings_rq.select = [&](const session::PositionTable&) { return ring_holders(base, *gathered, nodes); };
-                rings_rq.decide = [](const session::PositionTable&, const std::map<std::int64_t, session::Bytes>&) {
-                  return session::Bytes{};
-                };
-                rings_rq.op.timeout = step_timeout(2);
-                auto r = observers->two_phase(rings_rq);
-                if (!r)
-                  notes.push_back(fmt::format("rings: {}", r.error().message()));
-                else
-                  rings_gathered = std::move(*r);
-              }
-            }
-          }
-        } else {
-          // Two levels: groups of about group_size observers, and their leaders. The leaders
-          // decide (on the same table and evidence) and each sends the verdict down its group;
-          // in a stall the first decision is "send the rings", and the leaders decide after the second.
-          session::HierarchyOptions ho;
-          ho.member = so;
-          ho.member.timeout = so.timeout / 3;  // the leaders' level waits twice as long for late groups
-          ho.group_size = group_size;
-          auto opened = session::Hierarchy::open(*store->store, ho);
-          if (!opened) {
-            notes.push_back(opened.error().message());
-            store->store->cleanup();
-          } else {
-            hierarchy = std::move(*opened);
-            const DecisionInput base = in;  // the leaders' input: no local node, no strays yet
-            session::TwoPhaseResult first;  // a leader's view of the first gather
-            rq.decide = [&](const session::PositionTable& t, const std::map<std::int64_t, session::Bytes>& det) {
-              first.selected = select_evidence(t, base.threshold_ns);
-              first.table = t;
-              first.details = det;
-              if (!first.selected.empty()) return encode_next_gather();
-              return encode_decision(decide_gathered(base, first, -1, nodes, nullptr, nullptr, seen), first);
-            };
-            rq.op.timeout = step_timeout(7);
-            auto g = hierarchy->two_phase(rq);
-            if (!g) {
-              notes.push_back(g.error().message());
-            } else if (!is_next_gather(g->decision)) {
-              transport_details["evidence_from"] = g->selected;
-              leaders_verdict = decode_decision(g->decision);
-              decision_positions = decode_decision_positions(g->decision);
-            } else {
-              rings_rq.select = [&](const session::PositionTable&) { return ring_holders(base, first, nodes); };
-              rings_rq.decide = [&](const session::PositionTable&, const std::map<std::int64_t, session::Bytes>& det) {
-                session::TwoPhaseResult second;
-                second.selected = ring_holders(base, first, nodes);
-                second.details = det;
-                return encode_decision(decide_gathered(base, first, -1, nodes, &second, nullptr, seen), first);
-              };
-              rings_rq.op.timeout = step_timeout(5);
-              auto r = hierarchy->two_phase(rings_rq);
-              if (!r) {
-                notes.push_back(fmt::format("rings: {}", r.error().message()));
-              } else {
-                transport_details["evidence_from"] = g->selected;
-                transport_details["rings_from"] = r->selected;
-                leaders_verdict = decode_decision(r->decision);
-                decision_positions = decode_decision_positions(r->decision);
-              }
-            }
-          }
-        }
-        if (attempt > 0 || met_another()) break;
+        meeting = meet(*store->store, plan, notes, transport_details, seen);
+        if (attempt > 0 || meeting.met_another(*index)) break;
         auto rejoin_budget = std::chrono::duration_cast<std::chrono::milliseconds>(
             start + o.timeout - std::chrono::steady_clock::now() - std::chrono::milliseconds(150));
         if (rejoin_budget < k_least_rejoin_time || !store_went_away(*store)) break;
@@ -579,16 +622,8 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
         notes.push_back(
             fmt::format("the store {} went away after this observer joined it: rejoining", store->uri.text));
         spdlog::warn("{}", notes.back());
-        if (observers)
-          for (const auto& n : observers->notes()) notes.push_back(n);
-        if (hierarchy)
-          for (const auto& n : hierarchy->notes()) notes.push_back(n);
-        observers.reset();  // each holds the store it formed on
-        hierarchy.reset();
-        gathered.reset();
-        rings_gathered.reset();
-        leaders_verdict.reset();
-        decision_positions.clear();
+        meeting.add_notes(notes);
+        meeting = Meeting{};  // each session holds the store it formed on
         presence_key.clear();
         auto again = session::join_store(o.job, store->uri, o.host_store, *index, o.listen_address,
                                          std::max(k_least_rejoin_time, rejoin_budget * 3 / 4));
@@ -604,8 +639,8 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
         gather_timeout = std::max(k_least_rejoin_time * 2, std::chrono::duration_cast<std::chrono::milliseconds>(
                                                                start + o.timeout - std::chrono::steady_clock::now() -
                                                                std::chrono::milliseconds(150)));
-        gather_deadline = std::chrono::steady_clock::now() + gather_timeout;
-        so.timeout = gather_timeout;
+        plan.deadline = std::chrono::steady_clock::now() + gather_timeout;
+        plan.so.timeout = gather_timeout;
       }
       // Who else announced itself, read once the gather is over (strays wait out their own
       // timeout) and before the session closes: closing waits for every member's "closed"
@@ -625,7 +660,7 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
       // Met nobody: peers that are down, or peers that hold another token or probe another
       // attempt? The latter announced themselves meanwhile (their entries stay, marked ended).
       std::optional<Error> kept_out;
-      const bool met = met_another();
+      const bool met = meeting.met_another(*index);
       // Read until the probe's own deadline: such an observer may start a little after this one.
       const auto look_until = start + o.timeout - std::chrono::milliseconds(100);
       while (!met && !kept_out) {
@@ -635,16 +670,15 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
         if (std::chrono::steady_clock::now() + std::chrono::milliseconds(300) >= look_until) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
       }
-      if (observers) {
+      if (const auto& observers = meeting.observers) {
         observers->close();
         transport_details["generation"] = observers->generation();
         transport_details["rounds"] = observers->rounds();
         transport_details["connections"] = observers->traffic().connections;
         transport_details["bytes_in"] = observers->traffic().bytes_in;
         transport_details["bytes_out"] = observers->traffic().bytes_out;
-        for (const auto& n : observers->notes()) notes.push_back(n);
       }
-      if (hierarchy) {
+      if (const auto& hierarchy = meeting.hierarchy) {
         hierarchy->close();
         transport_details["generation"] = hierarchy->group().generation();
         transport_details["rounds"] = hierarchy->group().rounds();
@@ -653,46 +687,48 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
         transport_details["connections"] = hierarchy->traffic().connections;
         transport_details["bytes_in"] = hierarchy->traffic().bytes_in;
         transport_details["bytes_out"] = hierarchy->traffic().bytes_out;
-        for (const auto& n : hierarchy->notes()) notes.push_back(n);
       }
+      meeting.add_notes(notes);
       if (!presence_key.empty())
         if (auto e = session::end_announcement(*store->store, presence_key, self); !e)
           notes.push_back(fmt::format("presence: {}", e.error().message()));
       if (kept_out) return *kept_out;
     }
-    if (leaders_verdict && !*leaders_verdict && leaders_verdict->error().code != ExitCode::usage) {
+    if (meeting.leaders_verdict && !*meeting.leaders_verdict &&
+        meeting.leaders_verdict->error().code != ExitCode::usage) {
       // A decision that does not decode: this observer decides on what it has.
-      notes.push_back(fmt::format("the leaders' decision: {}", leaders_verdict->error().message()));
-      leaders_verdict.reset();
+      notes.push_back(fmt::format("the leaders' decision: {}", meeting.leaders_verdict->error().message()));
+      meeting.leaders_verdict.reset();
     }
     transport_details["notes"] = notes;
-    if (leaders_verdict) {
-      if (!*leaders_verdict) return leaders_verdict->error();
-      if (seen && hierarchy && !hierarchy->leads()) {
+    if (meeting.leaders_verdict) {
+      if (!*meeting.leaders_verdict) return meeting.leaders_verdict->error();
+      if (seen && meeting.hierarchy && !meeting.hierarchy->leads()) {
         // A member holds its own node's evidence and, from the leaders' decision, every node's position.
-        seen->positions = std::move(decision_positions);
+        seen->positions = std::move(meeting.decision_positions);
         for (const auto& p : seen->positions)
           if (p) seen->now_ns = std::max(seen->now_ns, p->collected_ns);
       }
       if (seen && !seen->nodes[static_cast<std::size_t>(*index)]) seen->nodes[static_cast<std::size_t>(*index)] = local;
-      Verdict v = std::move(leaders_verdict->value());
+      Verdict v = std::move(meeting.leaders_verdict->value());
       add_rejected(v, in.rejected);  // the strays this observer saw
       v.details["transport"] = transport_details;
       return v;
     }
-    if (gathered) {
-      transport_details["evidence_from"] = gathered->selected;  // positions alone decided where this is empty
+    if (meeting.gathered) {
+      transport_details["evidence_from"] = meeting.gathered->selected;  // positions alone decided where this is empty
       // Every observer decides on what the others hold: its own node in the form it sent.
       // (Where the rings' gather failed it keeps its own rings: they are all it can still use.)
-      const bool own_rings = !rings_gathered || std::binary_search(rings_gathered->selected.begin(),
-                                                                   rings_gathered->selected.end(), *index);
-      in.nodes[*index] = gathered->selected.empty() || own_rings ? local : compact_evidence(local);
-      if (rings_gathered) transport_details["rings_from"] = rings_gathered->selected;
+      const bool own_rings =
+          !meeting.rings_gathered ||
+          std::binary_search(meeting.rings_gathered->selected.begin(), meeting.rings_gathered->selected.end(), *index);
+      in.nodes[*index] = meeting.gathered->selected.empty() || own_rings ? local : compact_evidence(local);
+      if (meeting.rings_gathered) transport_details["rings_from"] = meeting.rings_gathered->selected;
       RingRestore restored;
-      auto v = decide_gathered(std::move(in), *gathered, *index, o.nodes, rings_gathered ? &*rings_gathered : nullptr,
-                               &restored, seen);
+      auto v = decide_gathered(std::move(in), *meeting.gathered, *index, o.nodes,
+                               meeting.rings_gathered ? &*meeting.rings_gathered : nullptr, &restored, seen);
       if (v) {
-        if (!gathered->selected.empty())
+        if (!meeting.gathered->selected.empty())
           transport_details["rings_restored"] = {{"ranks", restored.restored}, {"lost", restored.lost}};
         v->details["transport"] = transport_details;
       }
