@@ -10,6 +10,7 @@ LibTorch modules (--version, the tcp:// store of a torch 2.x process).
 Skips with the reason when the torch 2.x venv ($SCOUT_VENV, default
 <repo>/.venv) is absent.
 """
+import contextlib
 import glob
 import json
 import os
@@ -173,6 +174,29 @@ class Capture(ScoutTestCase):
             self.assertGreater(d["unique_graphs"], 0)
 
 
+@contextlib.contextmanager
+def torch_store_host(port, then):
+    """A torch 2.x TCPStore server (what torchrun's agent runs: libuv) on 127.0.0.1:`port`, in a process of its own
+    that then runs the Python `then` (the store is `s`; `base` its key count before any observer). Yields the
+    process once the store is up; kills it on leaving if it is still running."""
+    host = subprocess.Popen([th.require_python(), "-c", (
+        "import os, sys, time, datetime, torch.distributed as d\n"
+        f"s = d.TCPStore('127.0.0.1', {port}, is_master=True, wait_for_workers=False, "
+        "timeout=datetime.timedelta(seconds=900))\n"
+        "base = s.num_keys()\n"
+        "print('up', flush=True)\n" + then)], stdout=subprocess.PIPE, text=True)
+    try:
+        line = host.stdout.readline().strip()
+        if line != "up":
+            raise AssertionError(f"the torch TCPStore host did not start: {line!r}")
+        yield host
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait(timeout=10)
+        host.stdout.close()
+
+
 class Modules(ScoutTestCase):
     """scout's LibTorch module, built against the venv's torch 2.x."""
 
@@ -211,15 +235,8 @@ class Modules(ScoutTestCase):
         """What torchrun runs on torch 2.x (a libuv TCPStore server): the observers meet through it and agree."""
         py = th.require_python()
         port = th.free_port()
-        host = subprocess.Popen([py, "-c", (
-            "import sys, time, datetime, torch.distributed as d\n"
-            f"s = d.TCPStore('127.0.0.1', {port}, is_master=True, wait_for_workers=False, "
-            "timeout=datetime.timedelta(seconds=900))\n"
-            "print('up', flush=True)\n"
-            "s.set('from-torch', 'hello')\n"
-            "s.wait(['scout-done'], datetime.timedelta(seconds=900))\n")], stdout=subprocess.PIPE, text=True)
-        try:
-            self.assertEqual(host.stdout.readline().strip(), "up")
+        with torch_store_host(port, "s.set('from-torch', 'hello')\n"
+                                    "s.wait(['scout-done'], datetime.timedelta(seconds=900))\n") as host:
             job, results = self.probe_through(port)
             for rc, out, err in results:
                 self.assertEqual(rc, EXIT["attributed"], f"seed {job.seed}\n{out}\n{err}")
@@ -233,32 +250,18 @@ class Modules(ScoutTestCase):
                 "s.set('scout-done', '1')\n")], timeout=120)
             self.assertEqual(probe.returncode, 0)
             self.assertEqual(host.wait(timeout=60), 0)
-        finally:
-            if host.poll() is None:
-                host.kill()
-                host.wait(timeout=10)
-            host.stdout.close()
 
     def test_store_that_goes_away_after_an_observer_joined_is_hosted_again(self):
         """torchrun's agent exits with its store seconds after a node's loss, after observers joined it: observer 0
         hosts it again at the same address, observer 1 (started after it went away) meets it there, and both name
         the stopped rank."""
-        py = th.require_python()
         port = th.free_port()
         # The store's host exits (the store with it) once observer 0 wrote its first keys (its presence), so that
         # observer 0 is inside its gather when the store goes away.
-        host = subprocess.Popen([py, "-c", (
-            "import os, sys, time, datetime, torch.distributed as d\n"
-            f"s = d.TCPStore('127.0.0.1', {port}, is_master=True, wait_for_workers=False, "
-            "timeout=datetime.timedelta(seconds=900))\n"
-            "base = s.num_keys()\n"
-            "print('up', flush=True)\n"
-            "end = time.monotonic() + 90\n"
-            "while s.num_keys() < base + 2 and time.monotonic() < end: time.sleep(0.02)\n"
-            "print('going' if s.num_keys() >= base + 2 else 'no observer wrote', flush=True)\n"
-            "os._exit(0)\n")], stdout=subprocess.PIPE, text=True)
-        try:
-            self.assertEqual(host.stdout.readline().strip(), "up")
+        with torch_store_host(port, "end = time.monotonic() + 90\n"
+                                    "while s.num_keys() < base + 2 and time.monotonic() < end: time.sleep(0.02)\n"
+                                    "print('going' if s.num_keys() >= base + 2 else 'no observer wrote', flush=True)\n"
+                                    "os._exit(0)\n") as host:
             with th.TrainerJob(world=4, steps=5, fault="stop-before-collective") as job:
                 job.start()
                 job.settle()
@@ -285,12 +288,6 @@ class Modules(ScoutTestCase):
                 transport = doc["details"]["transport"]
                 self.assertEqual(transport.get("store_rejoined", False), i == 0, msg)
                 self.assertEqual(transport["store_hosted_here"], i == 0, msg)
-        finally:
-            if host.poll() is None:
-                host.kill()
-                host.wait(timeout=10)
-            host.stdout.close()
-
 
 if __name__ == "__main__":
     unittest.main()
