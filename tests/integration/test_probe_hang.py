@@ -41,6 +41,40 @@ class SeededCase(ScoutTestCase):
     def job(self, **kw):
         return TrainerJob(seed=self.rng.randrange(1 << 31), **kw)
 
+    @contextlib.contextmanager
+    def stalled_job(self, fault_ranks=range(WORLD)):
+        """A 4-rank job whose fault rank (one of `fault_ranks`) stopped itself before a collective while its peers
+        wait inside it. One such job serves every test of the module that probes such a stall (a 4-rank job costs
+        ~13 s of CPU to start, measured, and ~20 s to start and settle on 2 loaded cores): started on first use,
+        torn down with the module (tearDownModule), its peers held by a 1800 s gloo timeout (ctest's limit for the
+        file). Probes only read its records and /proc; each use first checks that the job is still the stall it
+        was (every rank alive, the fault rank stopped)."""
+        job = next((j for j in _STALLS if j.fault_rank in fault_ranks), None)
+        if job is None:
+            # Named after the class that first held these jobs, so that a seed draws the jobs it drew before.
+            rng = random.Random(SEED ^ zlib.crc32(f"TwoObservers stall {len(_STALLS)}".encode()))
+            job = TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective", seed=rng.randrange(1 << 31),
+                             fault_rank=rng.choice(list(fault_ranks)), pg_timeout=1800)
+            try:
+                job.start()
+                job.settle()
+            except BaseException:
+                job.teardown()
+                raise
+            _STALLS.append(job)
+        self.assertEqual(job.returncodes(), [None] * WORLD, f"seed {job.seed}: every rank still runs")
+        self.assertEqual(job.state(job.fault_rank), "T", f"seed {job.seed}: rank {job.fault_rank} still stopped")
+        yield job
+
+
+_STALLS = []  # SeededCase.stalled_job's jobs
+
+
+def tearDownModule():
+    for job in _STALLS:
+        job.teardown()
+    _STALLS.clear()
+
 
 def probe(job, *extra, timeout_s=10, env=None):
     """Runs probe-hang on `job`; fails the test (TimeoutExpired) if it outlives its own timeout by far."""
@@ -67,9 +101,12 @@ class FaultLocalization(SeededCase):
     """One job per fault, 4 ranks, fault at a random rank and step."""
 
     def localize(self, fault, kinds):
-        with self.job(world=WORLD, steps=STEPS, fault=fault) as job:
-            job.start()
-            job.settle()
+        # A rank stopped before a collective: the module's shared stall (stalled_job), which the two-observer
+        # tests probe too; every other fault its own job.
+        with self.stalled_job() if fault == "stop-before-collective" else self.job(world=WORLD, steps=STEPS, fault=fault) as job:
+            if fault != "stop-before-collective":
+                job.start()
+                job.settle()
             res = probe(job.job)
             doc = res.json()
             msg = f"seed {job.seed} fault {fault} rank {job.fault_rank} step {job.fault_step}\n{res}"
@@ -149,102 +186,9 @@ class GroupStall(SeededCase):
             self.assertEqual(doc["suspects"], [])
 
 
-class TwoObservers(SeededCase):
-    """Ranks split over two observers ("nodes") that share this host's /dev/shm."""
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.stalls = []
-
-    @classmethod
-    def tearDownClass(cls):
-        for job in cls.stalls:
-            job.teardown()
-        super().tearDownClass()
-
-    @contextlib.contextmanager
-    def stalled_job(self, fault_ranks=range(WORLD)):
-        """A 4-rank job whose fault rank (one of `fault_ranks`) stopped itself before a collective while its peers
-        wait inside it. One such job serves every test of the class that probes a stall (a 4-rank job costs ~10 s
-        to start and settle on 2 loaded cores): started on first use, torn down with the class, its peers held by
-        a 600 s gloo timeout. Probes only read its records and /proc; each use first checks that the job is still
-        the stall it was (every rank alive, the fault rank stopped)."""
-        cls = type(self)
-        job = next((j for j in cls.stalls if j.fault_rank in fault_ranks), None)
-        if job is None:
-            rng = random.Random(SEED ^ zlib.crc32(f"{cls.__name__} stall {len(cls.stalls)}".encode()))
-            job = TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective", seed=rng.randrange(1 << 31),
-                             fault_rank=rng.choice(list(fault_ranks)), pg_timeout=600)
-            try:
-                job.start()
-                job.settle()
-            except BaseException:
-                job.teardown()
-                raise
-            cls.stalls.append(job)
-        self.assertEqual(job.returncodes(), [None] * WORLD, f"seed {job.seed}: every rank still runs")
-        self.assertEqual(job.state(job.fault_rank), "T", f"seed {job.seed}: rank {job.fault_rank} still stopped")
-        yield job
-
-    def two_node_probe(self, store_args, env=None, timeout_s=10):
-        with self.stalled_job() as job:
-            self.last_job = job.job
-            procs = [start_probe(job.job, "--nodes", "2", "--node-index", str(i), "--local-ranks", f"{2 * i}-{2 * i + 1}",
-                                 *store_args, env=env, timeout_s=timeout_s) for i in range(2)]
-            outs = [p.communicate(timeout=60) for p in procs]
-            docs = []
-            for p, (out, err) in zip(procs, outs):
-                self.assertEqual(p.returncode, EXIT["attributed"], f"seed {job.seed}\n{out}\n{err}")
-                doc = json.loads(out)
-                validate(doc)
-                docs.append(doc)
-            for doc in docs:
-                self.assertEqual(suspects(doc), [job.fault_rank], f"seed {job.seed}")
-                self.assertEqual(doc["details"]["unreachable"], [])
-                self.assertEqual(doc["details"]["observers"]["reached"], [0, 1])
-                # A stall: the positions do not prove the job healthy, so every node sent its compact
-                # evidence, and the nodes holding one of each distinct ring sent their rings.
-                self.assertEqual(doc["details"]["transport"]["evidence_from"], [0, 1])
-                rings_from = doc["details"]["transport"]["rings_from"]
-                self.assertTrue(rings_from and set(rings_from) <= {0, 1}, rings_from)
-                self.assertEqual(doc["details"]["transport"]["rings_restored"]["lost"], 0)
-                self.assertEqual(doc["details"]["ranks_listed"], "all")
-                print(f"observer {doc['details']['transport']['observer']} (a stall): bytes in "
-                      f"{doc['details']['transport']['bytes_in']}", file=sys.stderr)
-            # Every observer computed the same verdict.
-            strip = lambda d: json.dumps({k: v for k, v in d.items() if k not in ("created_at",)} | {
-                "details": {k: v for k, v in d["details"].items() if k not in ("transport", "trace")}}, sort_keys=True)
-            self.assertEqual(strip(docs[0]), strip(docs[1]))
-            return docs
-
-    def test_clean_job_is_decided_on_positions_alone(self):
-        """Two observers of a job that makes progress: the 64-byte positions prove it healthy, and no
-        rank's record crosses the network (the two-phase gather's first phase only)."""
-        store = tempfile.mkdtemp(prefix="scout-store-")
-        try:
-            with self.job(world=WORLD, steps=400, fault="none", step_delay=0.05) as job:
-                job.start()
-                job.wait_training(min_step=2)
-                procs = [start_probe(job.job, "--nodes", "2", "--node-index", str(i), "--local-ranks",
-                                     f"{2 * i}-{2 * i + 1}", "--store", f"file://{store}",
-                                     timeout_s=20, threshold="10") for i in range(2)]
-                outs = [p.communicate(timeout=60) for p in procs]
-                for p, (out, err) in zip(procs, outs):
-                    self.assertEqual(p.returncode, EXIT["healthy"], f"seed {job.seed}\n{out}\n{err}")
-                    doc = json.loads(out)
-                    validate(doc)
-                    d = doc["details"]
-                    self.assertEqual(d["ranks_listed"], "positions", out)
-                    self.assertEqual(d["ranks"], [])
-                    self.assertEqual(d["world_size"], WORLD)
-                    self.assertEqual(d["observers"]["reached"], [0, 1])
-                    self.assertEqual(d["transport"]["evidence_from"], [])
-                    self.assertGreaterEqual(d["transport"]["connections"], 1)  # its pair (more if it re-formed)
-                    print(f"observer {d['transport']['observer']}: bytes in {d['transport']['bytes_in']}, "
-                          f"out {d['transport']['bytes_out']}", file=sys.stderr)
-        finally:
-            shutil.rmtree(store, ignore_errors=True)
+class FourObservers:
+    """four_observers_in_two_groups, for a stalled job (SeededCase.stalled_job) or a clean one
+    (CleanJobObservers.running_job)."""
 
     def four_observers_in_two_groups(self, fault, extra=(), expect=None):
         """One observer per rank, in two groups of two (--observer-group-size 2): the groups' leaders
@@ -252,10 +196,7 @@ class TwoObservers(SeededCase):
         store = tempfile.mkdtemp(prefix="scout-store-")
         try:
             clean = fault == "none"
-            with self.job(world=WORLD, fault=fault, steps=400, step_delay=0.05) if clean else self.stalled_job() as job:
-                if clean:
-                    job.start()
-                    job.wait_training(min_step=2)
+            with self.running_job() if clean else self.stalled_job() as job:
                 procs = [start_probe(job.job, "--nodes", str(WORLD), "--node-index", str(i), "--local-ranks", str(i),
                                      "--store", f"file://{store}", "--observer-group-size", "2", *extra,
                                      "--trace-out", os.path.join(store, f"trace-{i}.json"),
@@ -302,25 +243,47 @@ class TwoObservers(SeededCase):
         finally:
             shutil.rmtree(store, ignore_errors=True)
 
+
+class TwoObservers(FourObservers, SeededCase):
+    """Ranks split over two observers ("nodes") that share this host's /dev/shm."""
+
+    def two_node_probe(self, store_args, env=None, timeout_s=10):
+        with self.stalled_job() as job:
+            self.last_job = job.job
+            procs = [start_probe(job.job, "--nodes", "2", "--node-index", str(i), "--local-ranks", f"{2 * i}-{2 * i + 1}",
+                                 *store_args, env=env, timeout_s=timeout_s) for i in range(2)]
+            outs = [p.communicate(timeout=60) for p in procs]
+            docs = []
+            for p, (out, err) in zip(procs, outs):
+                self.assertEqual(p.returncode, EXIT["attributed"], f"seed {job.seed}\n{out}\n{err}")
+                doc = json.loads(out)
+                validate(doc)
+                docs.append(doc)
+            for doc in docs:
+                self.assertEqual(suspects(doc), [job.fault_rank], f"seed {job.seed}")
+                self.assertEqual(doc["details"]["unreachable"], [])
+                self.assertEqual(doc["details"]["observers"]["reached"], [0, 1])
+                # A stall: the positions do not prove the job healthy, so every node sent its compact
+                # evidence, and the nodes holding one of each distinct ring sent their rings.
+                self.assertEqual(doc["details"]["transport"]["evidence_from"], [0, 1])
+                rings_from = doc["details"]["transport"]["rings_from"]
+                self.assertTrue(rings_from and set(rings_from) <= {0, 1}, rings_from)
+                self.assertEqual(doc["details"]["transport"]["rings_restored"]["lost"], 0)
+                self.assertEqual(doc["details"]["ranks_listed"], "all")
+                print(f"observer {doc['details']['transport']['observer']} (a stall): bytes in "
+                      f"{doc['details']['transport']['bytes_in']}", file=sys.stderr)
+            # Every observer computed the same verdict.
+            strip = lambda d: json.dumps({k: v for k, v in d.items() if k not in ("created_at",)} | {
+                "details": {k: v for k, v in d["details"].items() if k not in ("transport", "trace")}}, sort_keys=True)
+            self.assertEqual(strip(docs[0]), strip(docs[1]))
+            return docs
+
     def test_two_level_gather_names_the_rank(self):
         job, docs = self.four_observers_in_two_groups("stop-before-collective")
         self.assertEqual(suspects(docs[0]), [job.fault_rank], f"seed {job.seed}")
         self.assertEqual(docs[0]["details"]["transport"]["evidence_from"], list(range(WORLD)))
         rings_from = docs[0]["details"]["transport"]["rings_from"]
         self.assertTrue(rings_from and set(rings_from) <= set(range(WORLD)), rings_from)
-
-    def test_two_level_gather_of_a_clean_job_moves_positions_only(self):
-        job, docs = self.four_observers_in_two_groups("none")
-        self.assertEqual(docs[0]["details"]["ranks_listed"], "positions")
-        self.assertEqual(docs[0]["details"]["transport"]["evidence_from"], [])
-
-    def test_two_level_gather_refuses_a_mesh_of_another_world(self):
-        """A clean job decided on positions alone still checks --mesh: its leaders hold no records, and
-        the positions carry the world size (4), which dp=3 does not cover. Every observer says so."""
-        job, outs = self.four_observers_in_two_groups("none", extra=("--mesh", "dp=3"), expect=EXIT["usage"])
-        for out, err in outs:
-            self.assertIn("--mesh dp=3 has 3 ranks", err, f"seed {job.seed}\n{out}\n{err}")
-            self.assertIn("world of 4", err, f"seed {job.seed}\n{err}")
 
     def test_file_store(self):
         store = tempfile.mkdtemp(prefix="scout-store-")
@@ -430,7 +393,11 @@ class TwoObservers(SeededCase):
                 doc = json.loads(out)
                 validate(doc)
                 docs.append(doc)
-            stray.communicate(timeout=timeout_s + 60)
+            # The stray meets no one of its token or attempt: it would wait out its whole --timeout (30 s on the
+            # TCP store) before giving up. Nothing here reads its own outcome (test_observer_of_another_job_token_
+            # is_rejected_and_reported does), so it is ended once both real observers have decided.
+            stray.kill()
+            stray.communicate(timeout=60)
             for doc in docs:
                 self.assertEqual(doc["details"]["observers"]["reached"], [0, 1])
                 self.assertEqual(suspects(doc), [job.fault_rank], f"seed {job.seed}")
@@ -508,6 +475,85 @@ class TwoObservers(SeededCase):
                 self.assertFalse(any(secret.decode() in n for n in names))
         finally:
             shutil.rmtree(store, ignore_errors=True)
+
+
+class CleanJobObservers(FourObservers, SeededCase):
+    """Observers of a clean job that keeps training: the positions prove it healthy.
+
+    One such job serves every test of the class (each only probes it; a 4-rank job costs ~13 s of CPU to start,
+    measured): started on first use, torn down with the class; each use first checks that it still trains."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.clean = None
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.clean is not None:
+            cls.clean.teardown()
+        super().tearDownClass()
+
+    @contextlib.contextmanager
+    def running_job(self):
+        """A 4-rank clean job, 0.05 s between steps (each test's probes take seconds to tens of seconds on a
+        loaded host; 20000 steps outlast the class by far, and tearDownClass ends it)."""
+        cls = type(self)
+        if cls.clean is None:
+            rng = random.Random(SEED ^ zlib.crc32(f"{cls.__name__} clean".encode()))
+            job = TrainerJob(world=WORLD, steps=20000, fault="none", step_delay=0.05, seed=rng.randrange(1 << 31))
+            try:
+                job.start()
+            except BaseException:
+                job.teardown()
+                raise
+            cls.clean = job
+        job = cls.clean
+        self.assertEqual(job.returncodes(), [None] * WORLD, f"seed {job.seed}: every rank still trains")
+        recs = job.records()
+        step = min(r["record"]["step"] for r in recs.values()) if len(recs) == WORLD else 0
+        job.wait_training(min_step=max(2, step + 1))  # started, or still advancing
+        self.assertEqual(job.returncodes(), [None] * WORLD, f"seed {job.seed}: every rank still trains")
+        yield job
+
+    def test_clean_job_is_decided_on_positions_alone(self):
+        """Two observers of a job that makes progress: the 64-byte positions prove it healthy, and no
+        rank's record crosses the network (the two-phase gather's first phase only)."""
+        store = tempfile.mkdtemp(prefix="scout-store-")
+        try:
+            with self.running_job() as job:
+                procs = [start_probe(job.job, "--nodes", "2", "--node-index", str(i), "--local-ranks",
+                                     f"{2 * i}-{2 * i + 1}", "--store", f"file://{store}",
+                                     timeout_s=20, threshold="10") for i in range(2)]
+                outs = [p.communicate(timeout=60) for p in procs]
+                for p, (out, err) in zip(procs, outs):
+                    self.assertEqual(p.returncode, EXIT["healthy"], f"seed {job.seed}\n{out}\n{err}")
+                    doc = json.loads(out)
+                    validate(doc)
+                    d = doc["details"]
+                    self.assertEqual(d["ranks_listed"], "positions", out)
+                    self.assertEqual(d["ranks"], [])
+                    self.assertEqual(d["world_size"], WORLD)
+                    self.assertEqual(d["observers"]["reached"], [0, 1])
+                    self.assertEqual(d["transport"]["evidence_from"], [])
+                    self.assertGreaterEqual(d["transport"]["connections"], 1)  # its pair (more if it re-formed)
+                    print(f"observer {d['transport']['observer']}: bytes in {d['transport']['bytes_in']}, "
+                          f"out {d['transport']['bytes_out']}", file=sys.stderr)
+        finally:
+            shutil.rmtree(store, ignore_errors=True)
+
+    def test_two_level_gather_of_a_clean_job_moves_positions_only(self):
+        job, docs = self.four_observers_in_two_groups("none")
+        self.assertEqual(docs[0]["details"]["ranks_listed"], "positions")
+        self.assertEqual(docs[0]["details"]["transport"]["evidence_from"], [])
+
+    def test_two_level_gather_refuses_a_mesh_of_another_world(self):
+        """A clean job decided on positions alone still checks --mesh: its leaders hold no records, and
+        the positions carry the world size (4), which dp=3 does not cover. Every observer says so."""
+        job, outs = self.four_observers_in_two_groups("none", extra=("--mesh", "dp=3"), expect=EXIT["usage"])
+        for out, err in outs:
+            self.assertIn("--mesh dp=3 has 3 ranks", err, f"seed {job.seed}\n{out}\n{err}")
+            self.assertIn("world of 4", err, f"seed {job.seed}\n{err}")
 
 
 class ScoutPathFaults(SeededCase):

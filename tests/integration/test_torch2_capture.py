@@ -204,6 +204,34 @@ class Modules(ScoutTestCase):
     def setUpClass(cls):
         if not os.path.exists(MODULE):
             raise unittest.SkipTest(f"{MODULE} not built (no torch 2.x venv at configure time)")
+        cls.stall = None
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.stall is not None:
+            cls.stall.teardown()
+            cls.stall = None
+
+    @contextlib.contextmanager
+    def stalled_job(self):
+        """A 4-rank job with one rank stopped before a collective, its peers waiting inside it. One such job serves
+        both store tests (each only probes it; a 4-rank job costs ~13 s of CPU to start, measured): started on
+        first use, torn down with the class, its peers held by a 600 s gloo timeout; each use first checks that
+        it is still that stall (every rank alive, the fault rank stopped)."""
+        cls = type(self)
+        if cls.stall is None:
+            job = th.TrainerJob(world=4, steps=5, fault="stop-before-collective", pg_timeout=600)
+            try:
+                job.start()
+                job.settle()
+            except BaseException:
+                job.teardown()
+                raise
+            cls.stall = job
+        job = cls.stall
+        self.assertEqual(job.returncodes(), [None] * 4, f"seed {job.seed}: every rank still runs")
+        self.assertEqual(job.state(job.fault_rank), "T", f"seed {job.seed}: rank {job.fault_rank} still stopped")
+        yield job
 
     def test_version_names_the_module_and_its_torch(self):
         env = dict(os.environ)
@@ -217,9 +245,7 @@ class Modules(ScoutTestCase):
 
     def probe_through(self, port):
         """Two observers of a stopped 4-rank job joining the store at `port`; (rc, out, err) each."""
-        with th.TrainerJob(world=4, steps=5, fault="stop-before-collective") as job:
-            job.start()
-            job.settle()
+        with self.stalled_job() as job:
             env = dict(os.environ)
             env.pop("SCOUT_TORCH_MODULE", None)
             procs = [subprocess.Popen([SCOUT_BIN, "probe-hang", "--job", job.job, "--threshold", "1",
@@ -262,9 +288,7 @@ class Modules(ScoutTestCase):
                                     "while s.num_keys() < base + 2 and time.monotonic() < end: time.sleep(0.02)\n"
                                     "print('going' if s.num_keys() >= base + 2 else 'no observer wrote', flush=True)\n"
                                     "os._exit(0)\n") as host:
-            with th.TrainerJob(world=4, steps=5, fault="stop-before-collective") as job:
-                job.start()
-                job.settle()
+            with self.stalled_job() as job:
                 env = dict(os.environ)
                 env.pop("SCOUT_TORCH_MODULE", None)
 
