@@ -22,7 +22,7 @@ import unittest
 import zlib
 
 from scoutlib import EXIT, SCOUT_BIN, ScoutTestCase, run, validate
-from trainer_harness import TrainerJob, free_port, group_stalled_job, have_netns
+from trainer_harness import TrainerJob, assert_still_stalled, free_port, group_stalled_job, have_netns, start_stall
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORLD = 4
@@ -53,17 +53,10 @@ class SeededCase(ScoutTestCase):
         if job is None:
             # Named after the class that first held these jobs, so that a seed draws the jobs it drew before.
             rng = random.Random(SEED ^ zlib.crc32(f"TwoObservers stall {len(_STALLS)}".encode()))
-            job = TrainerJob(world=WORLD, steps=STEPS, fault="stop-before-collective", seed=rng.randrange(1 << 31),
-                             fault_rank=rng.choice(list(fault_ranks)), pg_timeout=1800)
-            try:
-                job.start()
-                job.settle()
-            except BaseException:
-                job.teardown()
-                raise
+            job = start_stall(world=WORLD, steps=STEPS, seed=rng.randrange(1 << 31),
+                              fault_rank=rng.choice(list(fault_ranks)), pg_timeout=1800)
             _STALLS.append(job)
-        self.assertEqual(job.returncodes(), [None] * WORLD, f"seed {job.seed}: every rank still runs")
-        self.assertEqual(job.state(job.fault_rank), "T", f"seed {job.seed}: rank {job.fault_rank} still stopped")
+        assert_still_stalled(self, job)
         yield job
 
 

@@ -220,18 +220,9 @@ class Modules(ScoutTestCase):
         it is still that stall (every rank alive, the fault rank stopped)."""
         cls = type(self)
         if cls.stall is None:
-            job = th.TrainerJob(world=4, steps=5, fault="stop-before-collective", pg_timeout=600)
-            try:
-                job.start()
-                job.settle()
-            except BaseException:
-                job.teardown()
-                raise
-            cls.stall = job
-        job = cls.stall
-        self.assertEqual(job.returncodes(), [None] * 4, f"seed {job.seed}: every rank still runs")
-        self.assertEqual(job.state(job.fault_rank), "T", f"seed {job.seed}: rank {job.fault_rank} still stopped")
-        yield job
+            cls.stall = th.start_stall(world=4, steps=5, pg_timeout=600)
+        th.assert_still_stalled(self, cls.stall)
+        yield cls.stall
 
     def test_version_names_the_module_and_its_torch(self):
         env = dict(os.environ)

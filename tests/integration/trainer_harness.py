@@ -355,6 +355,25 @@ class TrainerJob:
         return False
 
 
+def start_stall(**kw):
+    """A started, settled job of TrainerJob(**kw) whose fault rank stops itself before a collective while its peers
+    wait inside it (a stall several tests can probe in turn); torn down if it fails to start or settle."""
+    job = TrainerJob(fault="stop-before-collective", **kw)
+    try:
+        job.start()
+        job.settle()
+    except BaseException:
+        job.teardown()
+        raise
+    return job
+
+
+def assert_still_stalled(test, job):
+    """Fails `test` unless `job` (start_stall) is still the stall it was: every rank alive, the fault rank stopped."""
+    test.assertEqual(job.returncodes(), [None] * job.world, f"seed {job.seed}: every rank still runs")
+    test.assertEqual(job.state(job.fault_rank), "T", f"seed {job.seed}: rank {job.fault_rank} still stopped")
+
+
 def have_netns():
     """Whether this process can make network namespaces (root, iproute2 and
     CAP_SYS_ADMIN: root in a container may lack it, so one is made and removed)."""
