@@ -164,7 +164,22 @@ HangKind conclude(const DecisionInput& in, const Views& views, const Positions& 
     v.status = VerdictStatus::inconclusive;
     v.scope = views.unreachable_obs.empty() ? Scope::job : Scope::node;
     v.action = "escalate";
-    if (known == world && dead == world)
+    if (!ex.died_in_finished_call.empty()) {
+      const auto& died = ex.died_in_finished_call;
+      const auto& first = pos.ranks[died.front()].s->pending;
+      const bool one_call = std::all_of(died.begin(), died.end(), [&](std::int64_t r) {
+        const auto& c = pos.ranks[r].s->pending;
+        return c.group == first.group && c.group_seq == first.group_seq;
+      });
+      v.summary = fmt::format(
+          "rank{} {} died inside {}a call the other members finished: the records cannot tell which died first, "
+          "nor whether one was aborted for another's failure (read {} logs; details.victims)",
+          died.size() > 1 ? "s" : "", fmt::join(died, ", "),
+          one_call ? fmt::format("{} pg {} seq {}, ", records::collective_type_name(first.type), hex64(first.group),
+                                 first.group_seq)
+                   : std::string(),
+          died.size() > 1 ? "their" : "its");
+    } else if (known == world && dead == world)
       v.summary = fmt::format(
           "every rank has exited and no position singles one out{}: the cause cannot be told from "
           "the records (read the ranks' logs)",

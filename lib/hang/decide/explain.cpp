@@ -113,6 +113,32 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
     }
     return {};
   };
+  // A dead rank inside a call that some member finished, every other member having finished it or died in it
+  // too, however each died: what the two-aborts case leaves unnamed (a cause and gloo's victim read alike),
+  // said as such in the summary rather than as deaths at the peers' position.
+  auto dead_in_finished_call = [&](std::int64_t r) {
+    const auto& p = R[r];
+    if (!p.s || !p.entered || !p.dead_final || p.failed) return false;
+    auto it = pos.roles.by_id.find(p.s->pending.group);
+    if (it == pos.roles.by_id.end() || it->second.members.size() < 2) return false;
+    bool finished = false;
+    for (auto m : it->second.members) {
+      if (m == r) continue;
+      if (m < 0 || m >= world || !R[m].s) return false;
+      const auto& mp = R[m];
+      if (mp.s->pending.group == p.s->pending.group && mp.s->pending.group_seq == p.s->pending.group_seq) {
+        if (!mp.entered || !mp.dead_final || mp.failed || !same_call(mp.s->pending, p.pending)) return false;
+        continue;
+      }
+      bool done = false;
+      for (const auto& c : mp.history)
+        if (c.group == p.s->pending.group && c.seq == p.s->pending.group_seq && same_call(c.fingerprint, p.pending))
+          done = !c.failed;
+      if (!done) return false;
+      finished = true;
+    }
+    return finished;
+  };
   // Definitive differences first, then ranks away from their peers.
   for (const auto& [r, c] : cmp.candidates) {
     if (c.weight == Weight::definitive) {
@@ -325,6 +351,9 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
         why = "ended on a termination signal (its launcher tearing it down after another worker failed)";
       } else if (p.comm_error) {
         why = "ended on a communication error: a peer's failure reached it (often in a call it does not record)";
+      } else if (dead_in_finished_call(r)) {
+        why = "died inside a call the other members finished (or died in)";
+        out.died_in_finished_call.push_back(r);
       } else if (cmp.at_majority[r]) {
         why = "died at its peers' position";
       } else if (p.entered) {

@@ -294,6 +294,7 @@ struct Explanation {
   std::vector<NodeFinding> nodes;            // whole nodes (first_failed_node), when no rank is named
   json victims = json::array();
   std::vector<std::int64_t> victim_ranks;
+  std::vector<std::int64_t> died_in_finished_call;  // victims dead inside a call the others finished (ascending)
   HangKind kind = HangKind::healthy;
 };
 

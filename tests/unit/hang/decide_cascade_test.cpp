@@ -980,6 +980,13 @@ TEST_F(CascadeTest, TwoRanksDeadRightAfterOneCallAreNamedUnlessGlooMayHaveAborte
       Verdict w = decide(input_of(f));
       for (auto r : suspects(w)) EXPECT_TRUE(r == a || r == b) << r << " " << w.summary;
       EXPECT_FALSE(suspects(w).count(a)) << w.summary;
+      // Unnamed, the summary says where they died and that the records cannot tell them apart; never that
+      // they died at their peers' position.
+      if (suspects(w).empty()) {
+        const auto pair = fmt::format("ranks {}, {} died inside ", std::min(a, b), std::max(a, b));
+        EXPECT_NE(w.summary.find(pair), std::string::npos) << w.summary;
+        EXPECT_NE(w.summary.find("a call the other members finished"), std::string::npos) << w.summary;
+      }
     }
     // A third member still inside the call, alive: the call kept them all, or may have.
     auto g = e;
