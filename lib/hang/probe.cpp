@@ -306,16 +306,6 @@ Result<Verdict> decode_decision(const session::Bytes& bytes) {
 
 namespace {
 
-// A rejoin is tried only with at least this much of the probe's timeout left.
-constexpr std::chrono::milliseconds k_least_rejoin_time{1500};
-
-// Whether the tcp:// store this observer joined no longer answers: its connection was closed (the launcher that
-// hosted it exited). A replicated etcd:// store and a store directory are never rejoined.
-bool store_went_away(const session::JoinedStore& joined) {
-  if (joined.uri.kind != transport::StoreUri::Kind::tcp || joined.hosted_here) return false;
-  return !joined.store->check("scout/store-alive");
-}
-
 // The error of an observer that met no other observer while the job's observers of another
 // key id (`others`, from the presence keys) ran: a wrong token or attempt, not peers down.
 Error met_nobody_error(const ProbeOptions& o, std::int64_t index, const std::vector<session::Rejection>& others) {
@@ -614,21 +604,12 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
         if (attempt > 0 || meeting.met_another(*index)) break;
         auto rejoin_budget = std::chrono::duration_cast<std::chrono::milliseconds>(
             start + o.timeout - std::chrono::steady_clock::now() - std::chrono::milliseconds(150));
-        if (rejoin_budget < k_least_rejoin_time || !store_went_away(*store)) break;
-        // Measured, 3 namespace nodes, one powered off, observers on torchrun's store (load 15-20): both other
-        // observers joined it, it went away with node 0's agent, and each then read it in vain and decided alone
-        // (inconclusive, 4 of 7 runs together with another cause). Here observer 0 hosts it again where nothing
-        // answers, the others wait to connect there, and all meet in a new session.
-        notes.push_back(
-            fmt::format("the store {} went away after this observer joined it: rejoining", store->uri.text));
-        spdlog::warn("{}", notes.back());
+        if (rejoin_budget < session::k_least_rejoin_time || !session::store_went_away(*store)) break;
         meeting.add_notes(notes);
         meeting = Meeting{};  // each session holds the store it formed on
         presence_key.clear();
-        auto again = session::join_store(o.job, store->uri, o.host_store, *index, o.listen_address,
-                                         std::max(k_least_rejoin_time, rejoin_budget * 3 / 4));
+        auto again = session::rejoin_store(o.job, *store, o.host_store, *index, o.listen_address, rejoin_budget, notes);
         if (!again) {
-          notes.push_back(fmt::format("cannot reach the store again: {}", again.error().message()));
           transport_details["store_unreachable"] = true;
           break;
         }
@@ -636,9 +617,10 @@ Result<Verdict> run_probe(const ProbeOptions& o, const RecordSource& source, Pro
         transport_details["store_rejoined"] = true;
         transport_details["store_hosted_here"] = store->hosted_here;
         // What is left of the probe's timeout, yet time enough to meet: a rejoin may end a little past --timeout.
-        gather_timeout = std::max(k_least_rejoin_time * 2, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                               start + o.timeout - std::chrono::steady_clock::now() -
-                                                               std::chrono::milliseconds(150)));
+        gather_timeout =
+            std::max(session::k_least_rejoin_time * 2,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(
+                         start + o.timeout - std::chrono::steady_clock::now() - std::chrono::milliseconds(150)));
         plan.deadline = std::chrono::steady_clock::now() + gather_timeout;
         plan.so.timeout = gather_timeout;
       }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "lib/common/error.hpp"
 #include "lib/transport/store.hpp"
@@ -31,6 +32,21 @@ struct JoinedStore {
 // reached or hosted.
 Result<JoinedStore> join_store(const std::string& job, const std::optional<transport::StoreUri>& store, HostStore host,
                                std::int64_t member, const std::string& listen, std::chrono::milliseconds timeout);
+
+// A rejoin is tried only with at least this much of a command's time left.
+inline constexpr std::chrono::milliseconds k_least_rejoin_time{1500};
+
+// Whether the tcp:// store this observer joined no longer answers: its connection was closed (the launcher that
+// hosted it exited). A store hosted here, a replicated etcd:// store and a store directory are never rejoined.
+bool store_went_away(const JoinedStore& joined);
+
+// Joins `gone`'s store again at the same address once it went away (store_went_away), within 3/4 of `budget` (at
+// least k_least_rejoin_time): observer 0 (host auto) hosts it where nothing answers, the others wait for it there.
+// `notes` receives why, and why it failed. Each command rejoins at most once per run (probe-hang: its one gather;
+// straggler: its rounds). Errors: the store cannot be reached or hosted again.
+Result<JoinedStore> rejoin_store(const std::string& job, const JoinedStore& gone, HostStore host, std::int64_t member,
+                                 const std::string& listen, std::chrono::milliseconds budget,
+                                 std::vector<std::string>& notes);
 
 // The local address that routes to host:port (no packet is sent), or "".
 std::string address_towards(const std::string& host, std::uint16_t port);

@@ -135,6 +135,13 @@ NewCalls new_calls(const std::vector<records::RecordRead>& reads, const LiveOpti
   return out;
 }
 
+// Whether a round's gather brought no other observer's evidence.
+bool met_nobody(const session::OneShotResult& g, std::int64_t observer) {
+  for (std::size_t i = 0; i < g.blobs.size(); ++i)
+    if (static_cast<std::int64_t>(i) != observer && g.blobs[i]) return false;
+  return true;
+}
+
 nlohmann::json bench_json(const std::vector<BenchResult>& results, const std::vector<std::int64_t>& outliers,
                           const C3Result& c3) {
   nlohmann::json ranks = nlohmann::json::array();
@@ -192,7 +199,7 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source,
   nlohmann::json transport = {{"nodes", o.nodes}, {"store", nullptr}};
 
   // Multi-node: the store and the token, once for all rounds.
-  std::unique_ptr<transport::KeyValueStore> store;
+  std::optional<session::JoinedStore> joined;
   std::optional<transport::JobToken> token;
   std::int64_t observer = o.node_index.value_or(0);
   std::string listen_address = o.listen_address;
@@ -202,15 +209,18 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source,
     token = std::move(*t);
     if (!o.node_index)
       return usage_error("--node-index is required with --nodes > 1", "", "pass --node-index I (0-based) on each node");
-    auto joined = session::join_store(o.job, o.store, o.host_store, observer, o.listen_address, o.round_timeout);
-    if (!joined) return joined.error();
-    transport["store"] = joined->uri.text;
+    auto j = session::join_store(o.job, o.store, o.host_store, observer, o.listen_address, o.round_timeout);
+    if (!j) return j.error();
+    transport["store"] = j->uri.text;
     transport["authenticated"] = token->authenticated();
-    listen_address = joined->listen_address;
-    store = std::move(joined->store);
+    transport["store_hosted_here"] = j->hosted_here;
+    listen_address = j->listen_address;
+    joined = std::move(*j);
   }
   transport["observer"] = observer;
   nlohmann::json gathers = nlohmann::json::array();
+  bool rejoined = false;  // the store was joined again once (it went away)
+  bool alone = false;     // and could not be: the rounds left are this node's alone
 
   if (!o.evidence_in.empty()) {
     if (o.bench) return usage_error("--bench needs the live job, not --evidence-in");
@@ -289,10 +299,42 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source,
     go.timeout = o.round_timeout;
     go.listen_address = listen_address;
     const std::string context = fmt::format("{}/straggler/{}", token->key_namespace(), observer);
+    const auto signed_round = token->sign(encode_round(local, o.job, observer), context);
     const auto t0 = std::chrono::steady_clock::now();
-    auto g = session::gather_once(*store, go, token->sign(encode_round(local, o.job, observer), context));
+    std::vector<std::string> round_notes;
+    auto g = alone ? Result<session::OneShotResult>(session::OneShotResult{})
+                   : session::gather_once(*joined->store, go, signed_round);
+    // At most one rejoin per run: a tcp:// store that went away after this observer joined it (torchrun's agent
+    // exits with its store seconds after a node's loss; observer 0 then hosts it at the same address). The round is
+    // gathered again on it, and the rounds left follow one --interval apart from then.
+    if (!alone && !rejoined && (!g || met_nobody(*g, observer)) && session::store_went_away(*joined)) {
+      rejoined = true;
+      if (!g) round_notes.push_back(fmt::format("round {}: {}", round, g.error().message()));
+      auto again = session::rejoin_store(o.job, *joined, o.host_store, observer, o.listen_address,
+                                         std::max(session::k_least_rejoin_time, o.round_timeout * 4 / 3), round_notes);
+      if (again) {
+        joined = std::move(*again);
+        transport["store_rejoined"] = true;
+        transport["store_hosted_here"] = joined->hosted_here;
+        listen_address = joined->listen_address;
+        go.listen_address = listen_address;
+        g = session::gather_once(*joined->store, go, signed_round);
+        if (round > 0) anchor = std::chrono::steady_clock::now() - o.interval * round;
+      } else {
+        // No store, no other observer: the rounds left are this node's evidence alone (as probe-hang decides).
+        transport["store_unreachable"] = true;
+        alone = true;
+        notes.push_back(
+            fmt::format("the store went away and could not be reached again from round {}: the rounds "
+                        "from then on are this node's evidence alone",
+                        round));
+        g = session::OneShotResult{};
+      }
+    }
     const double gather_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!g) return g.error();
+    g->notes.insert(g->notes.begin(), round_notes.begin(), round_notes.end());
+    if (g->blobs.empty()) g->blobs.resize(static_cast<std::size_t>(o.nodes));
     RoundEvidence merged = local;
     std::int64_t arrived = 1;
     for (std::int64_t i = 0; i < o.nodes; ++i) {

@@ -19,6 +19,7 @@ import unittest
 import scoutlib
 from straggler_jobs import (StragglerJob, busy_per_round, busy_ratio, cpu_quota_unavailable, memory_cgroup_unavailable,
                             remove_stale_cgroups)
+import trainer_harness as th
 from trainer_harness import require_python
 
 SEED = int(os.environ["STRAGGLER_SEED"]) if os.environ.get("STRAGGLER_SEED") else None
@@ -371,6 +372,36 @@ class StragglerOnRealJobs(scoutlib.ScoutTestCase):
                 self.assertEqual(doc["details"]["straggler"]["diagnosis"], "inter_node_network")
                 self.assertEqual(doc["scope"], "group")
             self.assertTrue(all(s["reason"] == "communication" for s in doc["suspects"]))
+
+    def test_store_that_goes_away_after_an_observer_joined_is_hosted_again(self):
+        """torchrun's agent exits with its store seconds after a node's loss, after observers joined it: observer 0
+        hosts it again at the same address (once per run), observer 1 (started after it went away) meets it there,
+        and both decide every round on both nodes' ranks, as on a store that stayed (a clean job: no one named)."""
+        if not os.path.exists(os.path.join(scoutlib.BUILD_DIR, "bin", "libscout_torch.so")):
+            self.skipTest("libscout_torch.so not built (no torch 2.x venv at configure time)")
+        port = th.free_port()
+        with StragglerJob(world=4, seed=SEED, ranks_per_host=2) as job:
+            job.start()
+            job.wait_steps(3)
+            # Observer 0's first key: its first round's gather's.
+            results = th.observers_across_a_lost_store(
+                self, port, 1, lambda i: ["straggler", "--job", job.job, "--rounds", "2", "--interval", "1", "--timeout",
+                                          "15", "--local-ranks", f"{2 * i}-{2 * i + 1}"], job.seed)
+        docs = []
+        for i, (rc, out, err) in enumerate(results):
+            msg = f"seed {job.seed}, observer {i}\n{out}\n{err[-3000:]}"
+            self.assertEqual(rc, scoutlib.EXIT["healthy"], msg)
+            doc = json.loads(out)
+            scoutlib.validate(doc)
+            docs.append(doc)
+            self.assertEqual(doc["suspects"], [], msg)
+            transport = doc["details"]["transport"]
+            self.assertEqual(transport.get("store_rejoined", False), i == 0, msg)
+            self.assertEqual(transport["store_hosted_here"], i == 0, msg)
+            self.assertNotIn("store_unreachable", transport, msg)
+            # The baseline and both rounds gathered from both observers: neither decided alone.
+            self.assertEqual([(g["round"], g["observers"]) for g in transport["gathers"]], [(0, 2), (1, 2), (2, 2)], msg)
+        self.assertEqual(docs[0]["details"]["straggler"]["rounds"], docs[1]["details"]["straggler"]["rounds"])
 
     def test_every_rank_slowed_equally_is_a_fleet_slowdown_not_a_straggler(self):
         with StragglerJob(world=4, seed=SEED) as job, tempfile.TemporaryDirectory() as tmp:

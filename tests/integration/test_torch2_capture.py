@@ -174,29 +174,6 @@ class Capture(ScoutTestCase):
             self.assertGreater(d["unique_graphs"], 0)
 
 
-@contextlib.contextmanager
-def torch_store_host(port, then):
-    """A torch 2.x TCPStore server (what torchrun's agent runs: libuv) on 127.0.0.1:`port`, in a process of its own
-    that then runs the Python `then` (the store is `s`; `base` its key count before any observer). Yields the
-    process once the store is up; kills it on leaving if it is still running."""
-    host = subprocess.Popen([th.require_python(), "-c", (
-        "import os, sys, time, datetime, torch.distributed as d\n"
-        f"s = d.TCPStore('127.0.0.1', {port}, is_master=True, wait_for_workers=False, "
-        "timeout=datetime.timedelta(seconds=900))\n"
-        "base = s.num_keys()\n"
-        "print('up', flush=True)\n" + then)], stdout=subprocess.PIPE, text=True)
-    try:
-        line = host.stdout.readline().strip()
-        if line != "up":
-            raise AssertionError(f"the torch TCPStore host did not start: {line!r}")
-        yield host
-    finally:
-        if host.poll() is None:
-            host.kill()
-            host.wait(timeout=10)
-        host.stdout.close()
-
-
 class Modules(ScoutTestCase):
     """scout's LibTorch module, built against the venv's torch 2.x."""
 
@@ -252,7 +229,7 @@ class Modules(ScoutTestCase):
         """What torchrun runs on torch 2.x (a libuv TCPStore server): the observers meet through it and agree."""
         py = th.require_python()
         port = th.free_port()
-        with torch_store_host(port, "s.set('from-torch', 'hello')\n"
+        with th.torch_store_host(port, "s.set('from-torch', 'hello')\n"
                                     "s.wait(['scout-done'], datetime.timedelta(seconds=900))\n") as host:
             job, results = self.probe_through(port)
             for rc, out, err in results:
@@ -273,36 +250,20 @@ class Modules(ScoutTestCase):
         hosts it again at the same address, observer 1 (started after it went away) meets it there, and both name
         the stopped rank."""
         port = th.free_port()
-        # The store's host exits (the store with it) once observer 0 wrote its first keys (its presence), so that
-        # observer 0 is inside its gather when the store goes away.
-        with torch_store_host(port, "end = time.monotonic() + 90\n"
-                                    "while s.num_keys() < base + 2 and time.monotonic() < end: time.sleep(0.02)\n"
-                                    "print('going' if s.num_keys() >= base + 2 else 'no observer wrote', flush=True)\n"
-                                    "os._exit(0)\n") as host:
-            with self.stalled_job() as job:
-                env = dict(os.environ)
-                env.pop("SCOUT_TORCH_MODULE", None)
-
-                def observer(i):
-                    return subprocess.Popen([SCOUT_BIN, "probe-hang", "--job", job.job, "--threshold", "1",
-                                             "--timeout", "30", "--format", "json", "--nodes", "2", "--node-index",
-                                             str(i), "--local-ranks", f"{2 * i}-{2 * i + 1}", "--store",
-                                             f"tcp://127.0.0.1:{port}"], env=env, stdout=subprocess.PIPE,
-                                            stderr=subprocess.PIPE, text=True)
-                first = observer(0)
-                self.assertEqual(host.stdout.readline().strip(), "going", f"seed {job.seed}")
-                self.assertEqual(host.wait(timeout=60), 0)
-                procs = [first, observer(1)]
-                outs = [p.communicate(timeout=120) for p in procs]
-            for i, (p, (out, err)) in enumerate(zip(procs, outs)):
-                msg = f"seed {job.seed}, observer {i}\n{out}\n{err[-3000:]}"
-                self.assertEqual(p.returncode, EXIT["attributed"], msg)
-                doc = json.loads(out)
-                self.assertEqual([s["rank"] for s in doc["suspects"]], [job.fault_rank], msg)
-                self.assertEqual(doc["details"]["unreachable"], [], msg)
-                transport = doc["details"]["transport"]
-                self.assertEqual(transport.get("store_rejoined", False), i == 0, msg)
-                self.assertEqual(transport["store_hosted_here"], i == 0, msg)
+        # Observer 0's first keys: its presence, then its gather's.
+        with self.stalled_job() as job:
+            results = th.observers_across_a_lost_store(
+                self, port, 2, lambda i: ["probe-hang", "--job", job.job, "--threshold", "1", "--timeout", "30",
+                                          "--local-ranks", f"{2 * i}-{2 * i + 1}"], job.seed)
+        for i, (rc, out, err) in enumerate(results):
+            msg = f"seed {job.seed}, observer {i}\n{out}\n{err[-3000:]}"
+            self.assertEqual(rc, EXIT["attributed"], msg)
+            doc = json.loads(out)
+            self.assertEqual([s["rank"] for s in doc["suspects"]], [job.fault_rank], msg)
+            self.assertEqual(doc["details"]["unreachable"], [], msg)
+            transport = doc["details"]["transport"]
+            self.assertEqual(transport.get("store_rejoined", False), i == 0, msg)
+            self.assertEqual(transport["store_hosted_here"], i == 0, msg)
 
 if __name__ == "__main__":
     unittest.main()

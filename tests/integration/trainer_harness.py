@@ -122,6 +122,53 @@ def free_port():
     raise RuntimeError(f"no free TCP port found in [{base}, {top})")
 
 
+@contextlib.contextmanager
+def torch_store_host(port, then):
+    """A torch 2.x TCPStore server (what torchrun's agent runs: libuv) on 127.0.0.1:`port`, in a process of its own
+    that then runs the Python `then` (the store is `s`; `base` its key count before any observer). Yields the
+    process once the store is up; kills it on leaving if it is still running."""
+    host = subprocess.Popen([require_python(), "-c", (
+        "import os, sys, time, datetime, torch.distributed as d\n"
+        f"s = d.TCPStore('127.0.0.1', {port}, is_master=True, wait_for_workers=False, "
+        "timeout=datetime.timedelta(seconds=900))\n"
+        "base = s.num_keys()\n"
+        "print('up', flush=True)\n" + then)], stdout=subprocess.PIPE, text=True)
+    try:
+        line = host.stdout.readline().strip()
+        if line != "up":
+            raise AssertionError(f"the torch TCPStore host did not start: {line!r}")
+        yield host
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait(timeout=10)
+        host.stdout.close()
+
+
+def observers_across_a_lost_store(test, port, keys, args, seed):
+    """Two observers (scout `args(i)`, --nodes 2 --node-index i --format json) on a torch 2.x TCPStore at
+    127.0.0.1:`port` whose host exits, the store with it, once observer 0 wrote `keys` keys: observer 0 is then
+    inside its first gather; observer 1 starts after the store went away. Returns (returncode, stdout, stderr) per
+    observer."""
+    with torch_store_host(port, "end = time.monotonic() + 90\n"
+                                f"while s.num_keys() < base + {keys} and time.monotonic() < end: time.sleep(0.02)\n"
+                                f"print('going' if s.num_keys() >= base + {keys} else 'no observer wrote', flush=True)\n"
+                                "os._exit(0)\n") as host:
+        env = dict(os.environ)
+        env.pop("SCOUT_TORCH_MODULE", None)  # the module that speaks torch 2.x's store
+
+        def observer(i):
+            return subprocess.Popen([SCOUT_BIN, *args(i), "--format", "json", "--nodes", "2", "--node-index", str(i),
+                                     "--store", f"tcp://127.0.0.1:{port}"], env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+        first = observer(0)
+        test.assertEqual(host.stdout.readline().strip(), "going", f"seed {seed}")
+        test.assertEqual(host.wait(timeout=60), 0)
+        procs = [first, observer(1)]
+        outs = [p.communicate(timeout=120) for p in procs]
+    return [(p.returncode, out, err) for p, (out, err) in zip(procs, outs)]
+
+
 def scout_records(job, extra=(), timeout=30):
     """`scout records list --job JOB` as parsed JSON (the verdict envelope)."""
     proc = subprocess.run([SCOUT_BIN, "records", "list", "--job", job, "--format", "json", *extra],

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "lib/session/hierarchy.hpp"
+#include "lib/session/join.hpp"
 #include "lib/transport/auth.hpp"
 #include "lib/transport/gloo_group.hpp"
 
@@ -582,6 +583,20 @@ TEST(Hierarchy, ARefusedContributionReachesEveryLeaderWithItsReason) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, TwoPhase, ::testing::Values(std::tuple{3, 0}, std::tuple{6, 2}, std::tuple{5, 3}));
+
+// A store that went away is rejoined only where it was a tcp:// store hosted elsewhere (torchrun's agent's): a store
+// directory and a store this observer hosts never go away under it (probe-hang and straggler share the rule).
+TEST(Session, OnlyATcpStoreHostedElsewhereIsRejoined) {
+  TempDir dir;
+  auto joined = join_store("job", *transport::parse_store_uri("file://" + dir.path.string()), HostStore::auto_observer0,
+                           0, "", milliseconds(2000));
+  ASSERT_TRUE(joined.ok()) << joined.error().message();
+  EXPECT_FALSE(joined->hosted_here);
+  EXPECT_FALSE(store_went_away(*joined));
+  joined->uri = *transport::parse_store_uri("tcp://127.0.0.1:29500");
+  joined->hosted_here = true;
+  EXPECT_FALSE(store_went_away(*joined));
+}
 
 }  // namespace
 }  // namespace scout::session
