@@ -27,7 +27,8 @@ import sys
 import tempfile
 import time
 
-from trainer_harness import PUBLISHER_LIB, PYTHON, PYTHON_DIR, SCOUT_BIN, TrainerJob, free_port, process_state
+from trainer_harness import (PUBLISHER_LIB, PYTHON, PYTHON_DIR, SCOUT_BIN, TrainerJob, free_port, process_state,
+                             start_rank)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAINER = os.path.join(HERE, "trainers", "cascade_trainer.py")
@@ -52,8 +53,7 @@ class CampaignJob(TrainerJob):
                    "--seed", str(self.seed % 100000), "--step-delay", str(self.step_delay)]
             log = open(os.path.join(self.logdir, f"rank{rank}.log"), "w")
             self._logs.append(log)
-            self.procs.append(subprocess.Popen(cmd, env=self.env(rank, port), stdout=log, stderr=subprocess.STDOUT,
-                                               stdin=subprocess.DEVNULL, start_new_session=True))
+            self.procs.append(start_rank(cmd[0], cmd[1:], self.env(rank, port), log))  # forked by the torch zygote
         return self
 
     def injected(self):

@@ -13,6 +13,11 @@ unittest.SkipTest with the reason.
         records = job.wait_silent()          # `scout records list` JSON records
         ... job.fault_rank, job.fault_step, job.returncodes(), job.state(rank)
 
+Each rank is forked by the torch zygote of this process (torch_zygote.py, class Zygote): an interpreter that
+imported torch once, so that a rank does not spend ~2.4 s of CPU importing it (issue 38); it starts as
+subprocess.Popen would start it, in its own session. Plain subprocess.Popen with SCOUT_TEST_ZYGOTE=0, and for
+torchrun, rank_prefix and publisher="env" (its sitecustomize must run before torch is imported).
+
 Ranks can run inside network namespaces ("nodes"): pass
 rank_prefix=lambda rank: ["ip", "netns", "exec", f"ns{rank // 2}"] and a
 master_addr reachable from every namespace. `ip netns exec` execs the trainer,
@@ -29,6 +34,7 @@ import random
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -187,6 +193,182 @@ def process_state(pid):
         return None
 
 
+class ZygoteProcess:
+    """A trainer rank forked by the torch zygote (torch_zygote.py), with the part of Popen's interface the tests use:
+    pid, returncode, poll(), wait(timeout), send_signal(), terminate(), kill(). The zygote reaps the rank as soon as
+    it ends (no zombie lingers) and reports its exit status (Popen's convention: -SIG for a signal) over the
+    request's connection."""
+
+    def __init__(self, args, conn, pid):
+        self.args, self._conn, self.pid, self.returncode = args, conn, pid, None
+        self._buf = b""
+
+    def _read(self, timeout):
+        """Reads the zygote's report for up to `timeout` seconds; sets returncode when it came."""
+        import select
+        if self._conn is None:
+            return
+        if not select.select([self._conn], [], [], max(0.0, timeout))[0]:
+            return
+        try:
+            data = self._conn.recv(4096)
+        except OSError:
+            data = b""
+        self._buf += data
+        for line in self._buf.split(b"\n")[:-1]:
+            msg = json.loads(line)
+            if "returncode" in msg:
+                self.returncode = msg["returncode"]
+        self._buf = self._buf.rsplit(b"\n", 1)[-1]
+        if self.returncode is not None or not data:
+            self._conn.close()
+            self._conn = None
+        if self.returncode is None and not data:  # the zygote died: the status is lost, only /proc tells the end
+            print(f"trainer_harness: the torch zygote died; pid {self.pid}'s exit status is lost", file=sys.stderr)
+
+    def poll(self):
+        if self.returncode is None:
+            self._read(0)
+            if self._conn is None and self.returncode is None and process_state(self.pid) in (None, "Z"):
+                self.returncode = 255
+        return self.returncode
+
+    def wait(self, timeout=None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            left = 1.0 if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            if self._conn is None:
+                time.sleep(min(0.05, left))
+            else:
+                self._read(min(1.0, left))
+        return self.returncode
+
+    def send_signal(self, sig):
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def terminate(self):
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+
+class Zygote:
+    """The torch zygote of this test process (torch_zygote.py under the venv's python), started at the first rank
+    that asks for it: it forks trainer ranks from an interpreter that has imported torch once, which saves each
+    rank the ~2.4 s of CPU of `import torch` (issue 38). SCOUT_TEST_ZYGOTE=0 turns it off; when it cannot start,
+    ranks start as before (subprocess.Popen) and the reason is printed once. Start it from the main thread: it
+    dies with the thread that started it (PR_SET_PDEATHSIG), and at this process's exit (atexit: stop()).
+
+    What a forked rank shares with its siblings, unlike fresh interpreters: the str hash seed (PYTHONHASHSEED) and
+    the state of generators seeded at import (numpy's global one; `random` is reseeded at fork, torch's default
+    generator has a fixed seed anyway)."""
+
+    _state = {"zygote": None, "failed": None}
+    SCRIPT = os.path.join(HERE, "torch_zygote.py")
+
+    def __init__(self, python):
+        self.dir = tempfile.mkdtemp(prefix="scout-zygote-")
+        self.path = os.path.join(self.dir, "sock")
+        env = {k: v for k, v in os.environ.items() if k != "SCOUT_PUBLISH"}
+        # As every rank has them (TrainerJob.env): one thread per process, and no scout sitecustomize (autoload)
+        # on the path: the publisher is imported by the ranks, in their own environment.
+        env.update({"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
+        autoload = os.path.join(PYTHON_DIR, "autoload")
+        paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                 if p and os.path.abspath(p) != os.path.abspath(autoload)]
+        if paths:
+            env["PYTHONPATH"] = os.pathsep.join(paths)
+        else:
+            env.pop("PYTHONPATH", None)
+        self.proc = subprocess.Popen([python, self.SCRIPT, self.path, str(os.getpid())], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=HERE)
+        import select
+        line = b""
+        if select.select([self.proc.stdout], [], [], 120)[0]:
+            line = self.proc.stdout.readline()
+        if line.strip() != b"ready":
+            self.stop()
+            why = line.decode(errors="replace").strip() or "no answer in 120 s"
+            raise RuntimeError(f"the torch zygote did not start ({why})")
+        self.python = python
+
+    @classmethod
+    def get(cls, python):
+        """The running zygote for `python`, or None (off, or it could not start: said once on stderr)."""
+        if os.environ.get("SCOUT_TEST_ZYGOTE", "1") == "0" or cls._state["failed"]:
+            return None
+        z = cls._state["zygote"]
+        if z is not None and z.python == python and z.proc.poll() is None:
+            return z
+        if z is not None:
+            z.stop()
+            cls._state["zygote"] = None
+        try:
+            z = cls(python)
+        except (OSError, RuntimeError) as e:
+            cls._state["failed"] = str(e)
+            print(f"trainer_harness: ranks start without the torch zygote: {e}", file=sys.stderr, flush=True)
+            return None
+        cls._state["zygote"] = z
+        import atexit
+        atexit.register(z.stop)
+        return z
+
+    def spawn(self, argv, env, log):
+        """Forks `python argv...` with env, stdin /dev/null, stdout and stderr on the file `log`, in a new session
+        (as Popen(start_new_session=True)); returns its ZygoteProcess."""
+        data = json.dumps({"argv": list(argv), "env": dict(env), "cwd": os.getcwd()}).encode()
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.settimeout(30)
+        try:
+            conn.connect(self.path)
+            with open(os.devnull, "rb") as devnull:
+                socket.send_fds(conn, [struct.pack(">Q", len(data))], [devnull.fileno(), log.fileno()])
+            conn.sendall(data)
+            line = b""
+            while not line.endswith(b"\n"):
+                chunk = conn.recv(4096)
+                if not chunk:
+                    raise RuntimeError("the torch zygote closed the connection without a pid")
+                line += chunk
+        except BaseException:
+            conn.close()
+            raise
+        first, _, rest = line.partition(b"\n")
+        proc = ZygoteProcess([self.python, *argv], conn, json.loads(first)["pid"])
+        proc._buf = rest
+        return proc
+
+    def stop(self):
+        """Closes the zygote's stdin (it reaps its last children and exits) and reaps it here, so that its CPU
+        time and its children's count in this process's."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc.stdout.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def start_rank(python, argv, env, log, zygote=True):
+    """Starts `python argv...` (a trainer rank) with env, stdin /dev/null, stdout and stderr on `log`, in its own
+    session; forked by the torch zygote when `zygote` and it runs (ZygoteProcess), else a subprocess.Popen."""
+    z = Zygote.get(python) if zygote else None
+    if z is not None:
+        return z.spawn(argv, env, log)
+    return subprocess.Popen([python, *argv], env=env, stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+
+
 class TrainerJob:
     """One launched job. Fault rank and step are drawn from `seed` (printed)
     unless given; fault_step is drawn in [2, steps - 1] so that the job has
@@ -259,13 +441,16 @@ class TrainerJob:
                                                stdin=subprocess.DEVNULL, start_new_session=True))
             return self
         for rank in range(self.world):
-            cmd = [self.python, *self.trainer_command()]
-            if self.rank_prefix:
-                cmd = list(self.rank_prefix(rank)) + cmd
             log = open(os.path.join(self.logdir, f"rank{rank}.log"), "w")
             self._logs.append(log)
-            self.procs.append(subprocess.Popen(cmd, env=self.env(rank, port), stdout=log, stderr=subprocess.STDOUT,
-                                               stdin=subprocess.DEVNULL, start_new_session=True))
+            if self.rank_prefix:
+                cmd = list(self.rank_prefix(rank)) + [self.python, *self.trainer_command()]
+                self.procs.append(subprocess.Popen(cmd, env=self.env(rank, port), stdout=log, stderr=subprocess.STDOUT,
+                                                   stdin=subprocess.DEVNULL, start_new_session=True))
+            else:
+                # publisher="env": its sitecustomize must run before torch is imported, so no zygote.
+                self.procs.append(start_rank(self.python, self.trainer_command(), self.env(rank, port), log,
+                                             zygote=self.publisher != "env"))
         return self
 
     def _learn_pids(self):
