@@ -84,10 +84,13 @@ class CommHook(scoutlib.ScoutTestCase):
         init = f"file://{self.tmp}/{case}.init"
         procs = []
         for rank in range(2):
+            # OMP_NUM_THREADS=1: the torch zygote's (torch_zygote.py), whose forked ranks keep the thread count it
+            # imported torch with; a fresh rank is given the same.
             env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", INIT=init, SCOUT_JOB=job, PYTHONPATH=th.PYTHON_DIR,
-                       SCOUT_PUBLISHER_LIB=th.PUBLISHER_LIB, SCOUT_PUBLISHER_HOOKS="wrappers")
-            procs.append(subprocess.Popen([th.require_python(), self.script, case, str(steps), str(late)], env=env,
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+                       SCOUT_PUBLISHER_LIB=th.PUBLISHER_LIB, SCOUT_PUBLISHER_HOOKS="wrappers", OMP_NUM_THREADS="1")
+            # Forked by the torch zygote (th.start_rank, issue 38), in its own session; output read by communicate().
+            procs.append(th.start_rank(th.require_python(), [self.script, case, str(steps), str(late)], env,
+                                       subprocess.PIPE, text=True))
         outs = []
         for p in procs:
             try:

@@ -48,9 +48,12 @@ class FlightRecorderMesh(ScoutTestCase):
         d = tempfile.mkdtemp(prefix="scout-frm-")
         self.addCleanup(shutil.rmtree, d, True)
         port = str(th.free_port())
-        env = dict(os.environ, TORCH_FR_BUFFER_SIZE="2000")
-        procs = [subprocess.Popen([self.py, JOB, str(r), str(WORLD), d, port, fault, str(fault_rank), str(fault_step),
-                                   layout], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # OMP_NUM_THREADS=1: the torch zygote's (torch_zygote.py), whose forked ranks keep the thread count it
+        # imported torch with; a fresh rank is given the same.
+        env = dict(os.environ, TORCH_FR_BUFFER_SIZE="2000", OMP_NUM_THREADS="1")
+        # Forked by the torch zygote (th.start_rank, issue 38), each in its own session.
+        procs = [th.start_rank(self.py, [JOB, str(r), str(WORLD), d, port, fault, str(fault_rank), str(fault_step),
+                                         layout], env, subprocess.DEVNULL, stderr=subprocess.PIPE)
                  for r in range(WORLD)]
         survivors = WORLD - 1 if fault == "stop" else WORLD
         deadline = time.monotonic() + 90

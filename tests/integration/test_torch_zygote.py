@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -43,6 +44,14 @@ PROBE = textwrap.dedent('''
         os.abort()
     if mode == "stop":
         os.kill(os.getpid(), signal.SIGSTOP)
+    if mode in ("pipes", "sleep"):
+        sys.stderr.write("to stderr\\r\\n")
+        sys.stdout.write("x" * 200000 + "\\n")  # more than a pipe holds: read while the rank writes
+        sys.stdout.flush()
+        sys.stderr.flush()
+    if mode == "sleep":
+        import time
+        time.sleep(60)
     ''')
 
 
@@ -64,16 +73,20 @@ class ZygoteStartsLikePopen(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
-    def start(self, mode, zygote):
+    def start(self, mode, zygote, log=None, argv=None, **kw):
         env = {k: v for k, v in os.environ.items() if k != "ZYG_ABSENT"}
         env.update({"ZYG_VALUE": f"v-{mode}", "ZYG_DIR": self.dir, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1",
                     "PYTHONPATH": os.pathsep.join([self.dir, th.PYTHON_DIR])})
-        log = open(os.path.join(self.dir, f"{mode}-{zygote}.log"), "w")
-        self.addCleanup(log.close)
-        p = th.start_rank(self.python, [self.script, mode], env, log, zygote=zygote)
+        if log is None:
+            log = open(os.path.join(self.dir, f"{mode}-{zygote}.log"), "w")
+            self.addCleanup(log.close)
+        p = th.start_rank(self.python, argv or [self.script, mode], env, log, zygote=zygote, **kw)
+        for f in (p.stdout, p.stderr):
+            if f is not None:
+                self.addCleanup(f.close)
         self.addCleanup(lambda: p.poll() is None and (os.killpg(p.pid, signal.SIGKILL), p.wait(10)))
         self.assertEqual(isinstance(p, th.ZygoteProcess), zygote)
-        return p, log.name
+        return p, getattr(log, "name", None)
 
     def run_both(self, mode):
         out = []
@@ -99,6 +112,71 @@ class ZygoteStartsLikePopen(unittest.TestCase):
                 self.assertIsNone(th.process_state(zpid), "reaped by the zygote: no zombie")
                 for needle in ("a message", "ValueError: boom"):
                     self.assertEqual(needle in ztext, needle in ptext, (mode, needle, ztext))
+
+    def test_pipes_and_communicate(self):
+        """stdout/stderr PIPE (bytes or text, stderr apart, onto stdout, or to /dev/null) read by communicate(), as
+        Popen's: the same output, decoded alike (universal newlines), and the same exit status."""
+        ways = {"apart": dict(log=subprocess.PIPE, stderr=subprocess.PIPE),
+                "apart_text": dict(log=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
+                "merged_text": dict(log=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
+                "stderr_only": dict(log=subprocess.DEVNULL, stderr=subprocess.PIPE)}
+        for name, kw in ways.items():
+            with self.subTest(way=name):
+                got = []
+                for zygote in (False, True):
+                    p, _ = self.start("pipes", zygote, **kw)
+                    out, err = p.communicate(timeout=60)
+                    got.append((p.returncode, out, err))
+                self.assertEqual(got[1], got[0])  # the probe's report (pid-free), the payload, stderr, the status
+                rc, out, err = got[1]
+                self.assertEqual(rc, 0)
+                text = out if name == "merged_text" else err
+                self.assertIn("to stderr\n" if kw.get("text") else b"to stderr\r\n", text)
+                if out is not None:
+                    self.assertEqual(len(out.splitlines()[-1]), 200000)
+
+    def test_communicate_timeout_keeps_what_was_read(self):
+        """communicate(timeout) on a rank that has not ended raises TimeoutExpired, and after a kill a second call
+        returns everything, what came before the timeout included (as Popen's)."""
+        got = []
+        for zygote in (False, True):
+            p, _ = self.start("sleep", zygote, log=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            with self.assertRaises(subprocess.TimeoutExpired):
+                p.communicate(timeout=3)
+            p.kill()
+            out, err = p.communicate(timeout=30)
+            got.append((p.returncode, out, err))
+        self.assertEqual(got[1], got[0])
+        self.assertEqual(got[1][0], -signal.SIGKILL)
+        self.assertEqual(got[1][2], "to stderr\n")
+
+    def test_dash_c_code(self):
+        """`python -c CODE ARGS` (argv ["-c", code, ...]): sys.argv, sys.path[0] "", a __main__ of its own without
+        __file__, the code's exit status and traceback, as a fresh interpreter has them."""
+        code = textwrap.dedent('''
+            import json, os, sys
+            main = sys.modules["__main__"]
+            print(json.dumps({"argv": sys.argv, "path0": sys.path[0], "name": __name__, "file": "__file__" in globals(),
+                              "main_is_me": main.__dict__ is globals(), "env": os.environ.get("ZYG_VALUE"),
+                              "has_dir": os.environ["ZYG_DIR"] in sys.path}), flush=True)
+            if sys.argv[1] == "raise":
+                raise ValueError("boom from -c")
+            sys.exit(int(sys.argv[1]))
+            ''')
+        for arg, want in (("0", 0), ("4", 4), ("raise", 1)):
+            with self.subTest(arg=arg):
+                got = []
+                for zygote in (False, True):
+                    p, _ = self.start("-c", zygote, log=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      argv=["-c", code, arg])
+                    out, err = p.communicate(timeout=60)
+                    got.append((p.returncode, json.loads(out), "ValueError: boom from -c" in err))
+                self.assertEqual(got[1], got[0])
+                rc, doc, raised = got[1]
+                self.assertEqual((rc, raised), (want, arg == "raise"))
+                self.assertEqual(doc["argv"], ["-c", arg])
+                self.assertEqual((doc["path0"], doc["name"], doc["file"], doc["main_is_me"], doc["has_dir"]),
+                                 ("", "__main__", False, True, True))
 
     def test_signals_and_state(self):
         p, _ = self.start("stop", True)

@@ -16,6 +16,7 @@ import zlib
 
 import scoutlib
 from scoutlib import ScoutTestCase, run, validate
+import trainer_harness as th
 
 SEED = int(os.environ.get("SCOUT_TEST_SEED", random.randrange(1 << 30)))
 print(f"test_verify_ckpt seed {SEED} (rerun with SCOUT_TEST_SEED={SEED})", file=sys.stderr)
@@ -77,11 +78,28 @@ def find_torch2():
 TORCH2 = find_torch2()
 
 
+def torch_run(python, argv, env=None, timeout=300):
+    """subprocess.run([python, *argv], capture_output=True, text=True, timeout=timeout) for a torch child (a script,
+    or ["-c", code, ...]), forked by the torch zygote (trainer_harness.start_rank: no `import torch` of its own,
+    issue 38) when `python` is the venv's. With OMP_NUM_THREADS=1: a forked child keeps the thread count the zygote
+    imported torch with, so a fresh one (SCOUT_TEST_ZYGOTE=0) is given the same."""
+    env = dict(os.environ if env is None else env, OMP_NUM_THREADS="1")
+    p = th.start_rank(python, argv, env, subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                      zygote=os.path.realpath(python) == os.path.realpath(th.VENV_PYTHON))
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise
+    return subprocess.CompletedProcess([python, *argv], p.returncode, out, err)
+
+
 def torch_script(body):
-    """Runs torch code in a child of the venv's python (import cost paid once per call)."""
+    """Runs torch code in a child of the venv's python (torch_run: forked by the torch zygote)."""
     if not TORCH2:
         raise unittest.SkipTest(f"no torch 2.x at {VENV} (set SCOUT_VENV)")
-    proc = subprocess.run([TORCH2, "-c", "import torch\n" + body], capture_output=True, text=True, timeout=300)
+    proc = torch_run(TORCH2, ["-c", "import torch\n" + body])
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr)
     return proc.stdout
@@ -310,13 +328,13 @@ for i in range(3):
         if not TORCH2:
             self.skipTest(f"no torch 2.x at {VENV} (set SCOUT_VENV)")
         out = self.path("dcp")
-        proc = subprocess.run([TORCH2, "-c", f"""
+        proc = torch_run(TORCH2, ["-c", f"""
 import json, torch, torch.distributed.checkpoint as dcp
 g = torch.Generator().manual_seed({self.rng.randrange(1 << 30)})
 state = {{"w": torch.randn(32, 16, generator=g), "b": torch.randn(16, generator=g)}}
 dcp.save(state, checkpoint_id="{out}")
 print(json.dumps({{k: v.numpy().tobytes().hex() for k, v in state.items()}}))
-"""], capture_output=True, text=True, timeout=300)
+"""])
         self.assertEqual(proc.returncode, 0, proc.stderr)
         values = {k: bytes.fromhex(v) for k, v in json.loads(proc.stdout).items()}
         clean = self.path("dcp_clean")
@@ -392,11 +410,15 @@ sys.stderr.flush()
 os._exit(0)
 """
         one, two = self.path("dcp_one"), self.path("dcp_two")
-        p = subprocess.run([TORCH2, "-c", script, one, ""], capture_output=True, text=True, timeout=300)
+        p = torch_run(TORCH2, ["-c", script, one, ""])
         self.assertEqual(p.returncode, 0, p.stderr)
         rdv = self.path("rdv")
-        procs = [subprocess.Popen([TORCH2, "-c", script, two, rdv], env=dict(os.environ, RANK=str(r), WORLD_SIZE="2"),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+        # The two ranks forked by the torch zygote (start_rank, issue 38), OMP_NUM_THREADS=1 as torch_run's.
+        procs = [th.start_rank(TORCH2, ["-c", script, two, rdv],
+                               dict(os.environ, RANK=str(r), WORLD_SIZE="2", OMP_NUM_THREADS="1"), subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               zygote=os.path.realpath(TORCH2) == os.path.realpath(th.VENV_PYTHON))
+                 for r in range(2)]
         for q in procs:
             _, err = q.communicate(timeout=300)
             self.assertEqual(q.returncode, 0, err)
@@ -414,7 +436,7 @@ os._exit(0)
         out = self.path("dcp_ext")
         # A real save through DCP's experimental stream-transform hook (torch's own ZStandard extension needs
         # the zstandard module): an identity transform writes the same transform_descriptors metadata.
-        proc = subprocess.run([TORCH2, "-c", f"""
+        proc = torch_run(TORCH2, ["-c", f"""
 import torch, torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint._extension import StreamTransformExtension
 class Identity(StreamTransformExtension):
@@ -432,7 +454,7 @@ class Identity(StreamTransformExtension):
         return input
 w = dcp.FileSystemWriter("{out}", _extensions=[Identity()])
 dcp.save({{"w": torch.randn(8, 4)}}, storage_writer=w)
-"""], capture_output=True, text=True, timeout=300)
+"""])
         self.assertEqual(proc.returncode, 0, proc.stderr)
         shutil.copytree(out, out + "_copy")
         r = run(["verify-ckpt", "--replicas", out, out + "_copy"])
@@ -616,7 +638,7 @@ for r in range(3):
         bad = self.rng.randrange(n)
         seed = self.rng.randrange(1 << 30)
         out = tempfile.mkdtemp(dir=self.dir)
-        proc = subprocess.run([python, CKPT_WRITER, form, out, str(n), str(seed), str(bad)], capture_output=True, text=True, timeout=300)
+        proc = torch_run(python, [CKPT_WRITER, form, out, str(n), str(seed), str(bad)])
         self.assertEqual(proc.returncode, 0, proc.stderr)
         info = json.loads(proc.stdout)
         print(f"seed {SEED}: {form} ({python}) writer seed {seed}: {info}", file=sys.stderr)
@@ -638,7 +660,7 @@ for r in range(3):
             self.assertTrue(ev["source"].endswith(".distcp"), ev)
         self.assertIn(info["tensor"], r.stdout)
         clean = tempfile.mkdtemp(dir=self.dir)
-        proc = subprocess.run([python, CKPT_WRITER, form, clean, "2", str(seed), "-1"], capture_output=True, text=True, timeout=300)
+        proc = torch_run(python, [CKPT_WRITER, form, clean, "2", str(seed), "-1"])
         self.assertEqual(proc.returncode, 0, proc.stderr)
         r = run(["verify-ckpt", "--replicas"] + json.loads(proc.stdout)["paths"] + [p for i, p in enumerate(info["paths"]) if i != bad])
         self.assertExit(r, "healthy")

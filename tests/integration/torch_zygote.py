@@ -16,13 +16,15 @@ on the unix socket SOCKET until its stdin reaches EOF (the harness exited) or
 PARENT_PID dies (PR_SET_PDEATHSIG).
 
 One request per connection: 8 bytes of length (big endian) carrying, as
-SCM_RIGHTS, the child's stdin and stdout/stderr descriptors, then that many
-bytes of JSON {"argv": [script, args...], "env": {...}, "cwd": dir}. The reply
+SCM_RIGHTS, the child's stdin, stdout and stderr descriptors (a log file twice
+for Popen's stderr=STDOUT, the write ends of pipes for stdout/stderr=PIPE),
+then that many bytes of JSON {"argv": [script, args...], "env": {...}, "cwd": dir}
+(argv ["-c", code, args...]: the code, as `python -c code args...` runs it). The reply
 is a line {"pid": N}, later a line {"returncode": RC} (Popen's convention:
 -SIG for a signal) once the child ended and was reaped here.
 
 The child is what `subprocess.Popen([python, *argv], env=env, cwd=cwd,
-stdin=..., stdout=log, stderr=log, start_new_session=True)` would start: its
+stdin=..., stdout=..., stderr=..., start_new_session=True)` would start: its
 own session, default signal dispositions (as a fresh interpreter has them),
 that environment (os.environ and the C library's), sys.path from PYTHONPATH,
 sys.argv, __main__ run by runpy, the interpreter's own exit handling (atexit,
@@ -67,13 +69,13 @@ def _recv_exact(conn, n):
 
 
 def _read_request(conn):
-    head, fds, _, _ = socket.recv_fds(conn, 8, 2)
+    head, fds, _, _ = socket.recv_fds(conn, 8, 3)
     if len(head) < 8:
         head += _recv_exact(conn, 8 - len(head))
-    if len(fds) != 2:
+    if len(fds) != 3:
         for fd in fds:
             os.close(fd)
-        raise ValueError(f"expected 2 descriptors, got {len(fds)}")
+        raise ValueError(f"expected 3 descriptors, got {len(fds)}")
     (size,) = struct.unpack(">Q", head)
     return json.loads(_recv_exact(conn, size)), fds
 
@@ -192,20 +194,30 @@ def become(req, fds, conn):
     for s, handler in _SIGNALS.items():
         signal.signal(s, handler)
     conn.close()
-    stdin, log = fds
-    os.dup2(stdin, 0)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.close(stdin)
-    os.close(log)
+    for target, fd in enumerate(fds):  # stdin, stdout, stderr
+        os.dup2(fd, target)
+    for fd in fds:
+        os.close(fd)
     env = req["env"]
     os.environ.clear()  # os.environ's item assignments call putenv: the C library sees the rank's environment
     os.environ.update(env)
     os.chdir(req["cwd"])
     argv = list(req["argv"])
-    script = os.path.abspath(argv[0])
+    code = argv[1] if argv[0] == "-c" else None
     pythonpath = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     rest = [p for p in _ZYGOTE_PATH[1:] if p not in _ZYGOTE_PYTHONPATH]
+    if code is not None:
+        # As `python -c`: sys.argv[0] "-c", sys.path[0] "" (the working directory), the code in a new __main__
+        # module of its own (no __file__), compiled as "<string>".
+        sys.path[:] = [""] + pythonpath + rest
+        sys.argv[:] = ["-c"] + argv[2:]
+        import types
+        main = types.ModuleType("__main__")
+        main.__dict__["__builtins__"] = __builtins__
+        sys.modules["__main__"] = main
+        exec(compile(code, "<string>", "exec"), main.__dict__)
+        return
+    script = os.path.abspath(argv[0])
     sys.path[:] = [os.path.dirname(script)] + pythonpath + rest
     sys.argv[:] = argv
     import runpy

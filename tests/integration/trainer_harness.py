@@ -195,13 +195,15 @@ def process_state(pid):
 
 class ZygoteProcess:
     """A trainer rank forked by the torch zygote (torch_zygote.py), with the part of Popen's interface the tests use:
-    pid, returncode, poll(), wait(timeout), send_signal(), terminate(), kill(). The zygote reaps the rank as soon as
-    it ends (no zombie lingers) and reports its exit status (Popen's convention: -SIG for a signal) over the
-    request's connection."""
+    pid, returncode, poll(), wait(timeout), send_signal(), terminate(), kill(), and for stdout/stderr=PIPE the
+    stdout/stderr file objects and communicate(timeout). The zygote reaps the rank as soon as it ends (no zombie
+    lingers) and reports its exit status (Popen's convention: -SIG for a signal) over the request's connection."""
 
-    def __init__(self, args, conn, pid):
+    def __init__(self, args, conn, pid, stdout=None, stderr=None, text=False):
         self.args, self._conn, self.pid, self.returncode = args, conn, pid, None
+        self.stdin, self.stdout, self.stderr, self.text = None, stdout, stderr, text
         self._buf = b""
+        self._chunks = {}  # pipe -> bytes read by communicate() so far (kept across a timeout, as Popen does)
 
     def _read(self, timeout):
         """Reads the zygote's report for up to `timeout` seconds; sets returncode when it came."""
@@ -244,6 +246,44 @@ class ZygoteProcess:
             else:
                 self._read(min(1.0, left))
         return self.returncode
+
+    def communicate(self, input=None, timeout=None):
+        """Popen.communicate without input: reads stdout and stderr (the pipes among them) to their end, then waits
+        for the exit; (out, err), None for what is not a pipe, str with text=True (the locale's encoding, universal
+        newlines, as Popen decodes). On TimeoutExpired what was read is kept, and a later call goes on from it."""
+        import selectors
+        if input is not None:
+            raise ValueError("ZygoteProcess has no stdin pipe")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pipes = [f for f in (self.stdout, self.stderr) if f is not None and not f.closed]
+        with selectors.DefaultSelector() as sel:
+            for f in pipes:
+                self._chunks.setdefault(f, b"")
+                sel.register(f.fileno(), selectors.EVENT_READ, f)
+            while sel.get_map():
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise subprocess.TimeoutExpired(self.args, timeout)
+                for key, _ in sel.select(left):
+                    data = os.read(key.fd, 65536)
+                    if data:
+                        self._chunks[key.data] += data
+                    else:
+                        sel.unregister(key.fd)
+                        key.data.close()
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            self.wait(left)
+        except subprocess.TimeoutExpired:
+            raise subprocess.TimeoutExpired(self.args, timeout) from None
+        out = []
+        for f in (self.stdout, self.stderr):
+            data = self._chunks.get(f) if f is not None else None
+            if data is not None and self.text:
+                import locale
+                data = data.decode(locale.getpreferredencoding(False)).replace("\r\n", "\n").replace("\r", "\n")
+            out.append(data)
+        return tuple(out)
 
     def send_signal(self, sig):
         if self.poll() is None:
@@ -318,16 +358,33 @@ class Zygote:
         atexit.register(z.stop)
         return z
 
-    def spawn(self, argv, env, log):
-        """Forks `python argv...` with env, stdin /dev/null, stdout and stderr on the file `log`, in a new session
-        (as Popen(start_new_session=True)); returns its ZygoteProcess."""
+    def spawn(self, argv, env, stdout, stderr=subprocess.STDOUT, text=False):
+        """Forks `python argv...` with env, stdin /dev/null, in a new session (as Popen(start_new_session=True));
+        stdout: a file, subprocess.PIPE or DEVNULL; stderr: the same or subprocess.STDOUT (onto stdout, as Popen's).
+        Returns its ZygoteProcess (with stdout/stderr file objects for the pipes: text ones with `text`)."""
         data = json.dumps({"argv": list(argv), "env": dict(env), "cwd": os.getcwd()}).encode()
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.settimeout(30)
+        mine, theirs = [], []  # descriptors opened here: closed once sent, and the pipes' read ends
         try:
+            def target(how):
+                if how == subprocess.PIPE:
+                    r, w = os.pipe2(os.O_CLOEXEC)
+                    mine.append(r)
+                    theirs.append(w)
+                    return w, r
+                if how == subprocess.DEVNULL:
+                    fd = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+                    theirs.append(fd)
+                    return fd, None
+                return how.fileno(), None
+
+            out_fd, out_r = target(stdout)
+            err_fd, err_r = (out_fd, None) if stderr == subprocess.STDOUT else target(stderr)
+            devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+            theirs.append(devnull)
             conn.connect(self.path)
-            with open(os.devnull, "rb") as devnull:
-                socket.send_fds(conn, [struct.pack(">Q", len(data))], [devnull.fileno(), log.fileno()])
+            socket.send_fds(conn, [struct.pack(">Q", len(data))], [devnull, out_fd, err_fd])
             conn.sendall(data)
             line = b""
             while not line.endswith(b"\n"):
@@ -337,9 +394,16 @@ class Zygote:
                 line += chunk
         except BaseException:
             conn.close()
+            for fd in mine:
+                os.close(fd)
             raise
+        finally:
+            for fd in theirs:
+                os.close(fd)
         first, _, rest = line.partition(b"\n")
-        proc = ZygoteProcess([self.python, *argv], conn, json.loads(first)["pid"])
+        pipes = [open(r, "r" if text else "rb") if r is not None else None
+                 for r in (out_r, err_r)]
+        proc = ZygoteProcess([self.python, *argv], conn, json.loads(first)["pid"], *pipes, text=text)
         proc._buf = rest
         return proc
 
@@ -359,13 +423,14 @@ class Zygote:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def start_rank(python, argv, env, log, zygote=True):
-    """Starts `python argv...` (a trainer rank) with env, stdin /dev/null, stdout and stderr on `log`, in its own
-    session; forked by the torch zygote when `zygote` and it runs (ZygoteProcess), else a subprocess.Popen."""
+def start_rank(python, argv, env, log, zygote=True, stderr=subprocess.STDOUT, text=False):
+    """Starts `python argv...` (a trainer rank) with env, stdin /dev/null, stdout on `log` (a file, subprocess.PIPE
+    or DEVNULL) and stderr on it too (or on `stderr`: PIPE, DEVNULL, a file), in its own session; forked by the
+    torch zygote when `zygote` and it runs (ZygoteProcess), else a subprocess.Popen. `text`: pipes read as str."""
     z = Zygote.get(python) if zygote else None
     if z is not None:
-        return z.spawn(argv, env, log)
-    return subprocess.Popen([python, *argv], env=env, stdout=log, stderr=subprocess.STDOUT,
+        return z.spawn(argv, env, log, stderr, text)
+    return subprocess.Popen([python, *argv], env=env, stdout=log, stderr=stderr, text=text,
                             stdin=subprocess.DEVNULL, start_new_session=True)
 
 
