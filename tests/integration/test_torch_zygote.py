@@ -109,9 +109,31 @@ class ZygoteStartsLikePopen(unittest.TestCase):
                 self.assertEqual(zdoc["c_env"], f"v-{mode}")
                 self.assertEqual(zdoc["threads"], 1)
                 self.assertEqual(zdoc["stdin"], "/dev/null")
-                self.assertIsNone(th.process_state(zpid), "reaped by the zygote: no zombie")
+                deadline = time.monotonic() + 10  # the zygote reaps it once wait() closed the connection
+                while th.process_state(zpid) is not None and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                self.assertIsNone(th.process_state(zpid), "reaped by the zygote once waited for: no zombie")
                 for needle in ("a message", "ValueError: boom"):
                     self.assertEqual(needle in ztext, needle in ptext, (mode, needle, ztext))
+
+    def test_an_ended_rank_stays_a_zombie_with_its_status_until_polled(self):
+        """As a Popen child does: scout reads a dead rank's exit code or signal from its zombie's /proc/PID/stat
+        (field 52), and a rank reaped at once would read as gone, its form of death unknown."""
+        for mode in ("exit3", "abort"):
+            with self.subTest(mode=mode):
+                stats = []
+                for zygote in (False, True):
+                    p, _ = self.start(mode, zygote)
+                    deadline = time.monotonic() + 60
+                    while th.process_state(p.pid) != "Z" and time.monotonic() < deadline:
+                        time.sleep(0.02)
+                    time.sleep(0.3)  # still a zombie a moment later: nobody reaped it
+                    self.assertEqual(th.process_state(p.pid), "Z", f"zygote={zygote}")
+                    with open(f"/proc/{p.pid}/stat") as f:
+                        stats.append(int(f.read().rsplit(")", 1)[1].split()[-1]))
+                    p.wait(timeout=30)
+                self.assertEqual(stats[1], stats[0])
+                self.assertNotEqual(stats[1], 0)
 
     def test_pipes_and_communicate(self):
         """stdout/stderr PIPE (bytes or text, stderr apart, onto stdout, or to /dev/null) read by communicate(), as

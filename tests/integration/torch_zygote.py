@@ -21,7 +21,8 @@ for Popen's stderr=STDOUT, the write ends of pipes for stdout/stderr=PIPE),
 then that many bytes of JSON {"argv": [script, args...], "env": {...}, "cwd": dir}
 (argv ["-c", code, args...]: the code, as `python -c code args...` runs it). The reply
 is a line {"pid": N}, later a line {"returncode": RC} (Popen's convention:
--SIG for a signal) once the child ended and was reaped here.
+-SIG for a signal) once the child ended; it stays a zombie, as a Popen child does until
+its parent polls it, and is reaped here when the client closes the connection.
 
 The child is what `subprocess.Popen([python, *argv], env=env, cwd=cwd,
 stdin=..., stdout=..., stderr=..., start_new_session=True)` would start: its
@@ -98,6 +99,7 @@ def serve(path):
     sel.register(rfd, selectors.EVENT_READ, "sigchld")
     sel.register(0, selectors.EVENT_READ, "stdin")
     children = {}  # pid -> connection to report its end on (None once the client went away)
+    reported = set()  # children whose end was reported, kept as zombies until their client closes
     print("ready", flush=True)
     done, deadline = False, None
     while not done or children:
@@ -152,23 +154,36 @@ def serve(path):
                     conn.close()
                     if children.get(key.data) is conn:
                         children[key.data] = None
-        # Reap every child that ended (so none lingers as a zombie) and report it.
-        while children:
+        # Report every child that ended, and reap it once its client closed the connection, as a Popen child stays
+        # a zombie until its parent polls it: scout reads a dead rank's exit code or signal from its zombie's
+        # /proc/PID/stat, and a rank reaped at once reads as gone, its form of death unknown (CI, 717e75c's
+        # successor: test_hang_cascade's kill campaign, seed 451267136, the SIGKILLed rank then unnamed).
+        for pid in list(children):
+            conn = children[pid]
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                if conn is None:  # nobody to keep its zombie for
+                    if os.waitpid(pid, os.WNOHANG)[0]:
+                        del children[pid]
+                        reported.discard(pid)
+                    continue
+                if pid in reported:
+                    continue
+                info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:
-                children.clear()
-                break
-            if pid == 0:
-                break
-            conn = children.pop(pid, None)
-            if conn is not None:
-                try:
-                    conn.sendall(json.dumps({"returncode": _returncode(status)}).encode() + b"\n")
-                except OSError:
-                    pass
+                del children[pid]
+                continue
+            if info is None:
+                continue
+            reported.add(pid)
+            rc = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+            try:
+                conn.sendall(json.dumps({"returncode": rc}).encode() + b"\n")
+            except OSError:
                 sel.unregister(conn)
                 conn.close()
+                children[pid] = None
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    del children[pid]
         if done and children:
             # The harness is gone: its teardown killed its ranks, reaped here before this process exits (so that
             # their CPU time counts in the harness's); a rank still running after 5 s is left to run on, reparented,
@@ -176,6 +191,11 @@ def serve(path):
             if deadline is None:
                 deadline = time.monotonic() + 5
             if time.monotonic() > deadline or not any(_alive(p) for p in children):
+                for pid in children:
+                    try:
+                        os.waitpid(pid, os.WNOHANG)
+                    except ChildProcessError:
+                        pass
                 break
     return None
 

@@ -196,8 +196,9 @@ def process_state(pid):
 class ZygoteProcess:
     """A trainer rank forked by the torch zygote (torch_zygote.py), with the part of Popen's interface the tests use:
     pid, returncode, poll(), wait(timeout), send_signal(), terminate(), kill(), and for stdout/stderr=PIPE the
-    stdout/stderr file objects and communicate(timeout). The zygote reaps the rank as soon as it ends (no zombie
-    lingers) and reports its exit status (Popen's convention: -SIG for a signal) over the request's connection."""
+    stdout/stderr file objects and communicate(timeout). Once the rank ended the zygote keeps it a zombie (scout
+    reads its exit code or signal there, as from a Popen child's) until poll() or wait() read its status and closed
+    the connection, then reaps it; it reports the exit status (Popen's convention: -SIG for a signal) over the request's connection."""
 
     def __init__(self, args, conn, pid, stdout=None, stderr=None, text=False):
         self.args, self._conn, self.pid, self.returncode = args, conn, pid, None
