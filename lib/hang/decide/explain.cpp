@@ -14,6 +14,7 @@
 //     whole node died unrecorded name that node instead (killed_node).
 // Every other dead or failed rank is a victim, with how it died and where.
 // Thresholds: k_victim_abort_signal, strict_minority, k_max_group_values.
+#include <functional>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -53,11 +54,11 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
     return p.dead_final && !p.failed && !p.comm_error && !p.terminated &&
            (proc.signal != 0 ? !cascade_form_signal(proc.signal) : proc.exit_code > 0);
   };
-  // 0: no; 1: every other member finished and left it; 2: the others finished it or died in it so.
-  auto left_in_finished_call = [&](std::int64_t r) -> int {
+  // Whether dead rank r's pending call was finished by its group: 0: no; 1: every other member finished it
+  // (without a failure) and left it; 2: some did, and every other one is still in it, dead as `beside` accepts.
+  auto others_finished = [&](std::int64_t r, const std::function<bool(std::int64_t)>& beside) -> int {
     const auto& p = R[r];
-    if (!p.s || !p.entered || !p.dead_final || p.failed || p.comm_error) return 0;
-    if (views.ranks[r].evidence->process.signal == k_victim_abort_signal) return 0;
+    if (!p.s || !p.entered || !p.dead_final || p.failed) return 0;
     const auto g = p.s->pending.group;
     const auto q = p.s->pending.group_seq;
     auto it = pos.roles.by_id.find(g);
@@ -68,7 +69,7 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
       if (m < 0 || m >= world || !R[m].s) return 0;
       const auto& mp = R[m];
       if (mp.s->pending.group == g && mp.s->pending.group_seq == q) {  // still there
-        if (!mp.entered || !same_call(mp.s->pending, p.pending) || !died_of_itself(m) || !died_of_itself(r)) return 0;
+        if (!mp.entered || !same_call(mp.s->pending, p.pending) || !beside(m)) return 0;
         died_beside = true;
         continue;
       }
@@ -83,6 +84,11 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
     }
     if (!finished) return 0;
     return died_beside ? 2 : 1;
+  };
+  // 0: no; 1: every other member finished and left it; 2: the others finished it or died in it so.
+  auto left_in_finished_call = [&](std::int64_t r) -> int {
+    if (R[r].comm_error || (R[r].s && views.ranks[r].evidence->process.signal == k_victim_abort_signal)) return 0;
+    return others_finished(r, [&](std::int64_t m) { return died_of_itself(m) && died_of_itself(r); });
   };
   // A dead rank whose own record shows that its pending call completed: the ring's newest entry for
   // it carries an exit and no failure. Its state still reads "inside" while an earlier Work that
@@ -117,27 +123,7 @@ Explanation explain(const Positions& pos, const Comparison& cmp, const Waits& wa
   // too, however each died: what the two-aborts case leaves unnamed (a cause and gloo's victim read alike),
   // said as such in the summary rather than as deaths at the peers' position.
   auto dead_in_finished_call = [&](std::int64_t r) {
-    const auto& p = R[r];
-    if (!p.s || !p.entered || !p.dead_final || p.failed) return false;
-    auto it = pos.roles.by_id.find(p.s->pending.group);
-    if (it == pos.roles.by_id.end() || it->second.members.size() < 2) return false;
-    bool finished = false;
-    for (auto m : it->second.members) {
-      if (m == r) continue;
-      if (m < 0 || m >= world || !R[m].s) return false;
-      const auto& mp = R[m];
-      if (mp.s->pending.group == p.s->pending.group && mp.s->pending.group_seq == p.s->pending.group_seq) {
-        if (!mp.entered || !mp.dead_final || mp.failed || !same_call(mp.s->pending, p.pending)) return false;
-        continue;
-      }
-      bool done = false;
-      for (const auto& c : mp.history)
-        if (c.group == p.s->pending.group && c.seq == p.s->pending.group_seq && same_call(c.fingerprint, p.pending))
-          done = !c.failed;
-      if (!done) return false;
-      finished = true;
-    }
-    return finished;
+    return others_finished(r, [&](std::int64_t m) { return R[m].dead_final && !R[m].failed; }) != 0;
   };
   // Definitive differences first, then ranks away from their peers.
   for (const auto& [r, c] : cmp.candidates) {
