@@ -64,6 +64,8 @@ struct DecideOptions {
   double min_absolute_ns = thresholds::min_absolute_ns.value;
   // ... and longer by this share of its peers' time per call, computing and waiting (measure "material");
   double min_step_share = thresholds::min_step_share.value;
+  // ... or this share where the peer group waits for CPUs (contended);
+  double contended_min_step_share = thresholds::contended_min_step_share.value;
   // ... and its effect at least this times the other peers' spread (max - min) that round.
   double spread_factor = thresholds::spread_factor.value;
   // noise_notes: the host is oversubscribed where ranks wait for a CPU this share of their compute time.

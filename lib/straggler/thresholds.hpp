@@ -62,6 +62,14 @@ inline constexpr Threshold min_step_share{
     "a straggler must cost its peers 2% of their time per call (compute + wait); on a job whose steps are nearly "
     "all wait, a rank's 1-3 ms of compute moves by 0.3-1.3% of the step with scheduling alone (first seen as a rank "
     "named beside a stopped one in 5 of 19 runs)"};
+inline constexpr Threshold contended_min_step_share{
+    "contended_min_step_share", 0.06, "material on a contended host (all but stopped, throttled)", true,
+    "where ranks wait for CPUs, a rank's compute of a step that is nearly all wait moves by more: every rank "
+    "sleeping 0.3 s inside one collective a step, 3-15 ms of compute per call, 3 busy loops beside on 2 CPUs, a "
+    "clean rank's excess reached 2.4-4.5% of its peers' time per call in the rounds a time measure flagged it (16 of "
+    "40 runs, 1 of 35 named it in 2 of 3 rounds; 4 of 24 rounds of clean jobs); 6% left 1 such round of 144 and "
+    "changed "
+    "no verdict of the 195 recorded and held-out runs (tests' data, bench/heldout/kept*)"};
 inline constexpr Threshold spread_factor{
     "spread_factor", 1.0, "compute, cpu, off_cpu (x0.5), cpu_wait", true,
     "the other peers' spread (max - min) that round measures the group's own noise; an effect of at least that "
@@ -229,6 +237,7 @@ inline constexpr std::array all = {
     &pair_min_relative,
     &min_absolute_ns,
     &min_step_share,
+    &contended_min_step_share,
     &spread_factor,
     &kappa,
     &pair_partner_wait_share,

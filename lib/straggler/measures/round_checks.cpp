@@ -20,7 +20,10 @@ void check_material(const PeerStats& s, std::size_t i, const DecideOptions& o, R
     excess = std::max(excess, std::min(s.cpu[i] - s.ref_cpu[i], s.counters(i).main_cpu_ns - s.ref_main_cpu[i]));
   // (A late rank's cost is what its peers wait for it beyond its own wait.)
   if (rr.flagged_by.count("late")) excess = std::max(excess, s.held_by(i));
-  if (rr.flagged && excess < o.min_step_share * s.others_step.median_without(i)) {
+  // (On a contended host the time excess is as noisy as the time itself: contended_min_step_share. An absorbed
+  // rank's cost is CPU, which stood out by absorbed_spread_factor of its peers' spread: min_step_share.)
+  const double share = s.contended && !rr.absorbed ? o.contended_min_step_share : o.min_step_share;
+  if (rr.flagged && excess < share * s.others_step.median_without(i)) {
     rr.flagged = false;
     rr.flagged_by.clear();
   }

@@ -922,6 +922,7 @@ TEST(StragglerDecide, OnAContendedHostMoreCpuPerCallNamesARankThatArrivesLateOrS
   DecideOptions before;
   before.cpu_peers_wait_share = -1e9;
   before.min_step_share = 0;
+  before.contended_min_step_share = 0;
   EXPECT_EQ(compute_suspects(decide_recorded(spread, calls, nullptr, before)), std::vector<std::int64_t>{3});
 }
 

@@ -38,6 +38,7 @@ TEST(StragglerThresholds, DecideOptionsDefaultsComeFromTheTable) {
       {"pair_min_relative", o.pair_min_relative},
       {"min_absolute_ns", o.min_absolute_ns},
       {"min_step_share", o.min_step_share},
+      {"contended_min_step_share", o.contended_min_step_share},
       {"spread_factor", o.spread_factor},
       {"oversubscribed_share", o.oversubscribed_share},
       {"contended_share", o.contended_share},
