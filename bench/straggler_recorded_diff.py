@@ -15,7 +15,7 @@ import sys
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration", "data", "straggler")
 # The extra flags a run is decided with (tests/integration/test_straggler.py StragglerRecordedRuns.CASES).
-EXTRA = {"inside-477098678": ["--mesh", "dp=4"]}
+EXTRA = {name: ["--mesh", "dp=4"] for name in ("inside-477098678", "inside2-438547015", "inside-clean-717940639")}
 
 
 def decide(binary, path, job, extra):

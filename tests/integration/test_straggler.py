@@ -524,6 +524,11 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
     And a rank blocked off its CPU on torch 2.15 at load ~6 (the blocked test's seed 1973658015, factor 1.54):
       sleep-1973658015 (rank 3 slept in one gap of each step; its peers' CPU wait accrued inside their calls too, so
         no one's time off a CPU stood out; it waited 0.16-0.33x the least of its peers' waits per call): named late.
+    And two of the same job beside 3 busy loops (bench/straggler_inside_campaign_result.txt), where a clean rank's
+    3-15 ms of compute per call reached 2-7% of the step with scheduling alone:
+      inside2-438547015 (rank 3 stopped at 2.52x; rank 0 flagged by off_cpu in 2 rounds of 3 and named beside it) and
+      inside-clean-717940639 (no rank stopped; rank 0 named by off_cpu): where the peer group waits for CPUs, a time
+        measure's excess must now be 6% of its peers' time per call; rank 3 alone, and no one.
     ("unseen", r): rank r was slowed and is not named, and the verdict notes the oversubscribed host and a rank no
     one named at 1.15x or more."""
 
@@ -541,7 +546,9 @@ class StragglerRecordedRuns(scoutlib.ScoutTestCase):
              "pair-clean-55434957": (None, None), "pair-clean-238488398": (None, None),
              "pair-clean-1021091123": (None, None), "pair-clean-900927578": (None, None),
              "pair-clean-23329949": (None, None), "pair-clean-353869121": (None, None),
-             "pair-clean-578854929": (None, None), "sleep-1973658015": (3, "late")}
+             "pair-clean-578854929": (None, None), "sleep-1973658015": (3, "late"),
+             "inside2-438547015": (3, "stopped", "--mesh", "dp=4"),
+             "inside-clean-717940639": (None, None, "--mesh", "dp=4")}
 
     def test_recorded_runs_are_decided_as_measured(self):
         data = os.path.join(scoutlib.SOURCE_DIR, "tests", "integration", "data", "straggler")
