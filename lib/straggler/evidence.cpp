@@ -47,6 +47,7 @@ nlohmann::json round_json(const RoundEvidence& round, const std::string& job, st
     nlohmann::json x = {{"rank", r.rank},       {"node", r.node},       {"coords", r.coords}, {"step", r.step},
                         {"read_ns", r.read_ns}, {"written", r.written}, {"events", ev}};
     if (r.cpu_ns >= 0 && r.runq_ns >= 0) x["sched"] = {r.cpu_ns, r.runq_ns, r.main_cpu_ns};
+    if (r.nivcsw >= 0) x["nivcsw"] = r.nivcsw;
     if (r.throttled_ns >= 0) x["cgroup"] = {r.nr_periods, r.nr_throttled, r.throttled_ns, r.quota_us, r.period_us};
     if (r.state_samples >= 0 && r.stopped_samples >= 0) x["stopped"] = {r.state_samples, r.stopped_samples};
     if (r.majflt >= 0 || r.read_bytes >= 0 || r.mem_limit_hits >= 0 || r.mem_stall_us >= 0)
@@ -108,6 +109,10 @@ Result<RoundEvidence> round_from_json(const nlohmann::json& j, const std::string
         e.runq_ns = int_of(sc[1]);
         e.main_cpu_ns = sc.size() > 2 ? int_of(sc[2]) : -1;
         if (e.cpu_ns < 0 || e.runq_ns < 0 || e.main_cpu_ns < -1) return bad("negative scheduler counters");
+      }
+      if (x.contains("nivcsw")) {  // the main thread's involuntary context switches; absent in older evidence
+        e.nivcsw = int_of(x.at("nivcsw"));
+        if (e.nivcsw < 0) return bad("negative context switches");
       }
       if (x.contains("cgroup")) {  // absent before scout 1.2, and for ranks without a readable CPU cgroup
         const auto& cg = x.at("cgroup");

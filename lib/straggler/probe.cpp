@@ -11,6 +11,8 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
+#include <sstream>
 #include <thread>
 
 #include "lib/checkpoint/durable_file.hpp"
@@ -52,6 +54,16 @@ bool read_schedstat(std::int64_t pid, RankEvents& e) {
   return true;
 }
 
+// The main thread's involuntary context switches (RankEvents::nivcsw) from /proc/PID/status (the main thread's own
+// counts: the process's other threads are in /proc/PID/task/TID/status).
+std::optional<std::int64_t> read_nivcsw(std::int64_t pid) {
+  std::ifstream f(fmt::format("/proc/{}/status", pid));
+  if (!f) return std::nullopt;
+  std::ostringstream text;
+  text << f.rdbuf();
+  return parse_keyed(text.str(), "nonvoluntary_ctxt_switches");
+}
+
 }  // namespace
 
 RoundEvidence local_evidence(const std::vector<records::RecordRead>& reads, const LiveOptions& o, std::int64_t now_ns,
@@ -78,6 +90,9 @@ RoundEvidence local_evidence(const std::vector<records::RecordRead>& reads, cons
     e.read_ns = now_ns;
     e.written = s.events;
     if (read.writer_alive && s.pid > 0 && !read_schedstat(s.pid, e)) e.cpu_ns = e.runq_ns = e.main_cpu_ns = -1;
+    // The main thread's involuntary context switches (/proc/PID/status is the main thread's own, not summed).
+    if (read.writer_alive && s.pid > 0 && e.main_cpu_ns >= 0)
+      if (auto v = read_nivcsw(s.pid)) e.nivcsw = *v;
     if (read.writer_alive && s.pid > 0)
       if (auto cg = read_cgroup_cpu(s.pid)) {
         e.nr_periods = cg->stat.nr_periods;

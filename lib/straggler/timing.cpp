@@ -873,6 +873,8 @@ std::vector<std::map<std::int64_t, CpuPerCall>> cpu_per_call(const std::vector<R
                    static_cast<double>(r.runq_ns - b.runq_ns) / calls};
       if (r.main_cpu_ns >= 0 && b.main_cpu_ns >= 0 && r.main_cpu_ns >= b.main_cpu_ns)
         c.main_cpu_ns = static_cast<double>(r.main_cpu_ns - b.main_cpu_ns) / calls;
+      if (r.nivcsw >= 0 && b.nivcsw >= 0 && r.nivcsw >= b.nivcsw)
+        c.nivcsw = static_cast<double>(r.nivcsw - b.nivcsw) / calls;
       c.calls = static_cast<std::int64_t>(r.written - b.written);
       c.window_ns = r.read_ns > b.read_ns ? r.read_ns - b.read_ns : 0;
       if (r.throttled_ns >= 0 && b.throttled_ns >= 0 && r.throttled_ns >= b.throttled_ns &&

@@ -47,6 +47,9 @@ struct RankEvents {
   std::int64_t cpu_ns = -1;
   std::int64_t runq_ns = -1;
   std::int64_t main_cpu_ns = -1;  // CPU time of the main thread alone
+  // Its main thread's involuntary context switches (/proc/PID/status nonvoluntary_ctxt_switches: preempted while
+  // runnable; -1 unknown: evidence that predates it, another host's rank recorded without it, /proc unreadable).
+  std::int64_t nivcsw = -1;
   // Its CPU cgroup's throttling counters at the read (cgroup.hpp; -1 unknown: another host's rank
   // recorded without them, no readable CPU cgroup) and the quota that throttles it (quota_us -1: none;
   // period_us 0: unknown).
@@ -112,6 +115,7 @@ struct CpuPerCall {
   double cpu_ns = 0;
   double runq_ns = 0;
   double main_cpu_ns = -1;  // -1: not counted at both reads
+  double nivcsw = -1;       // the main thread's involuntary context switches (-1: not counted at both reads)
   // The cgroup's throttled time per call (-1: not counted at both reads), and over the window between the
   // reads: throttled periods, periods, calls completed and wall time.
   double throttled_ns = -1;

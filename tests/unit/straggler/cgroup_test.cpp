@@ -158,6 +158,60 @@ TEST(StragglerCgroup, CountersTravelInTheEvidenceAndTheirDeltasPerCall) {
   EXPECT_NE(negative.error().message().find("negative read time"), std::string::npos) << negative.error().message();
 }
 
+// The main thread's involuntary context switches (issue 40): recorded when read, an optional field that older
+// evidence lacks, non-negative integers only, and per call over a round's window.
+TEST(StragglerCgroup, InvoluntarySwitchesTravelInTheEvidenceAndTheirDeltasPerCall) {
+  std::vector<RoundEvidence> rounds(2);
+  for (int i = 0; i < 2; ++i) {
+    RankEvents e;
+    e.rank = 0;
+    e.read_ns = 1'000'000'000LL * (i + 1);
+    e.written = 10 + 5 * static_cast<std::uint64_t>(i);
+    e.cpu_ns = 100 + 50 * i;
+    e.runq_ns = 10 + 20 * i;
+    e.main_cpu_ns = 90 + 40 * i;
+    e.nivcsw = 300 + 150 * i;
+    rounds[static_cast<std::size_t>(i)].world = 1;
+    rounds[static_cast<std::size_t>(i)].ranks.push_back(e);
+  }
+  rounds[0].baseline = true;
+  auto j = evidence_json(rounds, "j");
+  EXPECT_EQ(j["rounds"][1]["ranks"][0]["nivcsw"], 450);
+  auto back = parse_evidence(j.dump(), "j", "test");
+  ASSERT_TRUE(back) << back.error().message();
+  EXPECT_EQ((*back)[1].ranks.at(0).nivcsw, 450);
+  EXPECT_DOUBLE_EQ(cpu_per_call(*back)[1].at(0).nivcsw, 30.0);  // 150 switches over 5 calls
+  // Evidence without it (recorded before it, another host's rank): unknown, not zero; nothing else changes.
+  j["rounds"][0]["ranks"][0].erase("nivcsw");
+  back = parse_evidence(j.dump(), "j", "test");
+  ASSERT_TRUE(back) << back.error().message();
+  EXPECT_EQ((*back)[0].ranks.at(0).nivcsw, -1);
+  const auto c = cpu_per_call(*back)[1].at(0);
+  EXPECT_DOUBLE_EQ(c.nivcsw, -1.0);
+  EXPECT_DOUBLE_EQ(c.cpu_ns, 10.0);
+  rounds[1].ranks[0].nivcsw = -1;  // unread: not written
+  EXPECT_FALSE(evidence_json(rounds, "j")["rounds"][1]["ranks"][0].contains("nivcsw"));
+  // A count that went back (another process with the rank's pid) is no count.
+  j = evidence_json(rounds, "j");
+  j["rounds"][0]["ranks"][0]["nivcsw"] = 500;
+  j["rounds"][1]["ranks"][0]["nivcsw"] = 400;
+  back = parse_evidence(j.dump(), "j", "test");
+  ASSERT_TRUE(back);
+  EXPECT_DOUBLE_EQ(cpu_per_call(*back)[1].at(0).nivcsw, -1.0);
+  // Malformed counts are bad input, with the field named.
+  for (const nlohmann::json bad :
+       {nlohmann::json(-1), nlohmann::json(1.5), nlohmann::json("7"), nlohmann::json::array()}) {
+    j["rounds"][0]["ranks"][0]["nivcsw"] = bad;
+    auto r = parse_evidence(j.dump(), "j", "test");
+    ASSERT_FALSE(r) << bad.dump();
+  }
+  j["rounds"][0]["ranks"][0]["nivcsw"] = -1;
+  auto negative = parse_evidence(j.dump(), "j", "test");
+  ASSERT_FALSE(negative);
+  EXPECT_NE(negative.error().message().find("negative context switches"), std::string::npos)
+      << negative.error().message();
+}
+
 // cause_of over hand-made rounds: 100 calls of a 1 s window, the suspect 10 ms per call slower (1 s).
 RankRound hit(double runq_ms, double peer_runq_ms, double throttled_ms, double peer_throttled_ms) {
   RankRound r;
