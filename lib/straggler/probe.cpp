@@ -225,17 +225,28 @@ Result<Verdict> run_straggler(const LiveOptions& o, const RecordSource& source,
     if (!o.node_index)
       return usage_error("--node-index is required with --nodes > 1", "", "pass --node-index I (0-based) on each node");
     auto j = session::join_store(o.job, o.store, o.host_store, observer, o.listen_address, o.round_timeout);
-    if (!j) return j.error();
-    transport["store"] = j->uri.text;
     transport["authenticated"] = token->authenticated();
-    transport["store_hosted_here"] = j->hosted_here;
-    listen_address = j->listen_address;
-    joined = std::move(*j);
+    if (j) {
+      transport["store"] = j->uri.text;
+      transport["store_hosted_here"] = j->hosted_here;
+      listen_address = j->listen_address;
+      joined = std::move(*j);
+    } else {
+      // No store, no other observer (its host dead, frozen or cut off): as probe-hang does, one line saying so, and
+      // the rounds are this node's evidence alone; the other nodes' ranks are missing from them, never named.
+      const auto why =
+          fmt::format("cannot reach the store: {}; the rounds are this node's evidence alone", j.error().message());
+      spdlog::warn("{}", why);
+      notes.push_back(why);
+      transport["store"] = (o.store ? *o.store : transport::default_store_uri(o.job)).text;
+      transport["store_hosted_here"] = false;
+      transport["store_unreachable"] = true;
+    }
   }
   transport["observer"] = observer;
   nlohmann::json gathers = nlohmann::json::array();
-  bool rejoined = false;  // the store was joined again once (it went away)
-  bool alone = false;     // and could not be: the rounds left are this node's alone
+  bool rejoined = false;                // the store was joined again once (it went away)
+  bool alone = o.nodes > 1 && !joined;  // and could not be: the rounds left are this node's alone
 
   if (!o.evidence_in.empty()) {
     if (o.bench) return usage_error("--bench needs the live job, not --evidence-in");

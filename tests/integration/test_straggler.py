@@ -387,6 +387,20 @@ class StragglerOnRealJobs(scoutlib.ScoutTestCase):
             results = th.observers_across_a_lost_store(
                 self, port, 1, lambda i: ["straggler", "--job", job.job, "--rounds", "2", "--interval", "1", "--timeout",
                                           "15", "--local-ranks", f"{2 * i}-{2 * i + 1}"], job.seed)
+            # A store that is not there from the start (its host lost before any observer joined): the observer
+            # says so and decides on its own node's rounds, as probe-hang does (before: exit 5, no verdict).
+            lost = th.free_port()
+            r = straggler(job.job, "--nodes", "2", "--node-index", "1", "--store", f"tcp://127.0.0.1:{lost}",
+                          "--no-store-host", "--timeout", "2", "--rounds", "2", "--interval", "1", "--local-ranks", "2-3")
+            self.assertExit(r, "healthy")
+            alone = r.json()
+            scoutlib.validate(alone)
+            self.assertEqual(alone["suspects"], [], r)
+            self.assertTrue(alone["details"]["transport"]["store_unreachable"], r)
+            self.assertFalse(alone["details"]["transport"]["store_hosted_here"], r)
+            self.assertEqual([g["observers"] for g in alone["details"]["transport"]["gathers"]], [1, 1, 1], r)
+            self.assertTrue(any(n.startswith("cannot reach the store") and "this node's evidence alone" in n
+                                for n in alone["details"]["straggler"]["notes"]), r)
         docs = []
         for i, (rc, out, err) in enumerate(results):
             msg = f"seed {job.seed}, observer {i}\n{out}\n{err[-3000:]}"
