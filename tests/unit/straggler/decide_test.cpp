@@ -488,12 +488,15 @@ TEST(StragglerDecide, EveryRankSlowedAlikeIsNoStraggler) {
 // A 1.3x straggler on a noisy host (6% jitter and descheduling spikes on every rank) is found in 3 rounds.
 // (At 10% uniform jitter per call it was missed about once in 180 draws: the rule needs the effect above
 // the other peers' spread, and 3 rounds of 20 steps leave that spread wide.)
-// A miss is a statistical property of the rule (about 1 draw in 600, e.g. seed 3588154841), so the test
-// asserts what must always hold (never an innocent rank) on every draw, and a detection rate over 40 draws
-// (at most 2 misses: with a miss rate of 1/600 more than 2 happen once in ~10^5 runs), printing missed seeds.
+// A miss is a statistical property of the rule, so the test asserts what must always hold (never an innocent
+// rank) on every draw, and a detection rate over 200 draws (at most 6 misses), printing missed seeds. Measured:
+// 43 and 51 misses in 10,000 draws (with 2% and 6% as contended_min_step_share: about 1 in 200; e.g. seeds
+// 10437757634195368322, 16283173979124360572 and 6828131335284135983, all three in one CI run of the 40 draws this test
+// took before, where it allowed 2: that failed about once in 1,000 runs). With 1 in 200, more than 6 misses in 200
+// draws happen about once in 10^4 runs.
 TEST(StragglerDecide, A13xStragglerIsFoundWithinThreeRoundsOnANoisyHost) {
   int found = 0;
-  const int draws = 40;
+  const int draws = 200;
   for (int i = 0; i < draws; ++i) {
     const auto seed = fresh_seed();
     std::mt19937_64 rng(seed);
@@ -516,7 +519,7 @@ TEST(StragglerDecide, A13xStragglerIsFoundWithinThreeRoundsOnANoisyHost) {
     else
       std::printf("A13xStraggler: missed at seed %llu\n", static_cast<unsigned long long>(seed));
   }
-  EXPECT_GE(found, draws - 2);
+  EXPECT_GE(found, draws - 6);
 }
 
 // A host with more runnable threads than CPUs: every rank waits for a CPU (60% of its compute time here),
