@@ -246,6 +246,12 @@ std::optional<std::int64_t> parse_pressure_some_total(std::string_view text) {
   return std::nullopt;
 }
 
+std::optional<std::int64_t> read_nivcsw(std::int64_t pid) {
+  auto text = read_text(fmt::format("/proc/{}/status", pid));
+  if (!text) return std::nullopt;
+  return parse_keyed(*text, "nonvoluntary_ctxt_switches");
+}
+
 MemoryCounters read_memory_counters(std::int64_t pid, const std::string& root) {
   namespace fs = std::filesystem;
   MemoryCounters m;

@@ -79,5 +79,8 @@ std::optional<std::int64_t> parse_keyed(std::string_view text, std::string_view 
 // PSI text ("some avg10=0.00 avg60=0.00 avg300=0.00 total=123"): the "some" line's total (us).
 std::optional<std::int64_t> parse_pressure_some_total(std::string_view text);
 MemoryCounters read_memory_counters(std::int64_t pid, const std::string& root = "/sys/fs/cgroup");
+// The main thread's involuntary context switches (RankEvents::nivcsw) from /proc/PID/status (the main thread's own
+// count: the process's other threads are in /proc/PID/task/TID/status); nullopt where unreadable.
+std::optional<std::int64_t> read_nivcsw(std::int64_t pid);
 
 }  // namespace scout::straggler

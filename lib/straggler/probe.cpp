@@ -11,8 +11,6 @@
 #include <fstream>
 #include <limits>
 #include <map>
-#include <optional>
-#include <sstream>
 #include <thread>
 
 #include "lib/checkpoint/durable_file.hpp"
@@ -52,16 +50,6 @@ bool read_schedstat(std::int64_t pid, RankEvents& e) {
   e.runq_ns = runq;
   e.main_cpu_ns = main_cpu;
   return true;
-}
-
-// The main thread's involuntary context switches (RankEvents::nivcsw) from /proc/PID/status (the main thread's own
-// counts: the process's other threads are in /proc/PID/task/TID/status).
-std::optional<std::int64_t> read_nivcsw(std::int64_t pid) {
-  std::ifstream f(fmt::format("/proc/{}/status", pid));
-  if (!f) return std::nullopt;
-  std::ostringstream text;
-  text << f.rdbuf();
-  return parse_keyed(text.str(), "nonvoluntary_ctxt_switches");
 }
 
 }  // namespace

@@ -68,8 +68,7 @@ inline constexpr Threshold contended_min_step_share{
     "sleeping 0.3 s inside one collective a step, 3-15 ms of compute per call, 3 busy loops beside on 2 CPUs, a "
     "clean rank's excess reached 2.4-4.5% of its peers' time per call in the rounds a time measure flagged it (16 of "
     "40 runs, 1 of 35 named it in 2 of 3 rounds; 4 of 24 rounds of clean jobs); 6% left 1 such round of 144 and "
-    "changed "
-    "no verdict of the 195 recorded and held-out runs (tests' data, bench/heldout/kept*)"};
+    "changed no verdict of the 195 recorded and held-out runs (tests' data, bench/heldout/kept*)"};
 inline constexpr Threshold spread_factor{
     "spread_factor", 1.0, "compute, cpu, off_cpu (x0.5), cpu_wait", true,
     "the other peers' spread (max - min) that round measures the group's own noise; an effect of at least that "

@@ -6,6 +6,7 @@
 
 #include "lib/straggler/decide.hpp"
 #include "lib/straggler/evidence.hpp"
+#include "tests/unit/straggler/sim.hpp"
 
 namespace scout::straggler {
 namespace {
@@ -104,12 +105,7 @@ TEST(StragglerCgroup, ThisProcessHasReadableCountersWhereAHierarchyIsMounted) {
 }
 
 TEST(StragglerCgroup, CountersTravelInTheEvidenceAndTheirDeltasPerCall) {
-  std::vector<RoundEvidence> rounds(2);
-  for (int i = 0; i < 2; ++i) {
-    RankEvents e;
-    e.rank = 0;
-    e.read_ns = 1'000'000'000LL * (i + 1);
-    e.written = 10 + 5 * static_cast<std::uint64_t>(i);
+  auto rounds = sim::two_reads_of_one_rank([](RankEvents& e, int i) {
     e.cpu_ns = 100 + 50 * i;
     e.runq_ns = 10 + 20 * i;
     e.main_cpu_ns = 90 + 40 * i;
@@ -118,10 +114,7 @@ TEST(StragglerCgroup, CountersTravelInTheEvidenceAndTheirDeltasPerCall) {
     e.throttled_ns = 1000 + 5000 * i;
     e.quota_us = 20000;
     e.period_us = 100000;
-    rounds[static_cast<std::size_t>(i)].world = 1;
-    rounds[static_cast<std::size_t>(i)].ranks.push_back(e);
-  }
-  rounds[0].baseline = true;
+  });
   auto back = parse_evidence(evidence_json(rounds, "j").dump(), "j", "test");
   ASSERT_TRUE(back) << back.error().message();
   ASSERT_EQ(back->size(), 2u);
@@ -161,20 +154,12 @@ TEST(StragglerCgroup, CountersTravelInTheEvidenceAndTheirDeltasPerCall) {
 // The main thread's involuntary context switches (issue 40): recorded when read, an optional field that older
 // evidence lacks, non-negative integers only, and per call over a round's window.
 TEST(StragglerCgroup, InvoluntarySwitchesTravelInTheEvidenceAndTheirDeltasPerCall) {
-  std::vector<RoundEvidence> rounds(2);
-  for (int i = 0; i < 2; ++i) {
-    RankEvents e;
-    e.rank = 0;
-    e.read_ns = 1'000'000'000LL * (i + 1);
-    e.written = 10 + 5 * static_cast<std::uint64_t>(i);
+  auto rounds = sim::two_reads_of_one_rank([](RankEvents& e, int i) {
     e.cpu_ns = 100 + 50 * i;
     e.runq_ns = 10 + 20 * i;
     e.main_cpu_ns = 90 + 40 * i;
     e.nivcsw = 300 + 150 * i;
-    rounds[static_cast<std::size_t>(i)].world = 1;
-    rounds[static_cast<std::size_t>(i)].ranks.push_back(e);
-  }
-  rounds[0].baseline = true;
+  });
   auto j = evidence_json(rounds, "j");
   EXPECT_EQ(j["rounds"][1]["ranks"][0]["nivcsw"], 450);
   auto back = parse_evidence(j.dump(), "j", "test");

@@ -17,6 +17,23 @@
 
 namespace scout::straggler::sim {
 
+// Two reads of rank 0 (a baseline and a round, 1 s and 5 calls apart), for the
+// evidence round-trip tests: `fill(e, i)` sets what read i holds beside them.
+inline std::vector<RoundEvidence> two_reads_of_one_rank(const std::function<void(RankEvents&, int)>& fill) {
+  std::vector<RoundEvidence> rounds(2);
+  for (int i = 0; i < 2; ++i) {
+    RankEvents e;
+    e.rank = 0;
+    e.read_ns = 1'000'000'000LL * (i + 1);
+    e.written = 10 + 5 * static_cast<std::uint64_t>(i);
+    fill(e, i);
+    rounds[static_cast<std::size_t>(i)].world = 1;
+    rounds[static_cast<std::size_t>(i)].ranks.push_back(e);
+  }
+  rounds[0].baseline = true;
+  return rounds;
+}
+
 // Adds `calls` calls of kind "dp" (group_seq first_call, first_call + 1, ...) to `rank` in `t`, each with the
 // same compute and wait (ms): a round built from recorded per-call means.
 inline void add_uniform_calls(TimingTable& t, std::int64_t rank, double compute_ms, double wait_ms,

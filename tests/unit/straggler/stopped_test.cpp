@@ -173,20 +173,12 @@ TEST(StragglerStopped, OnASimulatedJobTheStoppedRankIsNamedAndACleanOneIsNot) {
 }
 
 TEST(StragglerStopped, SamplesTravelInTheEvidenceAndAreValidated) {
-  std::vector<RoundEvidence> rounds(2);
-  for (int i = 0; i < 2; ++i) {
-    RankEvents e;
-    e.rank = 0;
-    e.read_ns = 1'000'000'000LL * (i + 1);
-    e.written = 10 + 5 * static_cast<std::uint64_t>(i);
+  auto rounds = sim::two_reads_of_one_rank([](RankEvents& e, int i) {
     if (i == 1) {
       e.state_samples = 250;
       e.stopped_samples = 100;
     }
-    rounds[static_cast<std::size_t>(i)].world = 1;
-    rounds[static_cast<std::size_t>(i)].ranks.push_back(e);
-  }
-  rounds[0].baseline = true;
+  });
   auto back = parse_evidence(evidence_json(rounds, "j").dump(), "j", "test");
   ASSERT_TRUE(back) << back.error().message();
   EXPECT_EQ((*back)[0].ranks.at(0).state_samples, -1);  // not sampled: unknown, not zero
