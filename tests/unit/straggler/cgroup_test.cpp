@@ -104,6 +104,13 @@ TEST(StragglerCgroup, ThisProcessHasReadableCountersWhereAHierarchyIsMounted) {
   EXPECT_FALSE(read_cgroup_cpu(-5));
 }
 
+TEST(StragglerCgroup, ThisProcessHasAnInvoluntarySwitchCount) {
+  const auto n = read_nivcsw(getpid());
+  ASSERT_TRUE(n.has_value());
+  EXPECT_GE(*n, 0);
+  EXPECT_FALSE(read_nivcsw(-5));
+}
+
 TEST(StragglerCgroup, CountersTravelInTheEvidenceAndTheirDeltasPerCall) {
   auto rounds = sim::two_reads_of_one_rank([](RankEvents& e, int i) {
     e.cpu_ns = 100 + 50 * i;
