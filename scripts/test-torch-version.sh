@@ -35,5 +35,5 @@ echo "test-torch-version: torch $("$venv/bin/python" -c 'import torch; print(tor
 cd "$root/tests/integration"
 SCOUT_VENV="$venv" SCOUT_TEST_TORCH=2 SCOUT_BIN="$build/bin/scout" SCOUT_BUILD_DIR="$build" SCOUT_SOURCE_DIR="$root" \
   timeout 1800 /usr/bin/python3 -m unittest -v test_probe_hang.FaultLocalization test_records.CleanJob \
-  test_records.FaultRecords test_straggler.StragglerOnRealJobs.test_compute_straggler_torch2 \
+  test_records.FaultRecords test_straggler.StragglerOnRealJobs.test_compute_straggler_slowed_by_the_trainer \
   test_straggler.StragglerOnRealJobs.test_clean_run_names_no_one_and_bench_places_probes_like_the_ranks
