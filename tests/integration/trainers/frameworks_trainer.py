@@ -146,7 +146,16 @@ def main(argv=None):
     torch.set_num_threads(1)
     timeout = timedelta(seconds=max(args.pg_timeout, 60))
     if args.mode.startswith("deepspeed"):
+        import importlib
         import deepspeed
+        # (`import deepspeed.comm.torch as m` would bind deepspeed.comm's attribute `torch`: the torch package.)
+        ds_comm = importlib.import_module("deepspeed.comm.torch")
+        # With DS_ACCELERATOR=cpu, init_distributed JIT-compiles DeepSpeed's shared-memory comm op with g++ (~90 s of
+        # CPU, again for every new venv path: each fresh clone). Only inference_all_reduce uses it; the pipeline
+        # engine's training never calls that, and on GPUs, where users run DeepSpeed, the op is never built. So it is
+        # not built here: every collective these jobs make goes through torch.distributed, as before (issue 38).
+        if hasattr(ds_comm, "build_shm_op"):
+            ds_comm.build_shm_op = lambda: None
         deepspeed.init_distributed(dist_backend="gloo", timeout=timeout)
     else:
         dist.init_process_group("gloo", timeout=timeout)
