@@ -397,8 +397,10 @@ def run_case(nodes_cls, n, r, fault, seed, out=sys.stderr, observer_store="torch
     extra = 1 if observer_store == "separate" else 0
     with nodes_cls(n + extra) as nodes, MultinodeJob(nodes, ranks_per_node=r, tp=tp, trainer_args=trainer_args,
                                                      observer_store=observer_store) as job:
+        t0 = time.monotonic()
         job.start()
         job.wait_training()
+        t_trained = time.monotonic()
         time.sleep(pause)
         if fault == "link-down":
             nodes.link(culprit, "down")
@@ -414,6 +416,7 @@ def run_case(nodes_cls, n, r, fault, seed, out=sys.stderr, observer_store="torch
         elif fault not in CONTROLS:
             raise ValueError(fault)
         rank_nodes = job.rank_nodes()
+        t_fault = time.monotonic()
         decide_s = None
         if fault in ("rate-limit", "none-straggler"):
             time.sleep(2)
@@ -431,6 +434,10 @@ def run_case(nodes_cls, n, r, fault, seed, out=sys.stderr, observer_store="torch
                 results[k] = res
             decide_s = time.monotonic() - started
             print(f"multinode: observers done in {decide_s:.1f} s", file=out, flush=True)
+        # Where a case's time goes (the suite's longest file is these cases): the job's start until every rank
+        # trained, the fault, and from it to the last verdict (the wait for the records to go silent included).
+        print(f"multinode: job trained after {t_trained - t0:.1f} s, fault at {t_fault - t0:.1f} s, verdicts "
+              f"{time.monotonic() - t_fault:.1f} s after it", file=out, flush=True)
         per, agree = judge(results, culprit, rank_nodes, nodes.hostnames[:n], fault)
         summaries = []
         for k, (rc, doc, err) in enumerate(results):
