@@ -70,6 +70,20 @@ if [ "${SCOUT_SKIP_TORCH2:-0}" = "1" ]; then
   echo "install-deps: SCOUT_SKIP_TORCH2=1: no torch $TORCH2_PIN venv (torch 2.x tests will skip)" >&2
   exit 0
 fi
+# Without SCOUT_VENV, <repo>/.venv is a link to one venv per torch pin under ~/.cache/scout (SCOUT_VENV_CACHE), shared
+# by every clone on this machine: a fresh clone spent ~100 s unpacking the same 5 GB of torch again. The steps below
+# install what it lacks, one clone at a time (a lock). SCOUT_VENV=<dir> keeps a venv of its own.
+if [ -z "${SCOUT_VENV:-}" ] && [ ! -e "$venv" ]; then
+  shared="${SCOUT_VENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/scout}/venv-torch-$TORCH2_PIN"
+  mkdir -p "$shared"
+  [ -L "$venv" ] && rm -f "$venv"  # a link whose venv was removed
+  ln -s "$shared" "$venv"
+  echo "install-deps: $venv -> $shared (shared by this machine's clones; SCOUT_VENV=<dir> for a venv of its own)" >&2
+fi
+if [ -L "$venv" ]; then
+  exec 9>"$(readlink -f "$venv").lock"
+  flock -w 1800 9 || { echo "install-deps: error: another install into $venv held its lock for 30 min" >&2; exit 1; }
+fi
 have_pin() {
   # importlib.metadata reads the installed version without importing torch (fast).
   [ -x "$venv/bin/python" ] && "$venv/bin/python" - "$TORCH2_PIN" <<'PY' 2>/dev/null
@@ -83,7 +97,7 @@ else
   start=$(date +%s)
   echo "install-deps: installing torch $TORCH2_PIN into $venv (minutes, several GB)" >&2
   if [ ! -x "$venv/bin/python" ]; then
-    /usr/bin/python3 -m venv "$venv"
+    /usr/bin/python3 -m venv "$(readlink -f "$venv")"
   fi
   wheel="${SCOUT_TORCH_WHEEL:-auto}"
   case "$wheel" in
