@@ -116,7 +116,7 @@ else
   fi
   "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==$TORCH2_PIN" numpy >&2
   have_pin || { echo "install-deps: error: torch $TORCH2_PIN did not install into $venv; see pip's output above" >&2; exit 1; }
-  echo "install-deps: torch $TORCH2_PIN installed in $(( $(date +%s) - start )) s, $(du -sh "$venv" | cut -f1) in $venv" >&2
+  echo "install-deps: torch $TORCH2_PIN installed in $(( $(date +%s) - start )) s, $(du -sh "$venv/" | cut -f1) in $venv" >&2
 fi
 
 if [ "$demo" = 1 ]; then exit 0; fi
@@ -170,7 +170,7 @@ if [ ${#want[@]} -eq 0 ]; then
   exit 0
 fi
 start=$(date +%s)
-before=$(du -sk "$venv" | cut -f1)
+before=$(du -sk "$venv/" | cut -f1)
 echo "install-deps: installing ${want[*]} into $venv" >&2
 if ! DS_BUILD_OPS=0 DS_ACCELERATOR=cpu "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
     --no-build-isolation "${want[@]}" >&2; then
@@ -183,4 +183,4 @@ if [ ${#left[@]} -ne 0 ]; then
   exit 0
 fi
 echo "install-deps: Megatron-Core and DeepSpeed installed in $(( $(date +%s) - start )) s," \
-  "$(( ($(du -sk "$venv" | cut -f1) - before) / 1024 )) MB in $venv" >&2
+  "$(( ($(du -sk "$venv/" | cut -f1) - before) / 1024 )) MB in $venv" >&2
