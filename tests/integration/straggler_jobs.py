@@ -24,8 +24,7 @@ import tempfile
 import threading
 import time
 
-from trainer_harness import (PUBLISHER_LIB, PYTHON_DIR, TrainerJob, free_port, python_for, require_python,  # noqa: F401
-                             scout_records, start_rank)
+from trainer_harness import PUBLISHER_LIB, PYTHON_DIR, TrainerJob, free_port, python_for, require_python, scout_records  # noqa: F401
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAINER = os.path.join(HERE, "trainers", "straggler_trainer.py")
@@ -196,7 +195,7 @@ class StragglerJob:
                         "PYTHONPATH": PYTHON_DIR})
             if self.ranks_per_host:
                 env["SCOUT_HOST"] = self.host_of(rank)
-            cmd = [TRAINER, "--work-ms", str(self.work_ms), "--tp", str(self.tp), "--slow-rank", str(slow_rank),
+            cmd = [self.python, TRAINER, "--work-ms", str(self.work_ms), "--tp", str(self.tp), "--slow-rank", str(slow_rank),
                    "--slow-factor", str(slow_factor), "--slow-at", slow_at, "--slow-kind", slow_kind,
                    "--slow-group-ranks", ",".join(map(str, slow_group)),
                    "--slow-group-delay", str(slow_group_delay), "--slow-all-file", self.slow_file,
@@ -205,12 +204,8 @@ class StragglerJob:
                 cmd += ["--read-dir", self.logdir, "--read-mb", str(read_mb)]
             log = open(os.path.join(self.logdir, f"rank{rank}.log"), "w")
             self._logs.append(log)
-            # Forked by the torch zygote (trainer_harness.start_rank, issue 38): one thread and the environment of a
-            # fresh rank; the slowdowns are applied by pid from outside (duty_cycle, cpu_quota, cpu_hogs) or by the
-            # trainer, to the forked rank as to a fresh one. Not with read_mb (memory_limit): a forked rank's heap
-            # is the zygote's, copy-on-write, and the pages it writes after it moved into its 16 MB memory cgroup
-            # would be charged there (a fresh rank's were charged before it moved): another memory pressure.
-            self.procs.append(start_rank(self.python, cmd, env, log, zygote=read_mb <= 0))
+            self.procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                               stdin=subprocess.DEVNULL, start_new_session=True))
         return self
 
     def log(self, rank):
